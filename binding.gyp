@@ -1,0 +1,112 @@
+{
+  "targets": [
+    {
+      "target_name": "tessera",
+      "sources": [
+        "<!@(node scripts/gyp-sources.mjs)"
+      ],
+      "include_dirs": [
+        "<!(node -p \"require('node-addon-api').include_dir\")",
+        "native"
+      ],
+      "defines": [
+        "NAPI_VERSION=8",
+        "NAPI_DISABLE_CPP_EXCEPTIONS",
+        "NODE_ADDON_API_DISABLE_DEPRECATED"
+      ],
+      "cflags!": [
+        "-fno-exceptions"
+      ],
+      "cflags_cc!": [
+        "-fno-exceptions",
+        "-fno-rtti"
+      ],
+      "cflags_cc": [
+        "-std=c++17",
+        "-O3",
+        "-fexceptions",
+        "-ffp-contract=off",
+        "-fvisibility=hidden",
+        "-Wall",
+        "-Wextra",
+        "-Wno-unused-parameter"
+      ],
+      "conditions": [
+        [
+          "OS=='linux'",
+          {
+            "libraries": [
+              "-lpthread"
+            ]
+          }
+        ],
+        [
+          "OS=='mac'",
+          {
+            "sources": [
+              "native/metal/device.mm"
+            ],
+            "xcode_settings": {
+              "GCC_ENABLE_CPP_EXCEPTIONS": "YES",
+              "CLANG_CXX_LANGUAGE_STANDARD": "c++17",
+              "CLANG_ENABLE_OBJC_ARC": "YES",
+              "MACOSX_DEPLOYMENT_TARGET": "13.0",
+              "OTHER_CPLUSPLUSFLAGS": [
+                "-O3",
+                "-ffp-contract=off"
+              ]
+            },
+            "defines": [
+              "TESSERA_HAVE_METAL=1"
+            ],
+            "link_settings": {
+              "libraries": [
+                "-framework Metal",
+                "-framework Foundation"
+              ]
+            }
+          }
+        ]
+      ]
+    },
+    {
+      "include_dirs": [
+        "native",
+        "test/native"
+      ],
+      "defines": [],
+      "cflags!": [
+        "-fno-exceptions"
+      ],
+      "cflags_cc!": [
+        "-fno-exceptions",
+        "-fno-rtti"
+      ],
+      "cflags_cc": [
+        "-std=c++17",
+        "-O3",
+        "-fexceptions",
+        "-ffp-contract=off",
+        "-fvisibility=hidden",
+        "-Wall",
+        "-Wextra",
+        "-Wno-unused-parameter"
+      ],
+      "conditions": [
+        [
+          "OS=='linux'",
+          {
+            "libraries": [
+              "-lpthread"
+            ]
+          }
+        ]
+      ],
+      "target_name": "native_tests",
+      "type": "executable",
+      "sources": [
+        "<!@(node scripts/gyp-sources.mjs --tests)"
+      ]
+    }
+  ]
+}

@@ -1,0 +1,54 @@
+#include "common/cpu_features.h"
+
+#include <cstdlib>
+#include <cstring>
+
+#if defined(__x86_64__) || defined(_M_X64)
+#include <cpuid.h>
+#endif
+
+namespace tessera {
+
+static CpuFeatures detect() {
+  CpuFeatures f;
+#if defined(__x86_64__) || defined(_M_X64)
+  unsigned a, b, c, d;
+  if (!__get_cpuid(1, &a, &b, &c, &d)) return f;
+  bool osxsave = c & (1u << 27), fma = c & (1u << 12), f16c = c & (1u << 29);
+  unsigned long long xcr0 = 0;
+  if (osxsave) {
+    unsigned lo, hi;
+    __asm__ volatile("xgetbv" : "=a"(lo), "=d"(hi) : "c"(0));
+    xcr0 = (unsigned long long)hi << 32 | lo;
+  }
+  bool ymm = (xcr0 & 0x6) == 0x6, zmm = (xcr0 & 0xe6) == 0xe6;
+  if (!__get_cpuid_count(7, 0, &a, &b, &c, &d)) return f;
+  bool avx2 = b & (1u << 5);
+  bool avx512 = (b & (1u << 16)) && (b & (1u << 17)) && (b & (1u << 30)) && (b & (1u << 31));  // F DQ BW VL
+  f.avx2_fma = ymm && avx2 && fma && f16c;
+  f.avx512 = f.avx2_fma && zmm && avx512;
+#elif defined(__aarch64__)
+  f.neon = true;
+#endif
+  // TESSERA_SIMD=avx2|scalar lowers the level (for tests of every path and for comparisons).
+  if (const char* cap = std::getenv("TESSERA_SIMD")) {
+    if (!std::strcmp(cap, "scalar")) f = CpuFeatures{};
+    else if (!std::strcmp(cap, "avx2")) f.avx512 = false;
+  }
+  return f;
+}
+
+const CpuFeatures& cpu_features() {
+  static const CpuFeatures f = detect();
+  return f;
+}
+
+const char* simd_level() {
+  const auto& f = cpu_features();
+  if (f.avx512) return "avx512";
+  if (f.avx2_fma) return "avx2";
+  if (f.neon) return "neon";
+  return "scalar";
+}
+
+}  // namespace tessera

@@ -1,0 +1,52 @@
+// Coded errors. Native code throws tessera::Error internally; the addon catches every exception
+// at the N-API boundary and turns it into a rejected promise carrying { code, message }, which
+// src/errors.ts wraps in a TesseraError. Nothing ever crosses the boundary as a C++ exception.
+#pragma once
+#include <exception>
+#include <string>
+
+namespace tessera {
+
+enum class Code {
+  ModelNotFound,
+  ModelFormat,
+  ConfigInvalid,
+  TensorMissing,
+  TensorShape,
+  WeightsCorrupt,
+  ImageDecode,
+  ImageTooLarge,
+  ImageAspect,
+  InvalidArgument,
+  Aborted,
+  Closed,
+  BackendUnavailable,
+  OutOfMemory,
+  Gpu,
+  Numeric,
+  Internal,
+};
+
+// The stable string codes of DESIGN §2.2 ("ERR_WEIGHTS_CORRUPT", ...).
+const char* code_name(Code code);
+
+class Error : public std::exception {
+ public:
+  Error(Code code, std::string message) : code_(code), message_(std::move(message)) {}
+  Code code() const { return code_; }
+  const char* what() const noexcept override { return message_.c_str(); }
+
+ private:
+  Code code_;
+  std::string message_;
+};
+
+[[noreturn]] inline void fail(Code code, std::string message) { throw Error(code, std::move(message)); }
+
+// Internal invariant: a failure here is a bug in tessera, reported as ERR_INTERNAL-free coded error.
+#define TESSERA_CHECK(cond, msg)                                                          \
+  do {                                                                                    \
+    if (!(cond)) ::tessera::fail(::tessera::Code::Internal, std::string("internal: ") + (msg)); \
+  } while (0)
+
+}  // namespace tessera

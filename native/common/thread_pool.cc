@@ -1,0 +1,103 @@
+#include "common/thread_pool.h"
+
+#include <algorithm>
+#include <fstream>
+#include <set>
+#include <string>
+#include <utility>
+
+namespace tessera {
+
+int ThreadPool::physical_cores() {
+  // Linux: count distinct (physical id, core id) pairs; hyperthreads share a core's FMA units,
+  // so more threads than cores only adds contention. Elsewhere: hardware_concurrency.
+  std::ifstream in("/proc/cpuinfo");
+  if (in) {
+    std::set<std::pair<int, int>> cores;
+    std::string line;
+    int phys = 0;
+    while (std::getline(in, line)) {
+      auto colon = line.find(':');
+      if (colon == std::string::npos) continue;
+      if (line.rfind("physical id", 0) == 0) phys = std::atoi(line.c_str() + colon + 1);
+      if (line.rfind("core id", 0) == 0) cores.insert({phys, std::atoi(line.c_str() + colon + 1)});
+    }
+    if (!cores.empty()) return int(cores.size());
+  }
+  unsigned n = std::thread::hardware_concurrency();
+  return n ? int(n) : 1;
+}
+
+ThreadPool::ThreadPool(int threads) {
+  if (threads <= 0) threads = physical_cores();
+  for (int i = 1; i < threads; ++i) workers_.emplace_back([this, i] { worker_loop(i); });
+}
+
+ThreadPool::~ThreadPool() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    stop_ = true;
+  }
+  wake_.notify_all();
+  for (auto& t : workers_) t.join();
+}
+
+void ThreadPool::worker_loop(int) {
+  uint64_t seen = 0;
+  std::unique_lock<std::mutex> lock(mu_);
+  for (;;) {
+    wake_.wait(lock, [&] { return stop_ || generation_ != seen; });
+    if (stop_) return;
+    seen = generation_;
+    while (next_ < tasks_) {
+      size_t t = next_++;
+      const auto* fn = task_;
+      lock.unlock();
+      (*fn)(t);
+      lock.lock();
+      if (++finished_ == tasks_) done_.notify_all();
+    }
+  }
+}
+
+void ThreadPool::run_tasks(size_t tasks, const std::function<void(size_t)>& fn) {
+  if (tasks == 0) return;
+  if (workers_.empty() || tasks == 1) {
+    for (size_t t = 0; t < tasks; ++t) fn(t);
+    return;
+  }
+  std::unique_lock<std::mutex> lock(mu_);
+  task_ = &fn;
+  tasks_ = tasks;
+  next_ = 0;
+  finished_ = 0;
+  ++generation_;
+  wake_.notify_all();
+  while (next_ < tasks_) {
+    size_t t = next_++;
+    lock.unlock();
+    fn(t);
+    lock.lock();
+    ++finished_;
+  }
+  done_.wait(lock, [&] { return finished_ == tasks_; });
+  task_ = nullptr;
+  tasks_ = 0;
+}
+
+void ThreadPool::parallel_for(size_t n, const std::function<void(size_t, size_t)>& fn, size_t grain) {
+  if (n == 0) return;
+  grain = std::max<size_t>(grain, 1);
+  size_t parts = std::min<size_t>(size_t(size()), (n + grain - 1) / grain);
+  if (parts <= 1) {
+    fn(0, n);
+    return;
+  }
+  size_t chunk = (n + parts - 1) / parts;
+  run_tasks(parts, [&](size_t p) {
+    size_t b = p * chunk, e = std::min(n, b + chunk);
+    if (b < e) fn(b, e);
+  });
+}
+
+}  // namespace tessera

@@ -1,0 +1,125 @@
+// The backend-neutral interface every tower is written against: buffers, 2D tensor views and a
+// small op set (in the spirit of ggml). The CPU backend runs each op as it is issued; the Metal
+// backend records them into one command buffer per stage and runs it on submit(). Models never
+// know which backend they run on, and a backend never knows which model calls it.
+//
+// Conventions: activations are f32 row-major [rows, cols] with a row stride `ld` (elements), so a
+// view can pick columns out of a wider tensor (q, k and v inside the fused qkv output). Weights
+// keep their stored dtype (f32, f16, bf16) and are widened inside the kernels. Unless an op says
+// otherwise, an output may alias its input (in-place) but not partially overlap it.
+#pragma once
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <limits>
+#include <string>
+#include <vector>
+
+#include "common/dtype.h"
+
+namespace tessera::gpu {
+
+// Backend-owned memory: scratch it allocated, or host memory it wraps (weights in a slot, a
+// mapping or a resident block). `host` is the CPU-visible address (null if none).
+struct Buffer {
+  void* host = nullptr;
+  size_t bytes = 0;
+  void* native = nullptr;  // backend-private handle (an MTLBuffer on Metal)
+  virtual ~Buffer() = default;
+};
+
+struct Tensor {
+  Buffer* buf = nullptr;
+  size_t offset = 0;  // bytes from the start of buf
+  DType dtype = DType::F32;
+  int64_t rows = 0, cols = 0, ld = 0;  // ld: elements between consecutive rows
+
+  bool contiguous() const { return ld == cols; }
+  size_t elements() const { return size_t(rows) * size_t(cols); }
+  // Only for backends with host-visible memory (CPU, tests): the address of element (r, c).
+  template <class T>
+  T* host_ptr(int64_t r = 0, int64_t c = 0) const {
+    return reinterpret_cast<T*>(static_cast<char*>(buf->host) + offset +
+                                (size_t(r) * size_t(ld) + size_t(c)) * dtype_size(dtype));
+  }
+  Tensor rows_view(int64_t r0, int64_t n) const;  // rows [r0, r0+n)
+  Tensor cols_view(int64_t c0, int64_t n) const;  // cols [c0, c0+n), same rows
+  // The same memory seen as [rows*cols/new_cols, new_cols]; needs a contiguous tensor.
+  Tensor reshaped(int64_t new_cols) const;
+};
+
+Tensor make_tensor(Buffer* buf, size_t offset, DType dtype, int64_t rows, int64_t cols);
+
+enum class Act { None, GeluTanh, GeluErf };
+
+// y = act(clamp_out(clamp_in(x) · Wᵀ + bias)) + residual. Weight W is [out, in] as stored in
+// checkpoints. The clamps are Gemma 4's clippable linears (infinite bounds = no clamp).
+struct LinearArgs {
+  const Tensor* bias = nullptr;      // [1, out], any dtype
+  Act act = Act::None;
+  const Tensor* residual = nullptr;  // [rows, out] f32; may alias y
+  float in_min = -std::numeric_limits<float>::infinity();
+  float in_max = std::numeric_limits<float>::infinity();
+  float out_min = -std::numeric_limits<float>::infinity();
+  float out_max = std::numeric_limits<float>::infinity();
+};
+
+// A run of rows that attend to each other (one image frame). Attention never crosses segments.
+struct Segment {
+  int64_t begin = 0, length = 0;
+};
+
+class Backend {
+ public:
+  virtual ~Backend() = default;
+  virtual const char* name() const = 0;
+
+  // ---- memory
+  virtual Buffer* alloc(size_t bytes) = 0;                      // scratch, uninitialised
+  virtual Buffer* wrap_host(void* host, size_t bytes) = 0;      // zero-copy where possible; host outlives it
+  virtual void release(Buffer* buf) = 0;
+  // Copies host bytes into a buffer / out of it. download waits for all work issued so far.
+  virtual void upload(Buffer* dst, size_t offset, const void* src, size_t bytes) = 0;
+  virtual void download(void* dst, const Tensor& src) = 0;      // rows packed densely (cols per row)
+
+  // ---- ops (outputs are f32)
+  virtual void linear(const Tensor& y, const Tensor& x, const Tensor& w, const LinearArgs& args) = 0;
+  virtual void layer_norm(const Tensor& y, const Tensor& x, const Tensor& gamma, const Tensor& beta,
+                          float eps) = 0;
+  // RMS norm over each consecutive `group` columns of a row (group == cols: the whole row; group
+  // == head_dim: per head). weight is [1, group] or null (weightless).
+  virtual void rms_norm(const Tensor& y, const Tensor& x, const Tensor* weight, int64_t group, float eps) = 0;
+  virtual void activation(const Tensor& y, const Tensor& x, Act act) = 0;
+  virtual void add(const Tensor& y, const Tensor& a, const Tensor& b) = 0;
+  virtual void mul(const Tensor& y, const Tensor& a, const Tensor& b) = 0;
+  // y = (x - sub) * mul per column; sub/mul are [1, cols] (either may be null), then * scale.
+  virtual void affine(const Tensor& y, const Tensor& x, const Tensor* sub, const Tensor* mul, float scale) = 0;
+  virtual void clamp(const Tensor& y, const Tensor& x, float lo, float hi) = 0;
+  // Rotary embedding in place on x = [rows, heads*head_dim]; cos/sin are f32 [rows, head_dim].
+  // Each head is split into `sections` equal parts (Qwen 1, Gemma 2 axes); within a part of size
+  // s, lanes j and j+s/2 rotate together: x_j' = x_j cos_j - x_{j+s/2} sin_j,
+  // x_{j+s/2}' = x_{j+s/2} cos_{j+s/2} + x_j sin_{j+s/2}.
+  virtual void rope(const Tensor& x, const Tensor& cos, const Tensor& sin, int64_t heads, int64_t head_dim,
+                    int64_t sections) = 0;
+  // out = softmax(q kᵀ · scale) v per head and segment; q, k, v, out: [rows, heads*head_dim].
+  // Tiled with an online softmax: memory O(rows * head_dim), never rows * rows.
+  virtual void attention(const Tensor& out, const Tensor& q, const Tensor& k, const Tensor& v, int64_t heads,
+                         int64_t head_dim, float scale, const std::vector<Segment>& segments) = 0;
+  // y[r] (+)= Σ_t weights[r, t] · table[index[r, t]] for t < taps: position-table lookups
+  // (bilinear taps, separable X/Y tables) and pooling. index is int32, weights f32, both
+  // [rows(y), taps] in `lookup` (a Buffer filled with upload: index block, then weight block).
+  // An index < 0 contributes nothing.
+  virtual void gather_sum(const Tensor& y, const Tensor& table, Buffer* lookup, int64_t taps, bool accumulate) = 0;
+
+  // Number of non-finite values in x; *first (if non-null) gets the first one's flat index.
+  // Waits for the work issued so far.
+  virtual int64_t count_nonfinite(const Tensor& x, int64_t* first) = 0;
+
+  // ---- submission
+  // Ends the current stage's recording and starts it. on_complete runs (on any thread) once the
+  // device has finished every op issued before this call: it is where weight slots are released.
+  virtual void submit(std::function<void()> on_complete) = 0;
+  virtual void finish() = 0;  // waits for everything submitted
+};
+
+}  // namespace tessera::gpu

@@ -1,0 +1,41 @@
+#include "common/error.h"
+#include "gpu/backend.h"
+
+namespace tessera::gpu {
+
+Tensor make_tensor(Buffer* buf, size_t offset, DType dtype, int64_t rows, int64_t cols) {
+  Tensor t;
+  t.buf = buf;
+  t.offset = offset;
+  t.dtype = dtype;
+  t.rows = rows;
+  t.cols = cols;
+  t.ld = cols;
+  return t;
+}
+
+Tensor Tensor::rows_view(int64_t r0, int64_t n) const {
+  TESSERA_CHECK(r0 >= 0 && n >= 0 && r0 + n <= rows, "rows_view out of range");
+  Tensor t = *this;
+  t.offset += size_t(r0) * size_t(ld) * dtype_size(dtype);
+  t.rows = n;
+  return t;
+}
+
+Tensor Tensor::cols_view(int64_t c0, int64_t n) const {
+  TESSERA_CHECK(c0 >= 0 && n >= 0 && c0 + n <= cols, "cols_view out of range");
+  Tensor t = *this;
+  t.offset += size_t(c0) * dtype_size(dtype);
+  t.cols = n;
+  return t;
+}
+
+Tensor Tensor::reshaped(int64_t new_cols) const {
+  TESSERA_CHECK(contiguous() && new_cols > 0 && (rows * cols) % new_cols == 0, "reshape of a strided tensor");
+  Tensor t = *this;
+  t.rows = rows * cols / new_cols;
+  t.cols = t.ld = new_cols;
+  return t;
+}
+
+}  // namespace tessera::gpu

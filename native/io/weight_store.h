@@ -1,0 +1,64 @@
+// Where a stage's weights live while it computes. The three residencies of DESIGN §5 implement
+// this one interface: resident (read once at open), mapped (views into mmapped files) and stream
+// (a ring of page-aligned slots filled by a prefetch thread). A model walks the stages in order:
+// acquire(n) blocks until stage n is in memory and returns gpu tensors over it; release(n) is
+// called from the backend's completion of the work that read it, and only then may the slot be
+// reused.
+#pragma once
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+
+#include "gpu/backend.h"
+#include "io/tower_spec.h"
+
+namespace tessera {
+
+class StageWeights {
+ public:
+  // The tensor with this role as a [rows, cols] view: 1-D tensors are [1, n]; N-D tensors are
+  // [shape[0], product of the rest]. A missing role is ERR_TENSOR_MISSING.
+  const gpu::Tensor& get(const std::string& role) const;
+  const gpu::Tensor* find(const std::string& role) const;
+  // The raw bytes of a tensor, for the few host-side reads (clamp scalars) a model needs.
+  const void* host(const std::string& role) const;
+
+  void set(const std::string& role, const gpu::Tensor& t) { tensors_[role] = t; }
+  void clear() { tensors_.clear(); }
+
+ private:
+  std::map<std::string, gpu::Tensor> tensors_;
+};
+
+// Fills `out` with views of `stage`'s tensors living at `base` (the stage's bytes as laid out by
+// stage_layout below) inside `buf`.
+void bind_stage(const StageSpec& stage, gpu::Buffer* buf, size_t base, StageWeights& out);
+
+// How a stage's tensors are laid out when copied into one slot: each tensor at a 64-byte
+// aligned offset, in spec order. The one formula for slot bytes (used by the allocator and by
+// TS's prediction through the addon).
+struct StageLayout {
+  std::vector<uint64_t> offsets;
+  uint64_t bytes = 0;
+};
+StageLayout stage_layout(const StageSpec& stage);
+
+struct WeightStoreStats {
+  uint64_t bytes_read = 0;      // bytes read from files so far (pread / copies from mappings)
+  uint64_t resident_bytes = 0;  // bytes of weights held in memory by the store itself
+};
+
+class WeightStore {
+ public:
+  virtual ~WeightStore() = default;
+  virtual const char* residency() const = 0;
+  // The model is about to walk every stage in order (a pass): streaming stores start prefetching.
+  virtual void begin_pass() {}
+  virtual const StageWeights& acquire(size_t stage) = 0;
+  virtual void release(size_t stage) = 0;
+  virtual void end_pass() {}
+  virtual WeightStoreStats stats() const = 0;
+};
+
+}  // namespace tessera
