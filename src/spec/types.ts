@@ -1,0 +1,45 @@
+// The TowerSpec: the single description of a tower (DESIGN §3), built from config files or GGUF
+// metadata by a family's builder (src/spec/<family>.ts), validated with zod, and passed to the
+// addon as a plain object (native/io/tower_spec.h is its C++ twin). Dimensions are read from here
+// by native code, never from a model-specific default.
+export type Family = 'qwen3_5' | 'qwen3_vl' | 'gemma4';
+export type DType = 'f32' | 'f16' | 'bf16';
+
+/** Where a tower was loaded from: tower.info.source. */
+export type SourceKind = 'hf-folder' | 'gguf-llama.cpp' | 'gguf-ollama' | 'packed';
+
+export interface TensorSpec {
+  /** What the model calls it, e.g. "attn.qkv.weight" (see the family's builder). */
+  role: string;
+  /** What the file calls it, for messages. */
+  name: string;
+  dtype: DType;
+  shape: number[];
+  /** Index into TowerSpec.files. */
+  file: number;
+  /** Absolute byte offset of the data in that file, and its length in bytes. */
+  offset: number;
+  length: number;
+}
+
+export type StageKind = 'embed' | 'block' | 'deepstack' | 'merger' | 'pooler' | 'projector';
+
+export interface StageSpec {
+  /** "embed", "block.3", "deepstack.0", "merger", ... : also the `stages` key of results. */
+  name: string;
+  kind: StageKind;
+  index: number;
+  tensors: TensorSpec[];
+}
+
+export interface TowerSpec {
+  family: Family;
+  source: SourceKind;
+  /** Numeric dimensions every model reads (hidden, heads, head_dim, ...): see the builders. */
+  dims: Record<string, number>;
+  /** Lists, e.g. deepstack_indexes. */
+  lists: Record<string, number[]>;
+  files: string[];
+  /** In execution order. */
+  stages: StageSpec[];
+}
