@@ -1,0 +1,53 @@
+#include "io/resident_store.h"
+
+#include <vector>
+
+#include "common/aligned.h"
+#include "io/file_reader.h"
+
+namespace tessera {
+namespace {
+
+class ResidentStore final : public WeightStore {
+ public:
+  ResidentStore(const TowerSpec& spec, gpu::Backend& backend) : backend_(backend) {
+    FileSet files(spec.files);
+    for (const auto& stage : spec.stages) {
+      StageLayout layout = stage_layout(stage);
+      AlignedBuffer mem(layout.bytes ? layout.bytes : 1);
+      for (size_t i = 0; i < stage.tensors.size(); ++i) {
+        const auto& t = stage.tensors[i];
+        files.read(t.file, t.offset, t.length, mem.as<char>() + layout.offsets[i]);
+      }
+      stats_.bytes_read += stage.bytes();
+      stats_.resident_bytes += layout.bytes;
+      gpu::Buffer* buf = backend_.wrap_host(mem.data(), mem.size());
+      buffers_.push_back(buf);
+      memory_.push_back(std::move(mem));
+      views_.emplace_back();
+      bind_stage(stage, buf, 0, views_.back());
+    }
+  }
+  ~ResidentStore() override {
+    for (auto* b : buffers_) backend_.release(b);
+  }
+  const char* residency() const override { return "resident"; }
+  const StageWeights& acquire(size_t stage) override { return views_.at(stage); }
+  void release(size_t) override {}
+  WeightStoreStats stats() const override { return stats_; }
+
+ private:
+  gpu::Backend& backend_;
+  std::vector<AlignedBuffer> memory_;
+  std::vector<gpu::Buffer*> buffers_;
+  std::vector<StageWeights> views_;
+  WeightStoreStats stats_;
+};
+
+}  // namespace
+
+std::unique_ptr<WeightStore> make_resident_store(const TowerSpec& spec, gpu::Backend& backend) {
+  return std::make_unique<ResidentStore>(spec, backend);
+}
+
+}  // namespace tessera
