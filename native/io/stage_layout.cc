@@ -1,4 +1,6 @@
+#include <algorithm>
 #include <string>
+#include <vector>
 
 #include "common/aligned.h"
 #include "common/error.h"
@@ -6,20 +8,42 @@
 
 namespace tessera {
 
-// 64 bytes: a cache line and the widest SIMD load, so kernels may use aligned loads of any row 0.
-static constexpr uint64_t kTensorAlign = 64;
+// Runs start at an offset congruent to their file offset modulo this, so a tensor's alignment in
+// a slot is its alignment in the file (64: a cache line and the widest SIMD load).
+static constexpr uint64_t kRunAlign = 64;
+// Tensors of one file at most this far apart share a run: reading the gap costs less than a
+// second pread (GGUF pads tensors to 32 bytes; safetensors and packed stages have no gaps).
+static constexpr uint64_t kMaxGap = 64;
 
 StageLayout stage_layout(const StageSpec& stage) {
   StageLayout l;
-  l.offsets.reserve(stage.tensors.size());
-  for (const auto& t : stage.tensors) {
-    l.offsets.push_back(l.bytes);
-    l.bytes = round_up(l.bytes + t.length, kTensorAlign);
+  const size_t n = stage.tensors.size();
+  l.offsets.assign(n, 0);
+  std::vector<size_t> order(n);
+  for (size_t i = 0; i < n; ++i) order[i] = i;
+  std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) {
+    const auto &x = stage.tensors[a], &y = stage.tensors[b];
+    return x.file != y.file ? x.file < y.file : x.offset < y.offset;
+  });
+  for (size_t i : order) {
+    const auto& t = stage.tensors[i];
+    StageRun* run = l.runs.empty() ? nullptr : &l.runs.back();
+    // Sorted by offset, so t starts at or after the run's start; overlapping or duplicated
+    // tensors simply become views into bytes the run already holds.
+    if (!run || run->file != t.file || t.offset > run->file_offset + run->length + kMaxGap) {
+      uint64_t at = round_up(l.bytes, kRunAlign) + t.offset % kRunAlign;
+      l.runs.push_back({t.file, t.offset, 0, at});
+      run = &l.runs.back();
+    }
+    uint64_t rel = t.offset - run->file_offset;
+    run->length = std::max(run->length, rel + t.length);
+    l.offsets[i] = run->slot_offset + rel;
+    l.bytes = std::max(l.bytes, run->slot_offset + run->length);
   }
   return l;
 }
 
-static gpu::Tensor view_of(const TensorSpec& t, gpu::Buffer* buf, size_t offset) {
+gpu::Tensor tensor_view(const TensorSpec& t, gpu::Buffer* buf, size_t offset) {
   int64_t rows = 1, cols = 1;
   if (t.shape.size() == 1) {
     cols = t.shape[0];
@@ -37,7 +61,7 @@ void bind_stage(const StageSpec& stage, gpu::Buffer* buf, size_t base, StageWeig
   out.clear();
   StageLayout l = stage_layout(stage);
   for (size_t i = 0; i < stage.tensors.size(); ++i)
-    out.set(stage.tensors[i].role, view_of(stage.tensors[i], buf, base + l.offsets[i]));
+    out.set(stage.tensors[i].role, tensor_view(stage.tensors[i], buf, base + l.offsets[i]));
 }
 
 const gpu::Tensor* StageWeights::find(const std::string& role) const {

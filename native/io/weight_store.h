@@ -9,6 +9,7 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "gpu/backend.h"
 #include "io/tower_spec.h"
@@ -34,12 +35,26 @@ class StageWeights {
 // Fills `out` with views of `stage`'s tensors living at `base` (the stage's bytes as laid out by
 // stage_layout below) inside `buf`.
 void bind_stage(const StageSpec& stage, gpu::Buffer* buf, size_t base, StageWeights& out);
+// The view of one tensor at `offset` in `buf`, by the [rows, cols] rule of StageWeights::get.
+gpu::Tensor tensor_view(const TensorSpec& t, gpu::Buffer* buf, size_t offset);
 
-// How a stage's tensors are laid out when copied into one slot: each tensor at a 64-byte
-// aligned offset, in spec order. The one formula for slot bytes (used by the allocator and by
-// TS's prediction through the addon).
+// How a stage's tensors are laid out when copied into one slot. Tensors are grouped into runs:
+// byte ranges of one file that hold several tensors back to back (gaps under 64 bytes, such as
+// GGUF's alignment padding, are read along). A run is read with one pread and lands whole, so
+// inside a run each tensor keeps its position relative to its neighbours; each run starts at a
+// slot offset congruent to its file offset modulo 64. So a tensor has the same alignment in a
+// slot as in its file (and in a mapping of it): all residencies hand kernels the same alignments.
+// A packed folder's stage is one run. The one formula for slot bytes (used by the allocator and
+// by TS's prediction through the addon).
+struct StageRun {
+  int file = 0;
+  uint64_t file_offset = 0;  // absolute, in that file
+  uint64_t length = 0;
+  uint64_t slot_offset = 0;  // where the run lands in the stage's memory
+};
 struct StageLayout {
-  std::vector<uint64_t> offsets;
+  std::vector<uint64_t> offsets;  // per tensor, in spec order
+  std::vector<StageRun> runs;     // in file order
   uint64_t bytes = 0;
 };
 StageLayout stage_layout(const StageSpec& stage);

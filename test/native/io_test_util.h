@@ -1,0 +1,166 @@
+// Helpers for the io table tests: a host-memory fake gpu::Backend that records buffers and lets a
+// test decide when submitted work "completes", temporary weight files, and hand-built TowerSpecs.
+#pragma once
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <deque>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "common/error.h"
+#include "gpu/backend.h"
+#include "io/tower_spec.h"
+
+namespace iotest {
+
+using namespace tessera;
+
+// Runs no ops. submit() either completes at once (like the CPU backend) or, with defer = true,
+// queues the completion until complete_one()/complete_all() (like a GPU still reading a slot).
+class FakeBackend final : public gpu::Backend {
+ public:
+  bool defer = false;
+  int live_buffers = 0;
+  std::vector<std::pair<void*, size_t>> wrapped;  // every wrap_host call
+  std::deque<std::function<void()>> pending;
+
+  const char* name() const override { return "fake"; }
+  gpu::Buffer* alloc(size_t bytes) override {
+    auto* b = new gpu::Buffer;
+    b->host = std::malloc(bytes ? bytes : 1);
+    b->bytes = bytes;
+    b->native = b->host;  // marks "owned"
+    ++live_buffers;
+    return b;
+  }
+  gpu::Buffer* wrap_host(void* host, size_t bytes) override {
+    auto* b = new gpu::Buffer;
+    b->host = host;
+    b->bytes = bytes;
+    wrapped.push_back({host, bytes});
+    ++live_buffers;
+    return b;
+  }
+  void release(gpu::Buffer* buf) override {
+    if (!buf) return;
+    if (buf->native) std::free(buf->native);
+    delete buf;
+    --live_buffers;
+  }
+  void upload(gpu::Buffer*, size_t, const void*, size_t) override {}
+  void download(void*, const gpu::Tensor&) override {}
+  void linear(const gpu::Tensor&, const gpu::Tensor&, const gpu::Tensor&, const gpu::LinearArgs&) override {}
+  void layer_norm(const gpu::Tensor&, const gpu::Tensor&, const gpu::Tensor&, const gpu::Tensor&, float) override {}
+  void rms_norm(const gpu::Tensor&, const gpu::Tensor&, const gpu::Tensor*, int64_t, float) override {}
+  void activation(const gpu::Tensor&, const gpu::Tensor&, gpu::Act) override {}
+  void add(const gpu::Tensor&, const gpu::Tensor&, const gpu::Tensor&) override {}
+  void mul(const gpu::Tensor&, const gpu::Tensor&, const gpu::Tensor&) override {}
+  void affine(const gpu::Tensor&, const gpu::Tensor&, const gpu::Tensor*, const gpu::Tensor*, float) override {}
+  void clamp(const gpu::Tensor&, const gpu::Tensor&, float, float) override {}
+  void rope(const gpu::Tensor&, const gpu::Tensor&, const gpu::Tensor&, int64_t, int64_t, int64_t) override {}
+  void attention(const gpu::Tensor&, const gpu::Tensor&, const gpu::Tensor&, const gpu::Tensor&, int64_t, int64_t,
+                 float, const std::vector<gpu::Segment>&) override {}
+  void gather_sum(const gpu::Tensor&, const gpu::Tensor&, gpu::Buffer*, int64_t, bool) override {}
+  int64_t count_nonfinite(const gpu::Tensor&, int64_t*) override { return 0; }
+  void submit(std::function<void()> on_complete) override {
+    if (defer)
+      pending.push_back(std::move(on_complete));
+    else
+      on_complete();
+  }
+  void finish() override { complete_all(); }
+  bool complete_one() {
+    if (pending.empty()) return false;
+    auto fn = std::move(pending.front());
+    pending.pop_front();
+    fn();
+    return true;
+  }
+  void complete_all() {
+    while (complete_one()) {
+    }
+  }
+};
+
+// A temporary file that deletes itself.
+struct TempFile {
+  std::string path;
+  explicit TempFile(const std::vector<unsigned char>& bytes) {
+    char tmpl[] = "/tmp/tessera-io-XXXXXX";
+    int fd = mkstemp(tmpl);
+    path = tmpl;
+    size_t done = 0;
+    while (done < bytes.size()) {
+      ssize_t n = ::write(fd, bytes.data() + done, bytes.size() - done);
+      if (n <= 0) break;
+      done += size_t(n);
+    }
+    ::close(fd);
+  }
+  ~TempFile() { ::unlink(path.c_str()); }
+  void truncate_to(size_t n) const {
+    if (::truncate(path.c_str(), off_t(n)) != 0) std::perror("truncate");
+  }
+};
+
+// Deterministic file contents: byte i of file f.
+inline unsigned char pattern_byte(int f, uint64_t i) { return (unsigned char)((i * 131u + uint64_t(f) * 17u + (i >> 9)) & 0xff); }
+inline std::vector<unsigned char> pattern(int f, size_t n) {
+  std::vector<unsigned char> v(n);
+  for (size_t i = 0; i < n; ++i) v[i] = pattern_byte(f, i);
+  return v;
+}
+
+inline TensorSpec tensor(const std::string& role, int file, uint64_t offset, int64_t elems, DType dt = DType::BF16) {
+  TensorSpec t;
+  t.role = role;
+  t.name = "t." + role;
+  t.dtype = dt;
+  t.shape = {elems};
+  t.file = file;
+  t.offset = offset;
+  t.length = uint64_t(elems) * dtype_size(dt);
+  return t;
+}
+
+// A tower of `stages` stages in one file, each stage a few tensors laid back to back (like a
+// safetensors file), with stage s about (s % 3 + 1) * unit bytes so stage sizes differ.
+inline TowerSpec sequential_tower(const std::string& file, int stages, uint64_t unit, uint64_t* file_bytes) {
+  TowerSpec spec;
+  spec.family = "test";
+  spec.files = {file};
+  uint64_t at = 8;  // as if after a small header
+  for (int s = 0; s < stages; ++s) {
+    StageSpec st;
+    st.name = "block." + std::to_string(s);
+    st.kind = "block";
+    st.index = s;
+    int64_t n = int64_t((uint64_t(s % 3) + 1) * unit / 2);
+    st.tensors.push_back(tensor("w", 0, at, n));
+    at += uint64_t(n) * 2;
+    st.tensors.push_back(tensor("b", 0, at, 3));  // an odd-sized bias: breaks 64-byte alignment
+    at += 6;
+    st.tensors.push_back(tensor("c", 0, at, n / 2));
+    at += uint64_t(n / 2) * 2;
+    spec.stages.push_back(st);
+  }
+  *file_bytes = at + 8;
+  return spec;
+}
+
+// Every tensor of a stage, read through its view, equals the file's bytes.
+template <class Weights>
+bool stage_matches_file(const TowerSpec& spec, size_t s, const Weights& w) {
+  for (const auto& t : spec.stages[s].tensors) {
+    auto* p = static_cast<const unsigned char*>(w.host(t.role));
+    for (uint64_t i = 0; i < t.length; ++i)
+      if (p[i] != pattern_byte(t.file, t.offset + i)) return false;
+  }
+  return true;
+}
+
+}  // namespace iotest
