@@ -22,7 +22,7 @@
         "-fno-rtti"
       ],
       "cflags_cc": [
-        "-std=c++17",
+        "-std=c++20",
         "-O3",
         "-fexceptions",
         "-ffp-contract=off",
@@ -48,7 +48,7 @@
             ],
             "xcode_settings": {
               "GCC_ENABLE_CPP_EXCEPTIONS": "YES",
-              "CLANG_CXX_LANGUAGE_STANDARD": "c++17",
+              "CLANG_CXX_LANGUAGE_STANDARD": "c++20",
               "CLANG_ENABLE_OBJC_ARC": "YES",
               "MACOSX_DEPLOYMENT_TARGET": "13.0",
               "OTHER_CPLUSPLUSFLAGS": [
@@ -83,7 +83,7 @@
         "-fno-rtti"
       ],
       "cflags_cc": [
-        "-std=c++17",
+        "-std=c++20",
         "-O3",
         "-fexceptions",
         "-ffp-contract=off",

@@ -11,6 +11,14 @@ namespace {
 class ResidentStore final : public WeightStore {
  public:
   ResidentStore(const TowerSpec& spec, gpu::Backend& backend) : backend_(backend) {
+    try {
+      load(spec);
+    } catch (...) {
+      for (auto* b : buffers_) backend_.release(b);
+      throw;
+    }
+  }
+  void load(const TowerSpec& spec) {
     FileSet files(spec.files);
     for (const auto& stage : spec.stages) {
       StageLayout layout = stage_layout(stage);

@@ -1,0 +1,293 @@
+// Qwen3.5 / Qwen3-VL vision tower, specs/qwen-vision.md §3, as a composition of gpu ops:
+//   embed:     x = pixels · W_peᵀ + b  (+ bilinear position table, f32 taps)
+//   block l:   x += proj(attn(rope(q), rope(k), v));  x += fc2(gelu_tanh(fc1(LN2(x))))
+//   deepstack: fc2(gelu_erf(fc1(LN_4D(group4(x)))))   after its block (Qwen3-VL)
+//   merger:    fc2(gelu_erf(fc1(group4(LN_D(x)))))
+// Tokens are in merge-window order (§3.0), so grouping 4 tokens is a reshape.
+#include "models/qwen_vision.h"
+
+#include <cmath>
+#include <string>
+
+#include "common/error.h"
+
+namespace tessera {
+namespace {
+
+struct Dims {
+  int64_t hidden, heads, head_dim, inter, out, patch_dim, merge, side;
+  float eps;
+  double theta;
+};
+
+class QwenVision final : public VisionModel {
+ public:
+  QwenVision(const TowerSpec& spec, gpu::Backend& backend, WeightStore& store)
+      : spec_(spec), backend_(backend), store_(store) {
+    d_.hidden = spec.i64("hidden");
+    d_.heads = spec.i64("heads");
+    d_.head_dim = spec.i64("head_dim");
+    d_.inter = spec.i64("intermediate");
+    d_.out = spec.i64("out_hidden");
+    d_.patch_dim = spec.i64("in_channels") * spec.i64("temporal_patch_size") * spec.i64("patch_size") *
+                   spec.i64("patch_size");
+    d_.merge = spec.i64("merge_size");
+    d_.side = spec.i64("pos_side");
+    d_.eps = float(spec.num("eps"));
+    d_.theta = spec.num("rope_theta");
+    if (d_.heads * d_.head_dim != d_.hidden || d_.head_dim % 4 != 0)
+      fail(Code::ConfigInvalid, "hidden_size must equal num_heads x head_dim with head_dim a multiple of 4");
+  }
+
+  uint64_t scratch_bytes(int64_t rows) const override {
+    Plan p = plan(rows);
+    return p.plan.bytes() + p.lookup_bytes;
+  }
+
+  void encode(const PixelInput& in, const EncodeControl& ctl, EncodeOutput& out) override;
+
+ private:
+  // The scratch plan: one definition for the allocator and for the prediction.
+  struct Plan {
+    ScratchPlan plan;
+    size_t pixels, x, h, qkv, attn, mlp, cos, sin, merged;
+    uint64_t lookup_bytes;  // gather_sum's own buffer: 4 int32 indices + 4 f32 weights per token
+  };
+  Plan plan(int64_t n) const {
+    Plan p;
+    const int64_t m2 = d_.merge * d_.merge, groups = n / m2;
+    p.pixels = p.plan.add(n, d_.patch_dim);
+    p.x = p.plan.add(n, d_.hidden);
+    p.h = p.plan.add(n, d_.hidden);
+    p.qkv = p.plan.add(n, 3 * d_.hidden);
+    p.attn = p.plan.add(n, d_.hidden);
+    p.mlp = p.plan.add(n, d_.inter);
+    p.cos = p.plan.add(n, d_.head_dim);
+    p.sin = p.plan.add(n, d_.head_dim);
+    p.merged = p.plan.add(groups, d_.out);
+    p.lookup_bytes = uint64_t(n) * 8 * 4;
+    return p;
+  }
+
+  void validate(const PixelInput& in) const;
+  void upload_positions(const PixelInput& in, gpu::Buffer* scratch, gpu::Buffer* lookup, const Plan& p) const;
+  void run_block(const StageWeights& w, const gpu::Tensor& x, const gpu::Tensor& h, const gpu::Tensor& qkv,
+                 const gpu::Tensor& attn, const gpu::Tensor& mlp, const gpu::Tensor& cos, const gpu::Tensor& sin,
+                 const std::vector<gpu::Segment>& segments);
+  void run_merger(const StageWeights& w, bool norm_before_group, const gpu::Tensor& x, const gpu::Tensor& h,
+                  const gpu::Tensor& attn, const gpu::Tensor& out);
+
+  const TowerSpec& spec_;
+  gpu::Backend& backend_;
+  WeightStore& store_;
+  Dims d_;
+};
+
+void QwenVision::validate(const PixelInput& in) const {
+  if (in.cols != d_.patch_dim)
+    fail(Code::InvalidArgument, "pixelValues rows have " + std::to_string(in.cols) + " values; this tower expects " +
+                                    std::to_string(d_.patch_dim));
+  if (in.grids.empty()) fail(Code::InvalidArgument, "grid is empty");
+  int64_t total = 0;
+  for (size_t i = 0; i < in.grids.size(); ++i) {
+    auto [t, h, w] = in.grids[i];
+    if (t < 1 || h < 1 || w < 1 || h % d_.merge || w % d_.merge)
+      fail(Code::InvalidArgument, "grid " + std::to_string(i) + " (" + std::to_string(t) + ", " + std::to_string(h) +
+                                      ", " + std::to_string(w) + ") must be positive with h and w multiples of " +
+                                      std::to_string(d_.merge));
+    total += t * h * w;
+  }
+  if (total != in.rows)
+    fail(Code::InvalidArgument, "grid describes " + std::to_string(total) + " patches but pixelValues has " +
+                                    std::to_string(in.rows) + " rows");
+}
+
+// Per-token bilinear taps into the position table (§3.2) and the 2D rope angles (§3.3), in the
+// token order of §3.0. Host-side: O(tokens), negligible next to one GEMM.
+void QwenVision::upload_positions(const PixelInput& in, gpu::Buffer* scratch, gpu::Buffer* lookup,
+                                  const Plan& p) const {
+  const int64_t n = in.rows, hd = d_.head_dim, q4 = hd / 4, S = d_.side, m = d_.merge;
+  std::vector<int32_t> idx(size_t(n) * 4);
+  std::vector<float> wts(size_t(n) * 4), cs(size_t(n) * hd), sn(size_t(n) * hd);
+  std::vector<float> inv(static_cast<size_t>(q4));
+  for (int64_t j = 0; j < q4; ++j)
+    inv[size_t(j)] = float(1.0f / float(std::pow(float(d_.theta), float(float(2 * j) / float(hd / 2)))));
+
+  auto axis = [&](int64_t j, int64_t len, int64_t* i0, int64_t* i1, float* wa, float* wb) {
+    float src = float(float(j * (S - 1)) / float(std::max<int64_t>(len - 1, 1)));
+    float fl = std::floor(src), fr = src - fl;
+    *i0 = int64_t(fl);
+    *i1 = std::min<int64_t>(*i0 + 1, S - 1);
+    *wa = float(1.0f - fr);
+    *wb = float(1.0f - float(std::fabs(fr - 1.0f)));
+  };
+
+  int64_t row_index = 0;
+  for (const auto& g : in.grids) {
+    const int64_t t = g[0], h = g[1], w = g[2];
+    for (int64_t f = 0; f < t; ++f)
+      for (int64_t br = 0; br < h / m; ++br)
+        for (int64_t bc = 0; bc < w / m; ++bc)
+          for (int64_t ir = 0; ir < m; ++ir)
+            for (int64_t ic = 0; ic < m; ++ic, ++row_index) {
+              const int64_t r = br * m + ir, c = bc * m + ic;
+              int64_t r0, r1, c0, c1;
+              float ar, brw, ac, bcw;
+              axis(r, h, &r0, &r1, &ar, &brw);
+              axis(c, w, &c0, &c1, &ac, &bcw);
+              int32_t* ix = &idx[size_t(row_index) * 4];
+              float* wt = &wts[size_t(row_index) * 4];
+              ix[0] = int32_t(r0 * S + c0), wt[0] = ar * ac;
+              ix[1] = int32_t(r0 * S + c1), wt[1] = ar * bcw;
+              ix[2] = int32_t(r1 * S + c0), wt[2] = brw * ac;
+              ix[3] = int32_t(r1 * S + c1), wt[3] = brw * bcw;
+              float* co = &cs[size_t(row_index) * hd];
+              float* si = &sn[size_t(row_index) * hd];
+              for (int64_t j = 0; j < q4; ++j) {
+                const float ang_r = float(r) * inv[size_t(j)], ang_c = float(c) * inv[size_t(j)];
+                for (int64_t rep = 0; rep < 2; ++rep) {
+                  co[rep * 2 * q4 + j] = std::cos(ang_r);
+                  si[rep * 2 * q4 + j] = std::sin(ang_r);
+                  co[rep * 2 * q4 + q4 + j] = std::cos(ang_c);
+                  si[rep * 2 * q4 + q4 + j] = std::sin(ang_c);
+                }
+              }
+            }
+  }
+  backend_.upload(lookup, 0, idx.data(), idx.size() * 4);
+  backend_.upload(lookup, idx.size() * 4, wts.data(), wts.size() * 4);
+  backend_.upload(scratch, p.plan.offset(p.cos), cs.data(), cs.size() * 4);
+  backend_.upload(scratch, p.plan.offset(p.sin), sn.data(), sn.size() * 4);
+}
+
+void QwenVision::run_block(const StageWeights& w, const gpu::Tensor& x, const gpu::Tensor& h,
+                           const gpu::Tensor& qkv, const gpu::Tensor& attn, const gpu::Tensor& mlp,
+                           const gpu::Tensor& cos, const gpu::Tensor& sin,
+                           const std::vector<gpu::Segment>& segments) {
+  const int64_t D = d_.hidden;
+  backend_.layer_norm(h, x, w.get("norm1.weight"), w.get("norm1.bias"), d_.eps);
+  gpu::LinearArgs a;
+  a.bias = &w.get("attn.qkv.bias");
+  backend_.linear(qkv, h, w.get("attn.qkv.weight"), a);
+  gpu::Tensor q = qkv.cols_view(0, D), k = qkv.cols_view(D, D), v = qkv.cols_view(2 * D, D);
+  backend_.rope(q, cos, sin, d_.heads, d_.head_dim, 1);
+  backend_.rope(k, cos, sin, d_.heads, d_.head_dim, 1);
+  backend_.attention(attn, q, k, v, d_.heads, d_.head_dim, float(1.0 / std::sqrt(double(d_.head_dim))), segments);
+  gpu::LinearArgs proj;
+  proj.bias = &w.get("attn.proj.bias");
+  proj.residual = &x;
+  backend_.linear(x, attn, w.get("attn.proj.weight"), proj);
+
+  backend_.layer_norm(h, x, w.get("norm2.weight"), w.get("norm2.bias"), d_.eps);
+  gpu::LinearArgs up;
+  up.bias = &w.get("mlp.linear_fc1.bias");
+  up.act = gpu::Act::GeluTanh;
+  backend_.linear(mlp, h, w.get("mlp.linear_fc1.weight"), up);
+  gpu::LinearArgs down;
+  down.bias = &w.get("mlp.linear_fc2.bias");
+  down.residual = &x;
+  backend_.linear(x, mlp, w.get("mlp.linear_fc2.weight"), down);
+}
+
+// Main merger (§3.6): LN over D per token, then group 4 tokens. Deepstack (§3.7): group first,
+// then LN over 4D. Either way the normed, grouped [groups, 4D] tensor is h seen as 4D-wide rows;
+// fc1's output reuses the attention buffer, which is free between blocks.
+void QwenVision::run_merger(const StageWeights& w, bool norm_before_group, const gpu::Tensor& x,
+                            const gpu::Tensor& h, const gpu::Tensor& attn, const gpu::Tensor& out) {
+  const int64_t width = d_.merge * d_.merge * d_.hidden;
+  if (norm_before_group)
+    backend_.layer_norm(h, x, w.get("norm.weight"), w.get("norm.bias"), d_.eps);
+  else
+    backend_.layer_norm(h.reshaped(width), x.reshaped(width), w.get("norm.weight"), w.get("norm.bias"), d_.eps);
+  gpu::LinearArgs up;
+  up.bias = &w.get("linear_fc1.bias");
+  up.act = gpu::Act::GeluErf;
+  gpu::Tensor mid = attn.reshaped(width);
+  backend_.linear(mid, h.reshaped(width), w.get("linear_fc1.weight"), up);
+  gpu::LinearArgs down;
+  down.bias = &w.get("linear_fc2.bias");
+  backend_.linear(out, mid, w.get("linear_fc2.weight"), down);
+}
+
+void QwenVision::encode(const PixelInput& in, const EncodeControl& ctl, EncodeOutput& out) {
+  validate(in);
+  const int64_t n = in.rows, groups = n / (d_.merge * d_.merge);
+  Plan p = plan(n);
+  struct ScratchGuard {
+    gpu::Backend& b;
+    gpu::Buffer* buf;
+    ~ScratchGuard() {
+      b.finish();
+      b.release(buf);
+    }
+  } scratch{backend_, backend_.alloc(p.plan.bytes())}, lookup{backend_, backend_.alloc(p.lookup_bytes)};
+  auto tensor = [&](size_t region, int64_t rows, int64_t cols) {
+    return gpu::make_tensor(scratch.buf, p.plan.offset(region), DType::F32, rows, cols);
+  };
+  const gpu::Tensor pixels = tensor(p.pixels, n, d_.patch_dim), x = tensor(p.x, n, d_.hidden),
+                    h = tensor(p.h, n, d_.hidden), qkv = tensor(p.qkv, n, 3 * d_.hidden),
+                    attn = tensor(p.attn, n, d_.hidden), mlp = tensor(p.mlp, n, d_.inter),
+                    cos = tensor(p.cos, n, d_.head_dim), sin = tensor(p.sin, n, d_.head_dim),
+                    merged = tensor(p.merged, groups, d_.out);
+  backend_.upload(scratch.buf, p.plan.offset(p.pixels), in.pixels, size_t(n) * size_t(d_.patch_dim) * 4);
+  upload_positions(in, scratch.buf, lookup.buf, p);
+
+  std::vector<gpu::Segment> segments;  // one per frame (§3.4)
+  for (int64_t row = 0; const auto& g : in.grids)
+    for (int64_t f = 0; f < g[0]; ++f, row += g[1] * g[2]) segments.push_back({row, g[1] * g[2]});
+
+  const int total = int(spec_.stages.size());
+  store_.begin_pass();
+  struct PassGuard {
+    WeightStore& s;
+    gpu::Backend& b;
+    ~PassGuard() {
+      b.finish();
+      s.end_pass();
+    }
+  } pass{store_, backend_};
+  for (int si = 0; si < total; ++si) {
+    if (ctl.cancelled && ctl.cancelled()) fail(Code::Aborted, "encode aborted before stage '" + spec_.stages[size_t(si)].name + "'");
+    const StageSpec& stage = spec_.stages[size_t(si)];
+    const StageWeights& w = store_.acquire(size_t(si));
+    gpu::Tensor result;
+    if (stage.kind == "embed") {
+      gpu::LinearArgs a;
+      a.bias = &w.get("patch_embed.bias");
+      backend_.linear(x, pixels, w.get("patch_embed.weight"), a);
+      backend_.gather_sum(x, w.get("pos_embed.weight"), lookup.buf, 4, true);
+      result = x;
+    } else if (stage.kind == "block") {
+      run_block(w, x, h, qkv, attn, mlp, cos, sin, segments);
+      result = x;
+    } else if (stage.kind == "deepstack") {
+      run_merger(w, false, x, h, attn, merged);
+      result = merged;
+    } else if (stage.kind == "merger") {
+      run_merger(w, true, x, h, attn, merged);
+      result = merged;
+    } else {
+      fail(Code::ModelFormat, "stage '" + stage.name + "' has a kind the Qwen tower does not know: " + stage.kind);
+    }
+    WeightStore* store = &store_;
+    backend_.submit([store, si] { store->release(size_t(si)); });
+    if (ctl.check_finite) check_finite(backend_, result, stage.name);
+    if (ctl.keep_stages) out.stages.push_back(download_stage(backend_, result, stage.name));
+    if (stage.kind == "deepstack") out.deepstack.push_back(download_stage(backend_, result, stage.name).data);
+    if (stage.kind == "merger") {
+      out.tokens = groups;
+      out.width = d_.out;
+      out.embeddings = download_stage(backend_, result, stage.name).data;
+    }
+    if (ctl.progress) ctl.progress(si + 1, total);
+  }
+  if (out.embeddings.empty()) fail(Code::ModelFormat, "the tower spec has no merger stage");
+}
+
+}  // namespace
+
+std::unique_ptr<VisionModel> make_qwen_vision(const TowerSpec& spec, gpu::Backend& backend, WeightStore& store) {
+  return std::make_unique<QwenVision>(spec, backend, store);
+}
+
+}  // namespace tessera

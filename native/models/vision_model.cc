@@ -1,0 +1,41 @@
+#include "models/vision_model.h"
+
+#include "common/aligned.h"
+#include "common/error.h"
+#include "models/qwen_vision.h"
+
+namespace tessera {
+
+std::unique_ptr<VisionModel> make_model(const TowerSpec& spec, gpu::Backend& backend, WeightStore& store) {
+  if (spec.family == "qwen3_5" || spec.family == "qwen3_vl") return make_qwen_vision(spec, backend, store);
+  fail(Code::ModelFormat, "unknown tower family '" + spec.family + "'");
+}
+
+size_t ScratchPlan::add(int64_t rows, int64_t cols) { return add_bytes(uint64_t(rows) * uint64_t(cols) * 4); }
+
+size_t ScratchPlan::add_bytes(uint64_t bytes) {
+  offsets_.push_back(total_);
+  total_ = round_up(total_ + bytes, 64);
+  return offsets_.size() - 1;
+}
+
+void check_finite(gpu::Backend& backend, const gpu::Tensor& t, const std::string& stage) {
+  int64_t first = -1;
+  int64_t bad = backend.count_nonfinite(t, &first);
+  if (bad == 0) return;
+  fail(Code::Numeric, "stage '" + stage + "' produced " + std::to_string(bad) +
+                          " non-finite value(s); the first at token " + std::to_string(first / t.cols) +
+                          ", channel " + std::to_string(first % t.cols));
+}
+
+StageOutput download_stage(gpu::Backend& backend, const gpu::Tensor& t, const std::string& name) {
+  StageOutput s;
+  s.name = name;
+  s.rows = t.rows;
+  s.cols = t.cols;
+  s.data.resize(t.elements());
+  backend.download(s.data.data(), t);
+  return s;
+}
+
+}  // namespace tessera

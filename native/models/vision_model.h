@@ -1,0 +1,80 @@
+// What every tower implements: encode a batch of patch rows through all its stages, walking the
+// weight store stage by stage, calling only the gpu::Backend op set. One model file per family.
+#pragma once
+#include <array>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "gpu/backend.h"
+#include "io/tower_spec.h"
+#include "io/weight_store.h"
+
+namespace tessera {
+
+// The tower's input: what HF's processor returns, for one or more images.
+struct PixelInput {
+  const float* pixels = nullptr;  // [rows, cols] row-major
+  int64_t rows = 0, cols = 0;
+  std::vector<std::array<int64_t, 3>> grids;  // Qwen: (t, h, w) per image, in patches
+  const int32_t* positions = nullptr;        // Gemma: (x, y) per row
+  std::vector<int64_t> image_rows;           // Gemma: rows per image
+};
+
+struct EncodeControl {
+  bool keep_stages = false;   // return every stage's output
+  bool check_finite = true;   // ERR_NUMERIC on inf/NaN in any stage output
+  std::function<bool()> cancelled;                        // checked between stages → ERR_ABORTED
+  std::function<void(int done, int total)> progress;      // after each stage
+};
+
+struct StageOutput {
+  std::string name;
+  int64_t rows = 0, cols = 0;
+  std::vector<float> data;
+};
+
+struct EncodeOutput {
+  std::vector<float> embeddings;  // [tokens, width]
+  int64_t tokens = 0, width = 0;
+  std::vector<std::vector<float>> deepstack;  // each [tokens, width] (Qwen3-VL)
+  std::vector<StageOutput> stages;
+};
+
+class VisionModel {
+ public:
+  virtual ~VisionModel() = default;
+  // Checks the input against the spec (ERR_INVALID_ARGUMENT naming what is wrong), then encodes.
+  virtual void encode(const PixelInput& in, const EncodeControl& ctl, EncodeOutput& out) = 0;
+  // Scratch bytes the encode of `rows` patch rows allocates: the same plan the allocator uses.
+  virtual uint64_t scratch_bytes(int64_t rows) const = 0;
+};
+
+// Picks the family's model from spec.family; an unknown family is ERR_MODEL_FORMAT.
+std::unique_ptr<VisionModel> make_model(const TowerSpec& spec, gpu::Backend& backend, WeightStore& store);
+
+// Shared by the models: a scratch arena carved from one backend buffer by a plan of named sizes,
+// so the bytes predicted (scratch_bytes) and the bytes allocated come from the same code.
+class ScratchPlan {
+ public:
+  // Adds an f32 [rows, cols] region (64-byte aligned) and returns its index.
+  size_t add(int64_t rows, int64_t cols);
+  size_t add_bytes(uint64_t bytes);
+  uint64_t bytes() const { return total_; }
+  uint64_t offset(size_t i) const { return offsets_.at(i); }
+
+ private:
+  std::vector<uint64_t> offsets_;
+  uint64_t total_ = 0;
+};
+
+// Scans a stage output for inf/NaN and fails with ERR_NUMERIC naming the stage, the count, and
+// the first bad token and channel.
+void check_finite(gpu::Backend& backend, const gpu::Tensor& t, const std::string& stage);
+
+// Downloads a tensor into a StageOutput.
+StageOutput download_stage(gpu::Backend& backend, const gpu::Tensor& t, const std::string& name);
+
+}  // namespace tessera
