@@ -1,0 +1,112 @@
+// safetensors header reader (https://github.com/huggingface/safetensors: 8-byte little-endian
+// header length, a JSON table, then the data). Only the header is read; every field is checked
+// against the file's size, so a corrupt or hostile file is ERR_WEIGHTS_CORRUPT, never a crash.
+import { open } from 'node:fs/promises';
+import { TesseraError } from '../errors.js';
+import type { DType } from '../spec/types.js';
+import { DTYPE_BYTES, elementCount, type IndexedTensor } from './tensor-index.js';
+
+const STORED: Record<string, { dtype?: DType; bytes: number }> = {
+  F32: { dtype: 'f32', bytes: 4 },
+  F16: { dtype: 'f16', bytes: 2 },
+  BF16: { dtype: 'bf16', bytes: 2 },
+  F64: { bytes: 8 },
+  I64: { bytes: 8 },
+  I32: { bytes: 4 },
+  I16: { bytes: 2 },
+  I8: { bytes: 1 },
+  U8: { bytes: 1 },
+  BOOL: { bytes: 1 },
+  F8_E4M3: { bytes: 1 },
+  F8_E5M2: { bytes: 1 },
+};
+
+/** Headers larger than this are refused: real ones are a few hundred KiB. */
+const MAX_HEADER_BYTES = 100 * 1024 * 1024;
+
+export interface SafetensorsHeader {
+  tensors: IndexedTensor[];
+  metadata: Record<string, string>;
+}
+
+function corrupt(path: string, why: string): TesseraError {
+  return new TesseraError('ERR_WEIGHTS_CORRUPT', `${path}: ${why}`);
+}
+
+/** Parses the header of one safetensors file; tensors get `file` = fileIndex. */
+export async function readSafetensorsHeader(path: string, fileIndex = 0): Promise<SafetensorsHeader> {
+  let fh;
+  try {
+    fh = await open(path, 'r');
+  } catch (e) {
+    throw new TesseraError('ERR_MODEL_NOT_FOUND', `cannot open ${path}: ${(e as Error).message}`);
+  }
+  try {
+    const size = (await fh.stat()).size;
+    if (size < 8) throw corrupt(path, `file is ${size} bytes, too short for a safetensors header`);
+    const lenBuf = Buffer.alloc(8);
+    await fh.read(lenBuf, 0, 8, 0);
+    const headerLen = lenBuf.readBigUInt64LE(0);
+    if (headerLen > BigInt(size - 8))
+      throw corrupt(path, `header length ${headerLen} runs past the end of the ${size}-byte file`);
+    if (headerLen > BigInt(MAX_HEADER_BYTES)) throw corrupt(path, `header length ${headerLen} is implausibly large`);
+    const n = Number(headerLen);
+    const buf = Buffer.alloc(n);
+    const { bytesRead } = await fh.read(buf, 0, n, 8);
+    if (bytesRead !== n) throw corrupt(path, `short read of the header (${bytesRead} of ${n} bytes)`);
+    return parseHeader(path, buf.toString('utf8'), 8 + n, size, fileIndex);
+  } finally {
+    await fh.close();
+  }
+}
+
+function parseHeader(path: string, text: string, dataStart: number, fileSize: number, file: number): SafetensorsHeader {
+  let json: unknown;
+  try {
+    json = JSON.parse(text);
+  } catch (e) {
+    throw corrupt(path, `header is not valid JSON (${(e as Error).message})`);
+  }
+  if (typeof json !== 'object' || json === null || Array.isArray(json)) throw corrupt(path, 'header is not a JSON object');
+  const dataSize = fileSize - dataStart;
+  const tensors: IndexedTensor[] = [];
+  let metadata: Record<string, string> = {};
+  for (const [name, entry] of Object.entries(json as Record<string, unknown>)) {
+    if (name === '__metadata__') {
+      if (typeof entry === 'object' && entry !== null) metadata = entry as Record<string, string>;
+      continue;
+    }
+    if (typeof entry !== 'object' || entry === null) throw corrupt(path, `tensor '${name}' has no descriptor`);
+    const { dtype, shape, data_offsets: offs } = entry as { dtype?: unknown; shape?: unknown; data_offsets?: unknown };
+    if (typeof dtype !== 'string' || !(dtype in STORED)) throw corrupt(path, `tensor '${name}' has unknown dtype ${String(dtype)}`);
+    if (!Array.isArray(shape) || !shape.every((d) => Number.isSafeInteger(d) && d >= 0))
+      throw corrupt(path, `tensor '${name}' has an invalid shape`);
+    if (!Array.isArray(offs) || offs.length !== 2 || !offs.every((d) => Number.isSafeInteger(d) && d >= 0))
+      throw corrupt(path, `tensor '${name}' has invalid data_offsets`);
+    const [begin, end] = offs as [number, number];
+    if (begin > end || end > dataSize)
+      throw corrupt(path, `tensor '${name}' data [${begin}, ${end}) lies outside the ${dataSize}-byte data section`);
+    const stored = STORED[dtype]!;
+    const expected = elementCount(shape as number[]) * stored.bytes;
+    if (end - begin !== expected)
+      throw corrupt(path, `tensor '${name}' holds ${end - begin} bytes but its shape and dtype need ${expected}`);
+    tensors.push({
+      name,
+      storedType: dtype,
+      dtype: stored.dtype,
+      shape: shape as number[],
+      file,
+      offset: dataStart + begin,
+      length: end - begin,
+    });
+  }
+  const sorted = [...tensors].sort((a, b) => a.offset - b.offset);
+  for (let i = 1; i < sorted.length; i++) {
+    const prev = sorted[i - 1]!, cur = sorted[i]!;
+    if (cur.offset < prev.offset + prev.length && cur.length > 0 && prev.length > 0)
+      throw corrupt(path, `tensors '${prev.name}' and '${cur.name}' overlap`);
+  }
+  return { tensors, metadata };
+}
+
+export { DTYPE_BYTES };

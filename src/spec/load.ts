@@ -1,0 +1,46 @@
+// Model path → TowerSpec: which kind of source it is (HF folder, GGUF file, packed folder) and
+// which family, dispatched to the family's builder.
+import { open, stat } from 'node:fs/promises';
+import { TesseraError } from '../errors.js';
+import { readHfFolder } from '../formats/hf-folder.js';
+import { buildQwenSpec, isQwenModelType } from './qwen.js';
+import type { TowerSpec } from './types.js';
+
+export interface LoadedModel {
+  spec: TowerSpec;
+  /** preprocessor_config.json (HF folders) or the equivalent GGUF metadata, unparsed. */
+  preprocessorConfig: Record<string, unknown> | undefined;
+  path: string;
+}
+
+async function isGguf(path: string): Promise<boolean> {
+  const fh = await open(path, 'r');
+  try {
+    const magic = Buffer.alloc(4);
+    const { bytesRead } = await fh.read(magic, 0, 4, 0);
+    return bytesRead === 4 && magic.toString('latin1') === 'GGUF';
+  } finally {
+    await fh.close();
+  }
+}
+
+export async function loadModel(path: string): Promise<LoadedModel> {
+  let info;
+  try {
+    info = await stat(path);
+  } catch {
+    throw new TesseraError('ERR_MODEL_NOT_FOUND', `model path ${path} does not exist`);
+  }
+  if (info.isFile()) {
+    if (await isGguf(path)) throw new TesseraError('ERR_MODEL_FORMAT', `${path}: GGUF files are not supported yet`);
+    throw new TesseraError('ERR_MODEL_FORMAT', `${path} is not a GGUF file (bad magic) nor a model folder`);
+  }
+  const folder = await readHfFolder(path);
+  const modelType = folder.config['model_type'];
+  if (isQwenModelType(modelType))
+    return { spec: buildQwenSpec(folder), preprocessorConfig: folder.preprocessorConfig, path };
+  throw new TesseraError(
+    'ERR_MODEL_FORMAT',
+    `${path}/config.json: model_type ${JSON.stringify(modelType)} is not a tower tessera knows (qwen3_5, qwen3_5_moe, qwen3_vl, gemma4)`,
+  );
+}

@@ -1,0 +1,157 @@
+// Qwen3.5 / Qwen3-VL: config.json → TowerSpec (specs/qwen-vision.md §1-§2). Defaults are HF's
+// class defaults, so a config that omits a field means what it means to transformers.
+import { z } from 'zod';
+import { TesseraError } from '../errors.js';
+import type { HfFolder } from '../formats/hf-folder.js';
+import { configError, towerTensor } from './tensors.js';
+import type { Family, StageSpec, TowerSpec } from './types.js';
+
+const int = (min: number, max: number) => z.number().int().min(min).max(max);
+
+export const QwenVisionConfigSchema = z
+  .object({
+    depth: int(1, 256).default(27),
+    hidden_size: int(8, 16384).default(1152),
+    num_heads: int(1, 256).optional(),
+    num_attention_heads: int(1, 256).optional(),
+    intermediate_size: int(1, 131072).default(4304),
+    hidden_act: z.enum(['gelu_pytorch_tanh', 'gelu']).default('gelu_pytorch_tanh'),
+    in_channels: int(1, 16).default(3),
+    patch_size: int(1, 128).default(16),
+    temporal_patch_size: int(1, 16).default(2),
+    spatial_merge_size: int(1, 8).default(2),
+    out_hidden_size: int(1, 65536).default(3584),
+    num_position_embeddings: int(1, 1 << 20).default(2304),
+    deepstack_visual_indexes: z.array(int(0, 255)).optional(),
+    rope_parameters: z
+      .object({ rope_type: z.string().default('axial'), rope_theta: z.number().positive().default(10000) })
+      .partial()
+      .optional(),
+  })
+  .transform((c, ctx) => {
+    const heads = c.num_heads ?? c.num_attention_heads ?? 16;
+    if (c.hidden_size % heads !== 0 || (c.hidden_size / heads) % 4 !== 0)
+      ctx.addIssue({ code: 'custom', path: ['num_heads'], message: `hidden_size ${c.hidden_size} must split into ${heads} heads of a multiple of 4` });
+    if ((c.rope_parameters?.rope_type ?? 'axial') !== 'axial')
+      ctx.addIssue({ code: 'custom', path: ['rope_parameters', 'rope_type'], message: 'only "axial" vision rope exists' });
+    return { ...c, heads };
+  });
+
+export type QwenVisionConfig = z.infer<typeof QwenVisionConfigSchema>;
+
+const FULL_MODEL_TYPES: Record<string, Family> = { qwen3_5: 'qwen3_5', qwen3_5_moe: 'qwen3_5', qwen3_vl: 'qwen3_vl' };
+const TOWER_MODEL_TYPES: Record<string, Family> = {
+  qwen3_5_vision: 'qwen3_5',
+  qwen3_5_moe_vision: 'qwen3_5',
+  qwen3_vl_vision: 'qwen3_vl',
+};
+
+export function isQwenModelType(t: unknown): boolean {
+  return typeof t === 'string' && (t in FULL_MODEL_TYPES || t in TOWER_MODEL_TYPES);
+}
+
+const PREFIXES = ['model.visual.', 'visual.', ''];
+
+export function buildQwenSpec(folder: HfFolder): TowerSpec {
+  const { config, index } = folder;
+  const modelType = config['model_type'] as string;
+  const family = FULL_MODEL_TYPES[modelType] ?? TOWER_MODEL_TYPES[modelType]!;
+  const standalone = modelType in TOWER_MODEL_TYPES;
+  const raw = standalone ? config : config['vision_config'];
+  if (typeof raw !== 'object' || raw === null)
+    throw new TesseraError('ERR_CONFIG_INVALID', `${folder.dir}/config.json: field 'vision_config': required for model_type ${modelType}`);
+  const parsed = QwenVisionConfigSchema.safeParse(raw);
+  if (!parsed.success) throw configError(`${folder.dir}/config.json (vision_config)`, parsed.error);
+  const c = parsed.data;
+
+  const textHidden = (config['text_config'] as Record<string, unknown> | undefined)?.['hidden_size'];
+  if (typeof textHidden === 'number' && textHidden !== c.out_hidden_size)
+    throw new TesseraError(
+      'ERR_CONFIG_INVALID',
+      `${folder.dir}/config.json: field 'vision_config.out_hidden_size': ${c.out_hidden_size} differs from text_config.hidden_size ${textHidden}`,
+    );
+
+  const deepstack = family === 'qwen3_vl' ? (c.deepstack_visual_indexes ?? [8, 16, 24]) : [];
+  deepstack.forEach((l, k) => {
+    if (l >= c.depth || deepstack.indexOf(l) !== k)
+      throw new TesseraError(
+        'ERR_CONFIG_INVALID',
+        `${folder.dir}/config.json: field 'vision_config.deepstack_visual_indexes': ${l} is out of range or repeated (depth ${c.depth})`,
+      );
+  });
+
+  const prefix = PREFIXES.find((p) => index.tensors.has(`${p}patch_embed.proj.weight`));
+  if (prefix === undefined)
+    throw new TesseraError('ERR_TENSOR_MISSING', `tower tensor 'model.visual.patch_embed.proj.weight' is missing from the weights`);
+
+  const D = c.hidden_size, I = c.intermediate_size, O = c.out_hidden_size, W = D * c.spatial_merge_size ** 2;
+  const P = c.patch_size, T = c.temporal_patch_size;
+  const stage = (name: string, kind: StageSpec['kind'], idx: number, base: string, list: [string, number[]][]): StageSpec => ({
+    name,
+    kind,
+    index: idx,
+    tensors: list.map(([role, shape]) => towerTensor(index, `${prefix}${base}${role}`, role, shape)),
+  });
+  const mergerTensors = (normWidth: number): [string, number[]][] => [
+    ['norm.weight', [normWidth]],
+    ['norm.bias', [normWidth]],
+    ['linear_fc1.weight', [W, W]],
+    ['linear_fc1.bias', [W]],
+    ['linear_fc2.weight', [O, W]],
+    ['linear_fc2.bias', [O]],
+  ];
+
+  const stages: StageSpec[] = [
+    stage('embed', 'embed', 0, '', [
+      ['patch_embed.proj.weight', [D, c.in_channels, T, P, P]],
+      ['patch_embed.proj.bias', [D]],
+      ['pos_embed.weight', [c.num_position_embeddings, D]],
+    ]),
+  ];
+  for (let l = 0; l < c.depth; l++) {
+    stages.push(
+      stage(`block.${l}`, 'block', l, `blocks.${l}.`, [
+        ['norm1.weight', [D]],
+        ['norm1.bias', [D]],
+        ['attn.qkv.weight', [3 * D, D]],
+        ['attn.qkv.bias', [3 * D]],
+        ['attn.proj.weight', [D, D]],
+        ['attn.proj.bias', [D]],
+        ['norm2.weight', [D]],
+        ['norm2.bias', [D]],
+        ['mlp.linear_fc1.weight', [I, D]],
+        ['mlp.linear_fc1.bias', [I]],
+        ['mlp.linear_fc2.weight', [D, I]],
+        ['mlp.linear_fc2.bias', [D]],
+      ]),
+    );
+    deepstack.forEach((at, k) => {
+      if (at === l) stages.push(stage(`deepstack.${k}`, 'deepstack', k, `deepstack_merger_list.${k}.`, mergerTensors(W)));
+    });
+  }
+  stages.push(stage('merged', 'merger', 0, 'merger.', mergerTensors(D)));
+
+  return {
+    family,
+    source: 'hf-folder',
+    dims: {
+      depth: c.depth,
+      hidden: D,
+      heads: c.heads,
+      head_dim: D / c.heads,
+      intermediate: I,
+      out_hidden: O,
+      in_channels: c.in_channels,
+      patch_size: P,
+      temporal_patch_size: T,
+      merge_size: c.spatial_merge_size,
+      pos_side: Math.floor(Math.sqrt(c.num_position_embeddings)),
+      eps: 1e-6,
+      rope_theta: c.rope_parameters?.rope_theta ?? 10000,
+      mlp_act_erf: c.hidden_act === 'gelu' ? 1 : 0,
+    },
+    lists: { deepstack_indexes: deepstack },
+    files: index.files,
+    stages,
+  };
+}

@@ -1,0 +1,266 @@
+// VisionTower: the public API (DESIGN §2.1). It validates options, resolves the backend and the
+// residency, hands the TowerSpec to the addon and queues encodes (one at a time per tower; the
+// work itself runs off the JS thread in the addon).
+import { z } from 'zod';
+import { TesseraError, toTesseraError } from './errors.js';
+import { addon, type NativeEncodeResult, type NativeTower } from './native.js';
+import { loadModel } from './spec/load.js';
+import type { Family, SourceKind, TowerSpec } from './spec/types.js';
+
+const OpenOptionsSchema = z
+  .object({
+    backend: z.enum(['auto', 'cpu', 'metal', 'metal-emulated']).default('auto'),
+    residency: z.enum(['auto', 'stream', 'mapped', 'resident']).default('auto'),
+    slots: z.number().int().min(1).max(16).default(2),
+    memoryBudget: z.number().int().positive().optional(),
+    threads: z.number().int().min(0).max(1024).default(0),
+  })
+  .strict();
+
+export type OpenOptions = z.input<typeof OpenOptionsSchema>;
+
+export interface Progress {
+  /** Index of the first image of the chunk being encoded, and the number of images in the call. */
+  image: number;
+  images: number;
+  /** Stages done (patch embedding, each block, each merger) and their total. */
+  block: number;
+  blocks: number;
+}
+
+export interface EncodeOptions {
+  stages?: boolean;
+  signal?: AbortSignal;
+  onProgress?: (p: Progress) => void;
+  /** Scan every stage for inf/NaN (ERR_NUMERIC). Default true. */
+  checkFinite?: boolean;
+}
+
+export interface Grid {
+  t: number;
+  h: number;
+  w: number;
+}
+
+export type PixelInput =
+  | { pixelValues: Float32Array; grid: Grid | Grid[] }
+  | { pixelValues: Float32Array; positions: Int32Array; imageRows?: number[] };
+
+export interface EncodeResult {
+  embeddings: Float32Array;
+  tokens: number;
+  width: number;
+  grid?: Grid[];
+  positions?: Int32Array;
+  deepstack?: Float32Array[];
+  stages?: Record<string, Float32Array>;
+  timings: { decodeMs: number; preprocessMs: number; encodeMs: number };
+}
+
+export interface TowerInfo {
+  family: Family;
+  source: SourceKind;
+  path: string;
+  depth: number;
+  hidden: number;
+  heads: number;
+  headDim: number;
+  outHidden: number;
+  patchSize: number;
+  mergeSize: number;
+  dtype: string;
+  bytes: { total: number; perBlock: number; nonBlock: number };
+  backend: string;
+  residency: string;
+  simd: string;
+}
+
+function resolveBackend(requested: string): string {
+  if (requested === 'auto') return process.platform === 'darwin' && process.arch === 'arm64' ? 'metal' : 'cpu';
+  if (requested === 'metal' && !(process.platform === 'darwin' && process.arch === 'arm64'))
+    throw new TesseraError('ERR_BACKEND_UNAVAILABLE', `backend 'metal' needs macOS on Apple Silicon (this is ${process.platform}/${process.arch})`);
+  return requested;
+}
+
+function resolveResidency(requested: string): string {
+  const env = process.env['TESSERA_RESIDENCY'];
+  if (env) {
+    if (!['stream', 'mapped', 'resident'].includes(env))
+      throw new TesseraError('ERR_INVALID_ARGUMENT', `TESSERA_RESIDENCY=${env}: expected stream, mapped or resident`);
+    return env;
+  }
+  return requested === 'auto' ? 'resident' : requested;
+}
+
+function describe(spec: TowerSpec, path: string, backend: string, residency: string, simd: string): TowerInfo {
+  const stageBytes = spec.stages.map((s) => s.tensors.reduce((a, t) => a + t.length, 0));
+  const blockBytes = spec.stages.flatMap((s, i) => (s.kind === 'block' ? [stageBytes[i]!] : []));
+  const total = stageBytes.reduce((a, b) => a + b, 0);
+  const dtypes = new Map<string, number>();
+  for (const s of spec.stages) for (const t of s.tensors) dtypes.set(t.dtype, (dtypes.get(t.dtype) ?? 0) + t.length);
+  const dtype = [...dtypes.entries()].sort((a, b) => b[1] - a[1])[0]?.[0] ?? 'f32';
+  const d = spec.dims;
+  return {
+    family: spec.family,
+    source: spec.source,
+    path,
+    depth: d['depth']!,
+    hidden: d['hidden']!,
+    heads: d['heads']!,
+    headDim: d['head_dim']!,
+    outHidden: d['out_hidden']!,
+    patchSize: d['patch_size']!,
+    mergeSize: d['merge_size'] ?? 1,
+    dtype,
+    bytes: {
+      total,
+      perBlock: Math.max(0, ...blockBytes),
+      nonBlock: total - blockBytes.reduce((a, b) => a + b, 0),
+    },
+    backend,
+    residency,
+    simd,
+  };
+}
+
+function normaliseGrid(grid: Grid | Grid[] | number[][]): Grid[] {
+  const list = Array.isArray(grid) ? grid : [grid];
+  return list.map((g, i) => {
+    const [t, h, w] = Array.isArray(g) ? g : [g.t, g.h, g.w];
+    if (![t, h, w].every((v) => Number.isSafeInteger(v) && (v as number) > 0))
+      throw new TesseraError('ERR_INVALID_ARGUMENT', `grid[${i}] must hold positive integers t, h, w`);
+    return { t: t!, h: h!, w: w! };
+  });
+}
+
+export class VisionTower {
+  readonly info: TowerInfo;
+  readonly spec: TowerSpec;
+  readonly preprocessorConfig: Record<string, unknown> | undefined;
+  #native: NativeTower | undefined;
+  #queue: Promise<unknown> = Promise.resolve();
+  #closing: Promise<void> | undefined;
+
+  private constructor(native: NativeTower, spec: TowerSpec, info: TowerInfo, pre: Record<string, unknown> | undefined) {
+    this.#native = native;
+    this.spec = spec;
+    this.info = info;
+    this.preprocessorConfig = pre;
+  }
+
+  static async open(path: string, options: OpenOptions = {}): Promise<VisionTower> {
+    const parsed = OpenOptionsSchema.safeParse(options);
+    if (!parsed.success) {
+      const issue = parsed.error.issues[0]!;
+      throw new TesseraError('ERR_INVALID_ARGUMENT', `open option '${issue.path.join('.') || '(root)'}': ${issue.message}`);
+    }
+    const o = parsed.data;
+    const backend = resolveBackend(o.backend);
+    const residency = resolveResidency(o.residency);
+    const model = await loadModel(path);
+    const lib = addon();
+    let native: NativeTower;
+    try {
+      native = await lib.openTower(model.spec, { backend, residency, threads: o.threads, slots: o.slots });
+    } catch (e) {
+      throw toTesseraError(e);
+    }
+    const info = describe(model.spec, path, backend, residency, lib.simdLevel);
+    return new VisionTower(native, model.spec, info, model.preprocessorConfig);
+  }
+
+  /** Runs fn after every earlier call on this tower; calls after close() reject with ERR_CLOSED. */
+  #enqueue<T>(fn: (native: NativeTower) => Promise<T>): Promise<T> {
+    if (this.#closing || !this.#native) return Promise.reject(new TesseraError('ERR_CLOSED', 'the tower is closed'));
+    const native = this.#native;
+    const run = this.#queue.then(() => fn(native));
+    this.#queue = run.catch(() => undefined);
+    return run;
+  }
+
+  /** Encodes HF-processor output: { pixelValues, grid } (Qwen) or { pixelValues, positions } (Gemma). */
+  encodePixels(input: PixelInput, options: EncodeOptions = {}): Promise<EncodeResult> {
+    return this.#enqueue(async (native) => {
+      if (!(input?.pixelValues instanceof Float32Array))
+        throw new TesseraError('ERR_INVALID_ARGUMENT', 'pixelValues must be a Float32Array');
+      const cols = this.#patchWidth();
+      let grids: Grid[] | undefined;
+      if ('grid' in input) grids = normaliseGrid(input.grid);
+      const images = grids?.length ?? ('imageRows' in input && input.imageRows ? input.imageRows.length : 1);
+      const started = performance.now();
+      const raw = await this.#run(native, options, images, {
+        pixels: input.pixelValues,
+        cols,
+        ...(grids ? { grids: Int32Array.from(grids.flatMap((g) => [g.t, g.h, g.w])) } : {}),
+        ...('positions' in input ? { positions: input.positions, imageRows: input.imageRows } : {}),
+      });
+      const result: EncodeResult = {
+        embeddings: raw.embeddings,
+        tokens: raw.tokens,
+        width: raw.width,
+        timings: { decodeMs: 0, preprocessMs: 0, encodeMs: performance.now() - started },
+      };
+      if (grids) result.grid = grids;
+      if ('positions' in input) result.positions = input.positions;
+      if (raw.deepstack.length) result.deepstack = raw.deepstack;
+      if (options.stages) result.stages = Object.fromEntries(raw.stages.map((s) => [s.name, s.data]));
+      return result;
+    });
+  }
+
+  #patchWidth(): number {
+    const d = this.spec.dims;
+    return (d['in_channels'] ?? 3) * (d['temporal_patch_size'] ?? 1) * d['patch_size']! * d['patch_size']!;
+  }
+
+  async #run(
+    native: NativeTower,
+    options: EncodeOptions,
+    images: number,
+    args: Parameters<NativeTower['encode']>[0],
+  ): Promise<NativeEncodeResult> {
+    const { signal, onProgress } = options;
+    if (signal?.aborted) throw new TesseraError('ERR_ABORTED', 'the encode was aborted before it started');
+    const cancel = new Int32Array(1);
+    const onAbort = () => {
+      cancel[0] = 1;
+    };
+    signal?.addEventListener('abort', onAbort, { once: true });
+    try {
+      return await native.encode({
+        ...args,
+        stages: options.stages ?? false,
+        checkFinite: options.checkFinite ?? true,
+        cancel,
+        ...(onProgress ? { onProgress: (e) => onProgress({ image: 0, images, block: e.block, blocks: e.blocks }) } : {}),
+      });
+    } catch (e) {
+      throw toTesseraError(e);
+    } finally {
+      signal?.removeEventListener('abort', onAbort);
+    }
+  }
+
+  /** Scratch bytes the addon would allocate to encode `patches` patch rows (its own formula). */
+  scratchBytes(patches: number): number {
+    if (!this.#native || this.#closing) throw new TesseraError('ERR_CLOSED', 'the tower is closed');
+    return this.#native.scratchBytes(patches);
+  }
+
+  /** Bytes read from the weight files so far, and what the store holds. */
+  stats(): ReturnType<NativeTower['stats']> {
+    if (!this.#native || this.#closing) throw new TesseraError('ERR_CLOSED', 'the tower is closed');
+    return this.#native.stats();
+  }
+
+  /** Waits for work in flight, then frees everything. Idempotent. */
+  close(): Promise<void> {
+    if (!this.#closing) {
+      this.#closing = this.#queue.then(() => {
+        this.#native?.close();
+        this.#native = undefined;
+      });
+    }
+    return this.#closing;
+  }
+}
