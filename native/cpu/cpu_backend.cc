@@ -1,0 +1,180 @@
+// CpuBackend: buffers are page-aligned host memory; every op runs as it is issued (submit() only
+// reports completion), on a persistent ThreadPool, with the Kernels table of one Simd level.
+#include "cpu/cpu_backend.h"
+
+#include <cstring>
+#include <mutex>
+#include <set>
+
+#include "common/aligned.h"
+#include "common/cpu_features.h"
+#include "common/error.h"
+#include "cpu/ops.h"
+
+namespace tessera::cpu {
+
+const char* simd_name(Simd level) {
+  switch (level) {
+    case Simd::Scalar: return "scalar";
+    case Simd::Neon: return "neon";
+    case Simd::Avx2: return "avx2";
+    case Simd::Avx512: return "avx512";
+  }
+  return "?";
+}
+
+static const Kernels* table(Simd level) {
+  switch (level) {
+    case Simd::Scalar: return scalar_kernels();
+    case Simd::Neon: return neon_kernels();
+    case Simd::Avx2: return avx2_kernels();
+    case Simd::Avx512: return avx512_kernels();
+  }
+  return nullptr;
+}
+
+static bool runs(Simd level) {
+  const CpuFeatures& f = cpu_features();
+  if (!table(level)) return false;
+  switch (level) {
+    case Simd::Scalar: return true;
+    case Simd::Neon: return f.neon;
+    case Simd::Avx2: return f.avx2_fma;
+    case Simd::Avx512: return f.avx512;
+  }
+  return false;
+}
+
+std::vector<Simd> supported_simd() {
+  std::vector<Simd> out;
+  for (Simd s : {Simd::Scalar, Simd::Neon, Simd::Avx2, Simd::Avx512})
+    if (runs(s)) out.push_back(s);
+  return out;
+}
+
+Simd best_simd() { return supported_simd().back(); }
+
+const Kernels& kernels_for(Simd level) {
+  if (!runs(level))
+    fail(Code::InvalidArgument, std::string("SIMD level ") + simd_name(level) + " is not available on this machine");
+  return *table(level);
+}
+
+namespace {
+
+struct HostBuffer : gpu::Buffer {
+  AlignedBuffer storage;  // empty for wrapped host memory
+};
+
+class CpuBackend final : public gpu::Backend {
+ public:
+  CpuBackend(int threads, Simd level) : pool_(threads), ws_(pool_.size()), ctx_{pool_, kernels_for(level), ws_} {}
+  ~CpuBackend() override {
+    for (gpu::Buffer* b : live_) delete b;
+  }
+
+  const char* name() const override { return "cpu"; }
+
+  gpu::Buffer* alloc(size_t bytes) override {
+    auto* b = new HostBuffer();
+    try {
+      b->storage = AlignedBuffer(bytes);
+    } catch (...) {
+      delete b;
+      throw;
+    }
+    b->host = b->storage.data();
+    b->bytes = bytes;
+    track(b);
+    return b;
+  }
+  gpu::Buffer* wrap_host(void* host, size_t bytes) override {
+    auto* b = new HostBuffer();
+    b->host = host;
+    b->bytes = bytes;
+    track(b);
+    return b;
+  }
+  void release(gpu::Buffer* buf) override {
+    if (!buf) return;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (!live_.erase(buf)) fail(Code::Internal, "internal: release of a buffer this backend does not own");
+    }
+    delete buf;
+  }
+  void upload(gpu::Buffer* dst, size_t offset, const void* src, size_t bytes) override {
+    require(dst && (bytes == 0 || dst->host), "upload", "destination has no host memory");
+    require(offset <= dst->bytes && bytes <= dst->bytes - offset, "upload",
+            std::to_string(bytes) + " bytes at offset " + std::to_string(offset) + " pass the end of a " +
+                std::to_string(dst->bytes) + "-byte buffer");
+    if (bytes) std::memcpy(static_cast<char*>(dst->host) + offset, src, bytes);
+  }
+  void download(void* dst, const gpu::Tensor& src) override {
+    require_tensor(src, "download", "src");
+    const size_t row = size_t(src.cols) * dtype_size(src.dtype);
+    for (int64_t r = 0; r < src.rows; ++r)
+      std::memcpy(static_cast<char*>(dst) + size_t(r) * row, src.host_ptr<char>(r), row);
+  }
+
+  void linear(const gpu::Tensor& y, const gpu::Tensor& x, const gpu::Tensor& w, const gpu::LinearArgs& a) override {
+    cpu::linear(ctx_, y, x, w, a);
+  }
+  void layer_norm(const gpu::Tensor& y, const gpu::Tensor& x, const gpu::Tensor& g, const gpu::Tensor& b,
+                  float eps) override {
+    cpu::layer_norm(ctx_, y, x, g, b, eps);
+  }
+  void rms_norm(const gpu::Tensor& y, const gpu::Tensor& x, const gpu::Tensor* w, int64_t group, float eps) override {
+    cpu::rms_norm(ctx_, y, x, w, group, eps);
+  }
+  void activation(const gpu::Tensor& y, const gpu::Tensor& x, gpu::Act act) override { cpu::activation(ctx_, y, x, act); }
+  void add(const gpu::Tensor& y, const gpu::Tensor& a, const gpu::Tensor& b) override { cpu::add(ctx_, y, a, b); }
+  void mul(const gpu::Tensor& y, const gpu::Tensor& a, const gpu::Tensor& b) override { cpu::mul(ctx_, y, a, b); }
+  void affine(const gpu::Tensor& y, const gpu::Tensor& x, const gpu::Tensor* sub, const gpu::Tensor* m,
+              float scale) override {
+    cpu::affine(ctx_, y, x, sub, m, scale);
+  }
+  void clamp(const gpu::Tensor& y, const gpu::Tensor& x, float lo, float hi) override { cpu::clamp(ctx_, y, x, lo, hi); }
+  void rope(const gpu::Tensor& x, const gpu::Tensor& cos, const gpu::Tensor& sin, int64_t heads, int64_t head_dim,
+            int64_t sections) override {
+    cpu::rope(ctx_, x, cos, sin, heads, head_dim, sections);
+  }
+  void attention(const gpu::Tensor& out, const gpu::Tensor& q, const gpu::Tensor& k, const gpu::Tensor& v,
+                 int64_t heads, int64_t head_dim, float scale, const std::vector<gpu::Segment>& segs) override {
+    cpu::attention(ctx_, out, q, k, v, heads, head_dim, scale, segs);
+  }
+  void gather_sum(const gpu::Tensor& y, const gpu::Tensor& table, gpu::Buffer* lookup, int64_t taps,
+                  bool accumulate) override {
+    require(lookup && lookup->host, "gather_sum", "lookup buffer has no host memory");
+    cpu::gather_sum(ctx_, y, table, lookup->host, lookup->bytes, taps, accumulate);
+  }
+  int64_t count_nonfinite(const gpu::Tensor& x, int64_t* first) override { return cpu::count_nonfinite(ctx_, x, first); }
+
+  // Ops ran as they were issued: the stage is complete when submit() is called.
+  void submit(std::function<void()> on_complete) override {
+    if (on_complete) on_complete();
+  }
+  void finish() override {}
+
+ private:
+  void track(gpu::Buffer* b) {
+    std::lock_guard<std::mutex> lock(mu_);
+    live_.insert(b);
+  }
+
+  ThreadPool pool_;
+  Workspace ws_;
+  Context ctx_;
+  std::mutex mu_;
+  std::set<gpu::Buffer*> live_;
+};
+
+}  // namespace
+
+std::unique_ptr<gpu::Backend> make_cpu_backend(int threads, Simd level) {
+  return std::make_unique<CpuBackend>(threads, level);
+}
+
+std::unique_ptr<gpu::Backend> make_cpu_backend(int threads) { return make_cpu_backend(threads, best_simd()); }
+
+}  // namespace tessera::cpu

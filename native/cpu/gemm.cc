@@ -1,0 +1,183 @@
+// linear(): y = act(clamp_out(clamp_in(x)·Wᵀ + bias)) + residual, as a cache-blocked GEMM.
+//
+// Blocking (GotoBLAS/BLIS style): the weight is packed strip by strip (all of K for up to a few
+// MiB of output columns) into k-major micro-panels [kc][nr], widened from bf16/f16 on the way
+// (the weight is never converted as a whole). Threads then take (row block x column chunk) work
+// items: each packs its MC x KC block of x (applying the input clamp), runs the register-blocked
+// micro-kernel over every nr-panel, and, on the last K block, applies the fused epilogue (bias,
+// output clamp, activation, residual) to each mr x nr tile while it is still in L1. Partial sums
+// live in a slot-private accumulator, never in y, so y may alias the residual (and even x: x is
+// copied first in that case).
+#include <algorithm>
+#include <atomic>
+#include <cmath>
+#include <cstring>
+
+#include "common/aligned.h"
+#include "common/error.h"
+#include "cpu/epilogue.h"
+#include "cpu/ops.h"
+
+namespace tessera::cpu {
+
+namespace {
+
+constexpr int64_t kKc = 256;               // K block: an A micro-panel (mr x kc) stays in L1
+constexpr int64_t kMcTarget = 96;          // rows per work item: the packed A block stays in L2
+constexpr int64_t kStripFloats = 6 << 20;  // packed weight strip budget (24 MiB)
+
+bool overlaps(const Tensor& a, const Tensor& b) {
+  if (a.buf != b.buf || a.rows == 0 || b.rows == 0) return false;
+  size_t a0 = a.offset, a1 = a.offset + (size_t(a.rows - 1) * size_t(a.ld) + size_t(a.cols)) * dtype_size(a.dtype);
+  size_t b0 = b.offset, b1 = b.offset + (size_t(b.rows - 1) * size_t(b.ld) + size_t(b.cols)) * dtype_size(b.dtype);
+  return a0 < b1 && b0 < a1;
+}
+
+}  // namespace
+
+void linear(Context& c, const Tensor& y, const Tensor& x_in, const Tensor& w, const LinearArgs& args) {
+  const char* op = "linear";
+  require_tensor(y, op, "y");
+  require_tensor(x_in, op, "x");
+  require_tensor(w, op, "weight");
+  require(y.dtype == DType::F32 && x_in.dtype == DType::F32, op, "x and y must be f32");
+  const int64_t M = x_in.rows, K = x_in.cols, N = w.rows;
+  require(w.cols == K, op,
+          "weight is [" + std::to_string(w.rows) + ", " + std::to_string(w.cols) + "] but x has " +
+              std::to_string(K) + " columns");
+  require(y.rows == M && y.cols == N, op,
+          "y is [" + std::to_string(y.rows) + ", " + std::to_string(y.cols) + "], expected [" + std::to_string(M) +
+              ", " + std::to_string(N) + "]");
+  std::vector<float> bias;
+  if (args.bias) vector_f32(*args.bias, N, op, "bias", bias);
+  const float* res_base = nullptr;
+  int64_t res_ld = 0;
+  if (args.residual) {
+    const Tensor& r = *args.residual;
+    require_tensor(r, op, "residual");
+    require(r.dtype == DType::F32 && r.rows == M && r.cols == N, op, "residual must be f32 [rows, out]");
+    require(!overlaps(r, y) || (r.buf == y.buf && r.offset == y.offset && r.ld == y.ld), op,
+            "residual partially overlaps y");
+    res_base = r.host_ptr<float>();
+    res_ld = r.ld;
+  }
+  if (M == 0 || N == 0) return;
+
+  const Kernels& kk = c.k;
+  const int mr = kk.mr, nr = kk.nr;
+  const int T = c.pool.size();
+
+  // y aliasing x: work from a copy of x (a strip re-reads x after an earlier strip wrote y).
+  Tensor x = x_in;
+  AlignedBuffer x_copy;
+  if (overlaps(x_in, y)) {
+    x_copy = AlignedBuffer(size_t(M) * size_t(K) * 4 + 4);
+    for (int64_t r = 0; r < M; ++r) std::memcpy(x_copy.as<float>() + r * K, x_in.host_ptr<float>(r), size_t(K) * 4);
+  }
+  const float* x_base = x_copy.data() ? x_copy.as<float>() : x.host_ptr<float>();
+  const int64_t x_ld = x_copy.data() ? K : x.ld;
+
+  Epilogue epi;
+  epi.act = args.act;
+  epi.clamp_out = std::isfinite(args.out_min) || std::isfinite(args.out_max);
+  epi.lo = args.out_min;
+  epi.hi = args.out_max;
+  const bool clamp_in = std::isfinite(args.in_min) || std::isfinite(args.in_max);
+  const float in_lo = args.in_min, in_hi = args.in_max;
+
+  if (K == 0) {  // y = epilogue(bias)
+    std::vector<float> zero(size_t(N), 0.0f);
+    for (int64_t r = 0; r < M; ++r)
+      epilogue_row(y.host_ptr<float>(r), zero.data(), N, bias.empty() ? nullptr : bias.data(),
+                   res_base ? res_base + r * res_ld : nullptr, epi);
+    return;
+  }
+
+  const int64_t panels_total = (N + nr - 1) / nr;
+  const int64_t strip_panels =
+      std::max<int64_t>(1, std::min<int64_t>(panels_total, kStripFloats / (K * nr)));
+  const int64_t mc = std::max<int64_t>(mr, kMcTarget / mr * mr);
+  const int64_t mblocks = (M + mc - 1) / mc;
+  const size_t w_es = dtype_size(w.dtype);
+  const char* w_base = static_cast<const char*>(w.buf->host) + w.offset;
+
+  for (int64_t sp0 = 0; sp0 < panels_total; sp0 += strip_panels) {
+    const int64_t sp = std::min(strip_panels, panels_total - sp0);  // panels in this strip
+    const int64_t ns_pad = sp * nr;
+    float* bpack = c.ws.shared(size_t(K) * size_t(ns_pad));
+    const int64_t kblocks = (K + kKc - 1) / kKc;
+
+    // Pack the strip: one item per (K block, panel).
+    c.pool.parallel_for(size_t(kblocks * sp), [&](size_t b, size_t e) {
+      for (size_t it = b; it < e; ++it) {
+        int64_t kb = int64_t(it) / sp, p = int64_t(it) % sp;
+        int64_t k0 = kb * kKc, kc = std::min(kKc, K - k0);
+        int64_t n0 = (sp0 + p) * nr, n = std::min<int64_t>(nr, N - n0);
+        kk.pack_b(bpack + k0 * ns_pad + p * kc * nr, w_base + (size_t(n0) * size_t(w.ld) + size_t(k0)) * w_es,
+                  w.dtype, w.ld, n, kc, nr);
+      }
+    }, 4);
+
+    // Work items: row blocks, split further by column chunks when there are few row blocks.
+    int64_t nchunks = 1;
+    if (mblocks < 2 * T) nchunks = std::min<int64_t>(sp, (2 * T + mblocks - 1) / mblocks);
+    const int64_t chunk_panels = (sp + nchunks - 1) / nchunks;
+    nchunks = (sp + chunk_panels - 1) / chunk_panels;
+    const int64_t items = mblocks * nchunks;
+    std::atomic<int64_t> next{0};
+    const int tasks = int(std::min<int64_t>(T, items));
+
+    c.pool.run_tasks(size_t(tasks), [&](size_t slot) {
+      const int64_t ldc = chunk_panels * nr;
+      float* apack = c.ws.slot(int(slot), Scratch::PackA, size_t(mc) * size_t(kKc));
+      float* acc = c.ws.slot(int(slot), Scratch::Accum, size_t(mc) * size_t(ldc));
+      for (int64_t it; (it = next.fetch_add(1)) < items;) {
+        const int64_t mb = it / nchunks, ch = it % nchunks;
+        const int64_t m0 = mb * mc, mrows = std::min(mc, M - m0);
+        const int64_t mpanels = (mrows + mr - 1) / mr;
+        const int64_t p0 = ch * chunk_panels, p1 = std::min(sp, p0 + chunk_panels);
+        for (int64_t k0 = 0; k0 < K; k0 += kKc) {
+          const int64_t kc = std::min(kKc, K - k0);
+          const bool last = k0 + kc == K;
+          // Pack A: micro-panel ip holds rows [ip*mr, ip*mr+mr) as [kc][mr], zero past M.
+          for (int64_t ip = 0; ip < mpanels; ++ip) {
+            float* dst = apack + ip * mr * kc;
+            for (int i = 0; i < mr; ++i) {
+              int64_t r = ip * mr + i;
+              if (r < mrows) {
+                const float* src = x_base + (m0 + r) * x_ld + k0;
+                if (clamp_in) {
+                  for (int64_t k = 0; k < kc; ++k) {
+                    float v = src[k];
+                    dst[k * mr + i] = v < in_lo ? in_lo : (v > in_hi ? in_hi : v);
+                  }
+                } else {
+                  for (int64_t k = 0; k < kc; ++k) dst[k * mr + i] = src[k];
+                }
+              } else {
+                for (int64_t k = 0; k < kc; ++k) dst[k * mr + i] = 0.0f;
+              }
+            }
+          }
+          for (int64_t p = p0; p < p1; ++p) {
+            const float* bp = bpack + k0 * ns_pad + p * kc * nr;
+            const int64_t col = (p - p0) * nr;
+            for (int64_t ip = 0; ip < mpanels; ++ip)
+              kk.gemm_micro(kc, apack + ip * mr * kc, bp, acc + ip * mr * ldc + col, ldc, k0 > 0);
+            if (last) {
+              const int64_t n0 = (sp0 + p) * nr, n = std::min<int64_t>(nr, N - n0);
+              for (int64_t r = 0; r < mrows; ++r) {
+                const int64_t gr = m0 + r;
+                epilogue_row(y.host_ptr<float>(gr, n0), acc + r * ldc + col, n,
+                             bias.empty() ? nullptr : bias.data() + n0, res_base ? res_base + gr * res_ld + n0 : nullptr,
+                             epi);
+              }
+            }
+          }
+        }
+      }
+    });
+  }
+}
+
+}  // namespace tessera::cpu

@@ -1,0 +1,78 @@
+// layer_norm() and rms_norm(): one row (or group) per pass, f32 accumulation.
+#include <cmath>
+
+#include "common/error.h"
+#include "cpu/ops.h"
+
+namespace tessera::cpu {
+
+namespace {
+void require_same_shape(const Tensor& y, const Tensor& x, const char* op) {
+  require(y.rows == x.rows && y.cols == x.cols, op,
+          "y is [" + std::to_string(y.rows) + ", " + std::to_string(y.cols) + "] but x is [" +
+              std::to_string(x.rows) + ", " + std::to_string(x.cols) + "]");
+  require(y.dtype == DType::F32, op, "y must be f32");
+}
+}  // namespace
+
+// y = (x - mean) / sqrt(var + eps) * gamma + beta, var biased (divides by cols).
+void layer_norm(Context& c, const Tensor& y, const Tensor& x, const Tensor& gamma, const Tensor& beta, float eps) {
+  const char* op = "layer_norm";
+  require_tensor(y, op, "y");
+  require_tensor(x, op, "x");
+  require_same_shape(y, x, op);
+  const int64_t n = x.cols;
+  std::vector<float> g, b;
+  vector_f32(gamma, n, op, "gamma", g);
+  vector_f32(beta, n, op, "beta", b);
+  if (n == 0) return;
+  c.pool.parallel_for(size_t(x.rows), [&](size_t r0, size_t r1) {
+    std::vector<float> tmp(static_cast<size_t>(n));
+    for (size_t r = r0; r < r1; ++r) {
+      const float* xr = row_f32(x, int64_t(r), tmp.data());
+      float* yr = y.host_ptr<float>(int64_t(r));
+      float sum = 0.0f;
+      for (int64_t j = 0; j < n; ++j) sum += xr[j];
+      const float mean = sum / float(n);
+      float var = 0.0f;
+      for (int64_t j = 0; j < n; ++j) {
+        float d = xr[j] - mean;
+        var += d * d;
+      }
+      const float rstd = 1.0f / std::sqrt(var / float(n) + eps);
+      for (int64_t j = 0; j < n; ++j) yr[j] = (xr[j] - mean) * rstd * g[size_t(j)] + b[size_t(j)];
+    }
+  }, 8);
+}
+
+// Per group of `group` columns: y = x / sqrt(mean(x^2) + eps) * weight (weight as stored).
+void rms_norm(Context& c, const Tensor& y, const Tensor& x, const Tensor* weight, int64_t group, float eps) {
+  const char* op = "rms_norm";
+  require_tensor(y, op, "y");
+  require_tensor(x, op, "x");
+  require_same_shape(y, x, op);
+  require(group > 0 && x.cols % group == 0, op,
+          "group " + std::to_string(group) + " does not divide " + std::to_string(x.cols) + " columns");
+  std::vector<float> w;
+  if (weight) vector_f32(*weight, group, op, "weight", w);
+  const int64_t n = x.cols;
+  c.pool.parallel_for(size_t(x.rows), [&](size_t r0, size_t r1) {
+    std::vector<float> tmp(static_cast<size_t>(n));
+    for (size_t r = r0; r < r1; ++r) {
+      const float* xr = row_f32(x, int64_t(r), tmp.data());
+      float* yr = y.host_ptr<float>(int64_t(r));
+      for (int64_t g0 = 0; g0 < n; g0 += group) {
+        float ss = 0.0f;
+        for (int64_t j = 0; j < group; ++j) ss += xr[g0 + j] * xr[g0 + j];
+        const float rs = 1.0f / std::sqrt(ss / float(group) + eps);
+        if (w.empty()) {
+          for (int64_t j = 0; j < group; ++j) yr[g0 + j] = xr[g0 + j] * rs;
+        } else {
+          for (int64_t j = 0; j < group; ++j) yr[g0 + j] = xr[g0 + j] * rs * w[size_t(j)];
+        }
+      }
+    }
+  }, 8);
+}
+
+}  // namespace tessera::cpu

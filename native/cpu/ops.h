@@ -1,0 +1,51 @@
+// The CPU implementations of gpu/backend.h's ops, one driver per op family (gemm.cc,
+// attention.cc, norms.cc, elementwise.cc). cpu_backend.cc validates nothing twice: each driver
+// checks its own shapes and names the op in its errors.
+#pragma once
+#include <vector>
+
+#include "common/thread_pool.h"
+#include "cpu/kernels.h"
+#include "cpu/workspace.h"
+#include "gpu/backend.h"
+
+namespace tessera::cpu {
+
+struct Context {
+  ThreadPool& pool;
+  const Kernels& k;
+  Workspace& ws;
+};
+
+using gpu::Act;
+using gpu::LinearArgs;
+using gpu::Segment;
+using gpu::Tensor;
+
+void linear(Context& c, const Tensor& y, const Tensor& x, const Tensor& w, const LinearArgs& args);
+void attention(Context& c, const Tensor& out, const Tensor& q, const Tensor& k, const Tensor& v, int64_t heads,
+               int64_t head_dim, float scale, const std::vector<Segment>& segments);
+void layer_norm(Context& c, const Tensor& y, const Tensor& x, const Tensor& gamma, const Tensor& beta, float eps);
+void rms_norm(Context& c, const Tensor& y, const Tensor& x, const Tensor* weight, int64_t group, float eps);
+void activation(Context& c, const Tensor& y, const Tensor& x, Act act);
+void add(Context& c, const Tensor& y, const Tensor& a, const Tensor& b);
+void mul(Context& c, const Tensor& y, const Tensor& a, const Tensor& b);
+void affine(Context& c, const Tensor& y, const Tensor& x, const Tensor* sub, const Tensor* mul, float scale);
+void clamp(Context& c, const Tensor& y, const Tensor& x, float lo, float hi);
+void rope(Context& c, const Tensor& x, const Tensor& cos, const Tensor& sin, int64_t heads, int64_t head_dim,
+          int64_t sections);
+void gather_sum(Context& c, const Tensor& y, const Tensor& table, const void* lookup, size_t lookup_bytes,
+                int64_t taps, bool accumulate);
+int64_t count_nonfinite(Context& c, const Tensor& x, int64_t* first);
+
+// ---- helpers shared by the drivers (tensor_util.cc)
+// Throws ERR_INVALID_ARGUMENT "<op>: <what>" unless cond.
+void require(bool cond, const char* op, const std::string& what);
+// Checks that t is a host-visible tensor with sane geometry (ld >= cols, inside its buffer).
+void require_tensor(const Tensor& t, const char* op, const char* name);
+// Row r of t as f32: t's own memory when it is f32, else widened into tmp (t.cols floats).
+const float* row_f32(const Tensor& t, int64_t r, float* tmp);
+// A [1, n] parameter vector (bias, gamma, ...) widened to f32 into out (resized).
+void vector_f32(const Tensor& t, int64_t n, const char* op, const char* name, std::vector<float>& out);
+
+}  // namespace tessera::cpu

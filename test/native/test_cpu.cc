@@ -1,0 +1,491 @@
+// Table tests of the CPU backend: every op against plain double-precision loops, at odd sizes
+// (ragged tails around the micro-kernel and block sizes), every weight dtype, strided views,
+// aliasing, each activation and attention segments, on every SIMD level this machine runs.
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <memory>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "common/error.h"
+#include "cpu/cpu_backend.h"
+#include "harness.h"
+
+using tessera::DType;
+using tessera::cpu::Simd;
+using namespace tessera::gpu;
+
+namespace {
+
+struct Rng {
+  std::mt19937 g;
+  explicit Rng(uint32_t seed) : g(seed) {}
+  float uniform(float lo = -1, float hi = 1) { return std::uniform_real_distribution<float>(lo, hi)(g); }
+  int range(int lo, int hi) { return std::uniform_int_distribution<int>(lo, hi)(g); }
+};
+
+// Rounds through the dtype so the reference sees exactly the values the kernel reads.
+float through(DType t, float v) {
+  if (t == DType::BF16) return tessera::bf16_to_f32(tessera::f32_to_bf16(v));
+  if (t == DType::F16) return tessera::f16_to_f32(tessera::f32_to_f16(v));
+  return v;
+}
+
+// A host matrix with its own values (as f32 after dtype rounding) and a backend tensor over it.
+struct Mat {
+  int64_t rows = 0, cols = 0, ld = 0;
+  DType dtype = DType::F32;
+  std::vector<float> v;  // [rows][cols], the values the backend sees
+  Buffer* buf = nullptr;
+  Tensor t;
+  double at(int64_t r, int64_t c) const { return v[size_t(r * cols + c)]; }
+};
+
+struct Env {
+  std::unique_ptr<Backend> b;
+  Simd level;
+  std::vector<Buffer*> bufs;
+  Env(Simd l, int threads = 2) : b(tessera::cpu::make_cpu_backend(threads, l)), level(l) {}
+  ~Env() {
+    for (Buffer* x : bufs) b->release(x);
+  }
+  // ld > cols gives a strided view; values uniform in [lo, hi).
+  Mat make(Rng& rng, int64_t rows, int64_t cols, DType dt = DType::F32, int64_t pad = 0, float lo = -1, float hi = 1) {
+    Mat m;
+    m.rows = rows, m.cols = cols, m.ld = cols + pad, m.dtype = dt;
+    m.v.resize(size_t(rows * cols));
+    size_t es = tessera::dtype_size(dt);
+    std::vector<char> host(size_t(std::max<int64_t>(rows * m.ld, 1)) * es, 0);
+    for (int64_t r = 0; r < rows; ++r)
+      for (int64_t c = 0; c < m.ld; ++c) {
+        float x = through(dt, rng.uniform(lo, hi));
+        if (c < cols) m.v[size_t(r * cols + c)] = x;
+        char* p = host.data() + size_t(r * m.ld + c) * es;
+        if (dt == DType::F32) std::memcpy(p, &x, 4);
+        else {
+          uint16_t h = dt == DType::BF16 ? tessera::f32_to_bf16(x) : tessera::f32_to_f16(x);
+          std::memcpy(p, &h, 2);
+        }
+      }
+    m.buf = b->alloc(host.size());
+    bufs.push_back(m.buf);
+    b->upload(m.buf, 0, host.data(), host.size());
+    m.t = make_tensor(m.buf, 0, dt, rows, m.ld).cols_view(0, cols);
+    return m;
+  }
+  std::vector<float> read(const Tensor& t) {
+    std::vector<float> out(size_t(t.rows * t.cols));
+    b->download(out.data(), t);
+    return out;
+  }
+};
+
+// max |got - ref| / max(max |ref|, 1e-30) <= tol
+void expect_close(const std::vector<float>& got, const std::vector<double>& ref, double tol, const std::string& what) {
+  EXPECT_MSG(got.size() == ref.size(), what << ": size " << got.size() << " vs " << ref.size());
+  double err = 0, mx = 0;
+  size_t worst = 0;
+  for (size_t i = 0; i < ref.size(); ++i) {
+    double e = std::fabs(double(got[i]) - ref[i]);
+    if (!(e <= err)) err = e, worst = i;  // NaN counts as worst
+    mx = std::max(mx, std::fabs(ref[i]));
+  }
+  EXPECT_MSG(err <= tol * std::max(mx, 1e-30),
+             what << ": max err " << err << " at " << worst << " (got " << got[worst] << ", ref " << ref[worst]
+                  << "), max |ref| " << mx);
+}
+
+double ref_act(Act a, double v) {
+  switch (a) {
+    case Act::None: return v;
+    case Act::GeluTanh: return 0.5 * v * (1 + std::tanh(std::sqrt(2 / M_PI) * (v + 0.044715 * v * v * v)));
+    case Act::GeluErf: return 0.5 * v * (1 + std::erf(v / std::sqrt(2.0)));
+  }
+  return v;
+}
+
+const char* dname(DType d) { return tessera::dtype_name(d); }
+
+template <class F>
+void each_level(F f) {
+  for (Simd s : tessera::cpu::supported_simd()) f(s);
+}
+
+}  // namespace
+
+TEST("cpu: supported levels include scalar and the best one") {
+  auto levels = tessera::cpu::supported_simd();
+  EXPECT(!levels.empty() && levels.front() == Simd::Scalar);
+  EXPECT(levels.back() == tessera::cpu::best_simd());
+  EXPECT(std::string(tessera::cpu::make_cpu_backend(1)->name()) == "cpu");
+}
+
+TEST("cpu: linear matches a double loop (dtypes, ragged sizes, strides, bias, activations, residual, clamps)") {
+  struct Shape {
+    int64_t m, k, n;
+  };
+  const Shape shapes[] = {{1, 1, 1}, {31, 33, 32}, {33, 31, 17}, {32, 32, 33}, {5, 300, 70}, {130, 40, 49}, {7, 517, 3}};
+  each_level([&](Simd level) {
+    Env env(level);
+    Rng rng(7);
+    int variant = 0;
+    for (const Shape& s : shapes)
+      for (DType wd : {DType::F32, DType::F16, DType::BF16}) {
+        ++variant;
+        const Act act = Act(variant % 3);
+        const bool with_bias = variant % 2 == 0, with_res = variant % 4 != 1, alias = variant % 4 == 2;
+        const bool clamps = variant % 5 == 0;
+        Mat x = env.make(rng, s.m, s.k, DType::F32, variant % 3);  // strided x for 2 of 3 variants
+        Mat w = env.make(rng, s.n, s.k, wd, variant % 2);          // strided weight rows too
+        Mat bias = env.make(rng, 1, s.n, wd);
+        Mat y = env.make(rng, s.m, s.n, DType::F32, 3);  // y strided; its values are the residual when aliased
+        Mat res = alias ? y : env.make(rng, s.m, s.n);
+        LinearArgs a;
+        a.act = act;
+        if (with_bias) a.bias = &bias.t;
+        if (with_res) a.residual = &res.t;
+        if (clamps) a.in_min = -0.5f, a.in_max = 0.6f, a.out_min = -0.8f, a.out_max = 0.7f;
+        std::vector<double> ref(size_t(s.m * s.n));
+        for (int64_t r = 0; r < s.m; ++r)
+          for (int64_t c = 0; c < s.n; ++c) {
+            double acc = 0;
+            for (int64_t k = 0; k < s.k; ++k) {
+              double xv = x.at(r, k);
+              if (clamps) xv = std::min(std::max(xv, -0.5), 0.6000000238418579);
+              acc += xv * w.at(c, k);
+            }
+            if (with_bias) acc += bias.at(0, c);
+            if (clamps) acc = std::min(std::max(acc, -0.800000011920929), 0.699999988079071);
+            acc = ref_act(act, acc);
+            if (with_res) acc += res.at(r, c);
+            ref[size_t(r * s.n + c)] = acc;
+          }
+        env.b->linear(y.t, x.t, w.t, a);
+        expect_close(env.read(y.t), ref, 2e-6,
+                     std::string(tessera::cpu::simd_name(level)) + " linear " + std::to_string(s.m) + "x" +
+                         std::to_string(s.k) + "x" + std::to_string(s.n) + " " + dname(wd) + " variant " +
+                         std::to_string(variant));
+      }
+  });
+}
+
+TEST("cpu: linear spanning several weight strips, and y aliasing x") {
+  each_level([&](Simd level) {
+    Env env(level);
+    Rng rng(11);
+    // K * N above the packed-strip budget (6 Mi floats): the weight is packed in two strips.
+    const int64_t m = 3, k = 3001, n = 2100;
+    Mat x = env.make(rng, m, k), w = env.make(rng, n, k, DType::BF16), y = env.make(rng, m, n);
+    std::vector<double> ref(size_t(m * n));
+    for (int64_t r = 0; r < m; ++r)
+      for (int64_t c = 0; c < n; ++c) {
+        double acc = 0;
+        for (int64_t i = 0; i < k; ++i) acc += x.at(r, i) * w.at(c, i);
+        ref[size_t(r * n + c)] = acc;
+      }
+    env.b->linear(y.t, x.t, w.t, LinearArgs{});
+    expect_close(env.read(y.t), ref, 2e-6, std::string(tessera::cpu::simd_name(level)) + " two strips");
+
+    // In place: y = x · Wᵀ over the same memory (square weight).
+    Mat xy = env.make(rng, 37, 45), w2 = env.make(rng, 45, 45, DType::F16);
+    std::vector<double> ref2(37 * 45);
+    for (int64_t r = 0; r < 37; ++r)
+      for (int64_t c = 0; c < 45; ++c) {
+        double acc = 0;
+        for (int64_t i = 0; i < 45; ++i) acc += xy.at(r, i) * w2.at(c, i);
+        ref2[size_t(r * 45 + c)] = acc;
+      }
+    env.b->linear(xy.t, xy.t, w2.t, LinearArgs{});
+    expect_close(env.read(xy.t), ref2, 2e-6, std::string(tessera::cpu::simd_name(level)) + " in place");
+  });
+}
+
+TEST("cpu: linear rejects mismatched shapes with ERR_INVALID_ARGUMENT") {
+  Env env(Simd::Scalar, 1);
+  Rng rng(1);
+  Mat x = env.make(rng, 4, 8), w = env.make(rng, 5, 7), y = env.make(rng, 4, 5);
+  bool threw = false;
+  try {
+    env.b->linear(y.t, x.t, w.t, LinearArgs{});
+  } catch (const tessera::Error& e) {
+    threw = e.code() == tessera::Code::InvalidArgument && std::string(e.what()).find("linear") != std::string::npos;
+  }
+  EXPECT(threw);
+}
+
+namespace {
+// softmax(q kᵀ scale) v per head within each segment, in double.
+std::vector<double> ref_attention(const Mat& q, const Mat& k, const Mat& v, int64_t heads, int64_t hd, double scale,
+                                  const std::vector<Segment>& segs, const std::vector<double>& init) {
+  std::vector<double> out = init;
+  const int64_t w = heads * hd;
+  for (const Segment& s : segs)
+    for (int64_t h = 0; h < heads; ++h)
+      for (int64_t i = s.begin; i < s.begin + s.length; ++i) {
+        std::vector<double> sc(size_t(s.length));
+        double mx = -1e300;
+        for (int64_t j = 0; j < s.length; ++j) {
+          double d = 0;
+          for (int64_t c = 0; c < hd; ++c) d += q.at(i, h * hd + c) * k.at(s.begin + j, h * hd + c);
+          sc[size_t(j)] = d * scale;
+          mx = std::max(mx, sc[size_t(j)]);
+        }
+        double sum = 0;
+        for (auto& e : sc) sum += (e = std::exp(e - mx));
+        for (int64_t c = 0; c < hd; ++c) {
+          double acc = 0;
+          for (int64_t j = 0; j < s.length; ++j) acc += sc[size_t(j)] * v.at(s.begin + j, h * hd + c);
+          out[size_t(i * w + h * hd + c)] = acc / sum;
+        }
+      }
+  return out;
+}
+}  // namespace
+
+TEST("cpu: attention matches a double softmax per segment and head (head_dim 72, 64, 16, 5)") {
+  each_level([&](Simd level) {
+    Env env(level);
+    Rng rng(3);
+    for (int64_t hd : {72, 64, 16, 5}) {
+      const int64_t heads = hd == 5 ? 3 : 2, w = heads * hd, rows = 131;
+      // q, k, v are column views of one fused qkv tensor, as a model produces them.
+      Mat qkv = env.make(rng, rows, 3 * w, DType::F32, 0, -2, 2);
+      auto view = [&](int part) {
+        Mat m;
+        m.rows = rows, m.cols = w;
+        m.v.resize(size_t(rows * w));
+        for (int64_t r = 0; r < rows; ++r)
+          for (int64_t c = 0; c < w; ++c) m.v[size_t(r * w + c)] = qkv.v[size_t(r * 3 * w + part * w + c)];
+        m.t = qkv.t.cols_view(part * w, w);
+        return m;
+      };
+      Mat q = view(0), k = view(1), v = view(2);
+      Mat out = env.make(rng, rows, w, DType::F32, 1);
+      std::vector<Segment> segs = {{0, 33}, {33, 64}, {97, 1}, {98, 31}};  // rows 129..130 in no segment
+      std::vector<double> init(out.v.begin(), out.v.end());
+      const double scale = 1 / std::sqrt(double(hd));
+      auto ref = ref_attention(q, k, v, heads, hd, float(scale), segs, init);
+      env.b->attention(out.t, q.t, k.t, v.t, heads, hd, float(scale), segs);
+      expect_close(env.read(out.t), ref, 1e-5,
+                   std::string(tessera::cpu::simd_name(level)) + " attention hd " + std::to_string(hd));
+      // out aliasing q, one segment over everything (a 131-row frame), scale 1.
+      std::vector<Segment> one = {{0, rows}};
+      auto ref1 = ref_attention(q, k, v, heads, hd, 1.0, one, std::vector<double>(size_t(rows * w), 0));
+      env.b->attention(q.t, q.t, k.t, v.t, heads, hd, 1.0f, one);
+      expect_close(env.read(q.t), ref1, 1e-5,
+                   std::string(tessera::cpu::simd_name(level)) + " attention in place hd " + std::to_string(hd));
+    }
+  });
+}
+
+TEST("cpu: layer_norm and rms_norm (whole row, per head, weightless, bf16 parameters)") {
+  each_level([&](Simd level) {
+    Env env(level);
+    Rng rng(5);
+    for (int64_t cols : {1, 31, 32, 33, 1152}) {
+      Mat x = env.make(rng, 9, cols, DType::F32, 2, -3, 5);
+      Mat g = env.make(rng, 1, cols, DType::BF16), b = env.make(rng, 1, cols, DType::F16);
+      Mat y = env.make(rng, 9, cols, DType::F32, 1);
+      std::vector<double> ref(size_t(9 * cols));
+      for (int64_t r = 0; r < 9; ++r) {
+        double mean = 0, var = 0;
+        for (int64_t c = 0; c < cols; ++c) mean += x.at(r, c);
+        mean /= double(cols);
+        for (int64_t c = 0; c < cols; ++c) var += (x.at(r, c) - mean) * (x.at(r, c) - mean);
+        var /= double(cols);
+        for (int64_t c = 0; c < cols; ++c)
+          ref[size_t(r * cols + c)] = (x.at(r, c) - mean) / std::sqrt(var + 1e-6) * g.at(0, c) + b.at(0, c);
+      }
+      env.b->layer_norm(y.t, x.t, g.t, b.t, 1e-6f);
+      expect_close(env.read(y.t), ref, 1e-5, std::string(tessera::cpu::simd_name(level)) + " layer_norm " +
+                                                 std::to_string(cols));
+      env.b->layer_norm(x.t, x.t, g.t, b.t, 1e-6f);  // in place
+      expect_close(env.read(x.t), ref, 1e-5, "layer_norm in place");
+    }
+    for (int64_t group : {72, 64, 216}) {
+      const int64_t cols = 216;
+      Mat x = env.make(rng, 7, cols, DType::F32, 3, -2, 2);
+      Mat wt = env.make(rng, 1, group, DType::BF16);
+      for (bool weighted : {true, false}) {
+        Mat y = env.make(rng, 7, cols);
+        if (group == 64) continue;  // 64 does not divide 216: checked below
+        std::vector<double> ref(size_t(7 * cols));
+        for (int64_t r = 0; r < 7; ++r)
+          for (int64_t g0 = 0; g0 < cols; g0 += group) {
+            double ss = 0;
+            for (int64_t j = 0; j < group; ++j) ss += x.at(r, g0 + j) * x.at(r, g0 + j);
+            double rs = 1 / std::sqrt(ss / double(group) + 1e-6);
+            for (int64_t j = 0; j < group; ++j)
+              ref[size_t(r * cols + g0 + j)] = x.at(r, g0 + j) * rs * (weighted ? wt.at(0, j) : 1.0);
+          }
+        env.b->rms_norm(y.t, x.t, weighted ? &wt.t : nullptr, group, 1e-6f);
+        expect_close(env.read(y.t), ref, 1e-5, "rms_norm group " + std::to_string(group));
+      }
+    }
+    Mat x = env.make(rng, 2, 216), y = env.make(rng, 2, 216);
+    bool threw = false;
+    try {
+      env.b->rms_norm(y.t, x.t, nullptr, 64, 1e-6f);
+    } catch (const tessera::Error& e) {
+      threw = e.code() == tessera::Code::InvalidArgument;
+    }
+    EXPECT(threw);
+  });
+}
+
+TEST("cpu: activation, add, mul, affine, clamp") {
+  each_level([&](Simd level) {
+    Env env(level);
+    Rng rng(9);
+    for (int64_t cols : {1, 31, 33, 100}) {
+      const int64_t rows = 5;
+      Mat x = env.make(rng, rows, cols, DType::F32, 1, -6, 6);
+      for (Act a : {Act::None, Act::GeluTanh, Act::GeluErf}) {
+        Mat y = env.make(rng, rows, cols, DType::F32, 2);
+        std::vector<double> ref(size_t(rows * cols));
+        for (int64_t i = 0; i < rows * cols; ++i) ref[size_t(i)] = ref_act(a, x.v[size_t(i)]);
+        env.b->activation(y.t, x.t, a);
+        expect_close(env.read(y.t), ref, 1e-5, "activation " + std::to_string(int(a)) + " cols " + std::to_string(cols));
+      }
+      Mat b = env.make(rng, rows, cols, DType::F32, 3), brow = env.make(rng, 1, cols, DType::BF16);
+      Mat y = env.make(rng, rows, cols);
+      std::vector<double> ra(size_t(rows * cols)), rm(ra.size()), rb(ra.size()), rf(ra.size()), rc(ra.size());
+      Mat sub = env.make(rng, 1, cols, DType::F16), mulv = env.make(rng, 1, cols);
+      for (int64_t r = 0; r < rows; ++r)
+        for (int64_t c = 0; c < cols; ++c) {
+          size_t i = size_t(r * cols + c);
+          ra[i] = x.at(r, c) + b.at(r, c);
+          rm[i] = x.at(r, c) * b.at(r, c);
+          rb[i] = x.at(r, c) + brow.at(0, c);
+          rf[i] = float(float(x.at(r, c) - sub.at(0, c)) * float(mulv.at(0, c))) * 0.5f;
+          rc[i] = std::min(std::max(x.at(r, c), -1.5), 2.25);
+        }
+      env.b->add(y.t, x.t, b.t);
+      expect_close(env.read(y.t), ra, 1e-7, "add");
+      env.b->mul(y.t, x.t, b.t);
+      expect_close(env.read(y.t), rm, 1e-7, "mul");
+      env.b->add(y.t, x.t, brow.t);
+      expect_close(env.read(y.t), rb, 1e-7, "add broadcast row");
+      env.b->affine(y.t, x.t, &sub.t, &mulv.t, 0.5f);
+      expect_close(env.read(y.t), rf, 1e-7, "affine");
+      env.b->clamp(y.t, x.t, -1.5f, 2.25f);
+      expect_close(env.read(y.t), rc, 0, "clamp");
+    }
+    // clamp keeps NaN (so the non-finite scan still sees it)
+    Mat n = env.make(rng, 1, 3);
+    float nan = std::nanf("");
+    env.b->upload(n.buf, 4, &nan, 4);
+    env.b->clamp(n.t, n.t, -1, 1);
+    EXPECT(std::isnan(env.read(n.t)[1]));
+  });
+}
+
+TEST("cpu: rope with 1 and 2 sections") {
+  each_level([&](Simd level) {
+    Env env(level);
+    Rng rng(13);
+    for (int64_t sections : {1, 2})
+      for (int64_t hd : {72, 64, 16}) {
+        const int64_t rows = 11, heads = 3, w = heads * hd;
+        Mat x = env.make(rng, rows, w, DType::F32, 5);
+        Mat cs = env.make(rng, rows, hd), sn = env.make(rng, rows, hd);
+        std::vector<double> ref(size_t(rows * w));
+        const int64_t s = hd / sections, half = s / 2;
+        for (int64_t r = 0; r < rows; ++r)
+          for (int64_t h = 0; h < heads; ++h)
+            for (int64_t p = 0; p < sections; ++p)
+              for (int64_t j = 0; j < half; ++j) {
+                int64_t a = h * hd + p * s + j, b = a + half, ca = p * s + j, cb = ca + half;
+                ref[size_t(r * w + a)] = x.at(r, a) * cs.at(r, ca) - x.at(r, b) * sn.at(r, ca);
+                ref[size_t(r * w + b)] = x.at(r, b) * cs.at(r, cb) + x.at(r, a) * sn.at(r, cb);
+              }
+        env.b->rope(x.t, cs.t, sn.t, heads, hd, sections);
+        expect_close(env.read(x.t), ref, 1e-6, "rope sections " + std::to_string(sections) + " hd " + std::to_string(hd));
+      }
+  });
+}
+
+TEST("cpu: gather_sum (bilinear taps, negative index, accumulate, bf16 table)") {
+  each_level([&](Simd level) {
+    Env env(level);
+    Rng rng(17);
+    const int64_t rows = 13, taps = 4, cols = 37, trows = 20;
+    for (DType td : {DType::F32, DType::BF16})
+      for (bool accumulate : {false, true}) {
+        Mat table = env.make(rng, trows, cols, td, 2);
+        Mat y = env.make(rng, rows, cols, DType::F32, 1);
+        std::vector<int32_t> idx(size_t(rows * taps));
+        std::vector<float> wt(idx.size());
+        for (size_t i = 0; i < idx.size(); ++i) {
+          idx[i] = i % 7 == 3 ? -1 : rng.range(0, trows - 1);
+          wt[i] = rng.uniform();
+        }
+        Buffer* lookup = env.b->alloc(idx.size() * 8);
+        env.b->upload(lookup, 0, idx.data(), idx.size() * 4);
+        env.b->upload(lookup, idx.size() * 4, wt.data(), wt.size() * 4);
+        std::vector<double> ref(size_t(rows * cols));
+        for (int64_t r = 0; r < rows; ++r)
+          for (int64_t c = 0; c < cols; ++c) {
+            double acc = accumulate ? y.at(r, c) : 0.0;
+            for (int64_t t = 0; t < taps; ++t) {
+              int32_t i = idx[size_t(r * taps + t)];
+              if (i >= 0) acc += double(wt[size_t(r * taps + t)]) * table.at(i, c);
+            }
+            ref[size_t(r * cols + c)] = acc;
+          }
+        env.b->gather_sum(y.t, table.t, lookup, taps, accumulate);
+        expect_close(env.read(y.t), ref, 1e-6, std::string("gather_sum ") + dname(td));
+        // an index past the table is refused
+        int32_t bad = int32_t(trows);
+        env.b->upload(lookup, 0, &bad, 4);
+        bool threw = false;
+        try {
+          env.b->gather_sum(y.t, table.t, lookup, taps, accumulate);
+        } catch (const tessera::Error& e) {
+          threw = e.code() == tessera::Code::InvalidArgument;
+        }
+        EXPECT(threw);
+        env.b->release(lookup);
+      }
+  });
+}
+
+TEST("cpu: count_nonfinite counts NaN and inf and names the first (strided view)") {
+  each_level([&](Simd level) {
+    Env env(level);
+    Rng rng(19);
+    Mat x = env.make(rng, 40, 33, DType::F32, 7);
+    int64_t first = 123;
+    EXPECT(env.b->count_nonfinite(x.t, &first) == 0 && first == -1);
+    const float inf = INFINITY, nan = std::nanf("");
+    // element (5, 2) = inf, (30, 32) = NaN, (30, 0) = -inf; the padding column (not in the view) = NaN
+    auto put = [&](int64_t r, int64_t c, float v) { env.b->upload(x.buf, size_t(r * x.ld + c) * 4, &v, 4); };
+    put(30, 32, nan);
+    put(30, 0, -inf);
+    put(5, 2, inf);
+    put(3, 33, nan);
+    EXPECT(env.b->count_nonfinite(x.t, &first) == 3);
+    EXPECT(first == 5 * 33 + 2);
+  });
+}
+
+TEST("cpu: buffers are page-aligned; upload past the end is refused") {
+  Env env(Simd::Scalar, 1);
+  Buffer* b = env.b->alloc(100);
+  EXPECT(reinterpret_cast<uintptr_t>(b->host) % 4096 == 0);
+  char data[8] = {};
+  bool threw = false;
+  try {
+    env.b->upload(b, 96, data, 8);
+  } catch (const tessera::Error& e) {
+    threw = e.code() == tessera::Code::InvalidArgument;
+  }
+  EXPECT(threw);
+  bool completed = false;
+  env.b->submit([&] { completed = true; });
+  env.b->finish();
+  EXPECT(completed);
+  env.b->release(b);
+}
