@@ -2,7 +2,9 @@
 // which family, dispatched to the family's builder.
 import { open, stat } from 'node:fs/promises';
 import { TesseraError } from '../errors.js';
+import { readGgufHeader } from '../formats/gguf.js';
 import { readHfFolder } from '../formats/hf-folder.js';
+import { buildGemma4FromGguf, buildGemma4Spec, isGemma4ModelType } from './gemma4.js';
 import { buildQwenSpec, isQwenModelType } from './qwen.js';
 import type { TowerSpec } from './types.js';
 
@@ -32,13 +34,16 @@ export async function loadModel(path: string): Promise<LoadedModel> {
     throw new TesseraError('ERR_MODEL_NOT_FOUND', `model path ${path} does not exist`);
   }
   if (info.isFile()) {
-    if (await isGguf(path)) throw new TesseraError('ERR_MODEL_FORMAT', `${path}: GGUF files are not supported yet`);
+    // GGUF: a llama.cpp mmproj or an Ollama single file (Gemma 4 only, specs/gemma4-vision.md §5-§6).
+    if (await isGguf(path)) return { spec: buildGemma4FromGguf(await readGgufHeader(path)), preprocessorConfig: undefined, path };
     throw new TesseraError('ERR_MODEL_FORMAT', `${path} is not a GGUF file (bad magic) nor a model folder`);
   }
   const folder = await readHfFolder(path);
   const modelType = folder.config['model_type'];
   if (isQwenModelType(modelType))
     return { spec: buildQwenSpec(folder), preprocessorConfig: folder.preprocessorConfig, path };
+  if (isGemma4ModelType(modelType))
+    return { spec: buildGemma4Spec(folder), preprocessorConfig: folder.preprocessorConfig, path };
   throw new TesseraError(
     'ERR_MODEL_FORMAT',
     `${path}/config.json: model_type ${JSON.stringify(modelType)} is not a tower tessera knows (qwen3_5, qwen3_5_moe, qwen3_vl, gemma4)`,

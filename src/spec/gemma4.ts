@@ -1,0 +1,406 @@
+// Gemma 4 vision tower + projector → TowerSpec, from the three sources of specs/gemma4-vision.md:
+// an HF folder (§1, §2), a llama.cpp mmproj GGUF (§5) and an Ollama single-file GGUF (§6). All
+// three become the same spec, so native/models/gemma4_vision.cc runs HF's forward pass (§3)
+// whatever the file's origin (§7: never llama.cpp's GELU_QUICK or Ollama's projector order).
+//
+// The spec the native model reads (every layout difference is stated here, never guessed there):
+//   dims: hidden D, heads, head_dim, intermediate F, out_hidden T, depth L, eps, patch_size P,
+//         pooling_kernel k, pos_rows (rows per axis table), rope_theta, standardize (0/1),
+//         max_soft_tokens (the processor budget), and patch_kernel_chw: 0 when `patch.weight`
+//         columns are (py, px, c) with c fastest (HF), 1 when they are (c, py, px) (GGUF conv kernel).
+//   stages, in order:
+//     embed      patch.weight [D, 3·P·P] (or [D, 3, P, P]), pos.table [2, pos_rows, D] (slice 0 = x)
+//     block.i    ln1 / attn_post_norm / ln2 / ffn_post_norm .weight [D];
+//                attn.q / attn.k / attn.v .weight [H·hd, D], attn.o.weight [D, H·hd];
+//                attn.q_norm.weight / attn.k_norm.weight [hd]; mlp.gate / mlp.up .weight [F, D],
+//                mlp.down.weight [D, F];
+//                clamps per linear <lin> (attn.q, attn.k, attn.v, attn.o, mlp.gate, mlp.up, mlp.down),
+//                either form, each optional (absent = ±inf):
+//                  <lin>.input_min / .input_max / .output_min / .output_max  scalars (any dtype)
+//                  <lin>.clamp  f32 [4] = in_min, in_max, out_min, out_max; all four zero = no clamp;
+//                               when present and not all zero it takes precedence over the scalars
+//                out_scale [1] (GGUF only, optional): the block's output is multiplied by it
+//     pooled     std.bias / std.scale [D] (present iff standardize)
+//     projected  proj.weight [T, D]; optional proj.* clamps in the same two forms (GGUF only)
+import { z } from 'zod';
+
+import { TesseraError } from '../errors.js';
+import {
+  type GgufHeader,
+  ggufNumber,
+  ggufNumberArray,
+  ggufString,
+  ggufTensorIndex,
+} from '../formats/gguf.js';
+import type { HfFolder } from '../formats/hf-folder.js';
+import type { TensorIndex } from '../formats/tensor-index.js';
+import { configError, towerTensor } from './tensors.js';
+import type { SourceKind, StageSpec, TensorSpec, TowerSpec } from './types.js';
+
+export const GEMMA4_SOFT_TOKEN_BUDGETS = [70, 140, 280, 560, 1120] as const;
+const ROPE_THETA = 100; // §1: the rotary module knows only this (GGUF files never store it)
+const DEFAULT_POOLING_KERNEL = 3;
+const DEFAULT_SOFT_TOKENS = 280;
+
+/** The linears of a block: role prefix, HF module path, GGUF tensor stem. */
+const LINEARS = [
+  { role: 'attn.q', hf: 'self_attn.q_proj', gguf: 'attn_q' },
+  { role: 'attn.k', hf: 'self_attn.k_proj', gguf: 'attn_k' },
+  { role: 'attn.v', hf: 'self_attn.v_proj', gguf: 'attn_v' },
+  { role: 'attn.o', hf: 'self_attn.o_proj', gguf: 'attn_out' },
+  { role: 'mlp.gate', hf: 'mlp.gate_proj', gguf: 'ffn_gate' },
+  { role: 'mlp.up', hf: 'mlp.up_proj', gguf: 'ffn_up' },
+  { role: 'mlp.down', hf: 'mlp.down_proj', gguf: 'ffn_down' },
+] as const;
+const CLAMP_BOUNDS = ['input_min', 'input_max', 'output_min', 'output_max'] as const;
+const NORMS = [
+  { role: 'ln1.weight', hf: 'input_layernorm.weight', gguf: 'ln1.weight' },
+  { role: 'attn_post_norm.weight', hf: 'post_attention_layernorm.weight', gguf: 'attn_post_norm.weight' },
+  { role: 'ln2.weight', hf: 'pre_feedforward_layernorm.weight', gguf: 'ln2.weight' },
+  { role: 'ffn_post_norm.weight', hf: 'post_feedforward_layernorm.weight', gguf: 'ffn_post_norm.weight' },
+] as const;
+
+interface Dims {
+  hidden: number;
+  heads: number;
+  head_dim: number;
+  intermediate: number;
+  out_hidden: number;
+  depth: number;
+  eps: number;
+  patch_size: number;
+  pooling_kernel: number;
+  pos_rows: number;
+  max_soft_tokens: number;
+}
+
+// ---------------------------------------------------------------- HF folder
+
+const posInt = z.number().int().positive();
+
+/** config.json → vision_config (Gemma4VisionConfig, transformers 5.17 defaults) and text width. */
+export const Gemma4ConfigSchema = z.object({
+  model_type: z.literal('gemma4'),
+  text_config: z.object({ hidden_size: posInt }).passthrough(),
+  vision_config: z
+    .object({
+      hidden_size: posInt.default(768),
+      intermediate_size: posInt.default(3072),
+      num_hidden_layers: posInt.default(16),
+      num_attention_heads: posInt.default(12),
+      num_key_value_heads: posInt.optional(),
+      head_dim: posInt.default(64),
+      hidden_activation: z
+        .enum(['gelu_pytorch_tanh', 'gelu_new'], { message: 'only the tanh GELU is supported' })
+        .default('gelu_pytorch_tanh'),
+      rms_norm_eps: z.number().positive().max(1e-2).default(1e-6),
+      rope_parameters: z
+        .object({
+          rope_theta: z.number().positive().default(ROPE_THETA),
+          rope_type: z.enum(['axial', 'default']).default('axial'),
+        })
+        .passthrough()
+        .default({ rope_theta: ROPE_THETA, rope_type: 'axial' }),
+      patch_size: posInt.max(64).default(16),
+      pooling_kernel_size: posInt.max(8).default(DEFAULT_POOLING_KERNEL),
+      position_embedding_size: posInt.default(10240),
+      use_clipped_linears: z.boolean().default(false),
+      standardize: z.boolean().default(false),
+      attention_bias: z.literal(false, { message: 'the Gemma 4 tower has no attention biases' }).default(false),
+    })
+    .passthrough(),
+});
+
+/** preprocessor_config.json (or processor_config.json's image_processor): the soft-token budget. */
+export const Gemma4PreprocessorSchema = z
+  .object({
+    max_soft_tokens: z
+      .number()
+      .refine((v) => (GEMMA4_SOFT_TOKEN_BUDGETS as readonly number[]).includes(v), {
+        message: `must be one of ${GEMMA4_SOFT_TOKEN_BUDGETS.join(', ')}`,
+      })
+      .default(DEFAULT_SOFT_TOKENS),
+    patch_size: posInt.optional(),
+    pooling_kernel_size: posInt.optional(),
+  })
+  .passthrough();
+
+export function isGemma4ModelType(t: unknown): boolean {
+  return t === 'gemma4';
+}
+
+/** An HF folder (config.json, preprocessor_config.json, safetensors) → TowerSpec. */
+export function buildGemma4Spec(folder: HfFolder): TowerSpec {
+  const cfg = Gemma4ConfigSchema.safeParse(folder.config);
+  if (!cfg.success) throw configError(`${folder.dir}/config.json`, cfg.error);
+  const pre = Gemma4PreprocessorSchema.safeParse(folder.preprocessorConfig ?? {});
+  if (!pre.success) throw configError(`${folder.dir}/preprocessor_config.json`, pre.error);
+  const v = cfg.data.vision_config;
+  const p = pre.data;
+  const cfgFail = (what: string): never => {
+    throw new TesseraError('ERR_CONFIG_INVALID', `${folder.dir}/config.json: ${what}`);
+  };
+  if (v.num_key_value_heads !== undefined && v.num_key_value_heads !== v.num_attention_heads)
+    cfgFail(`vision_config.num_key_value_heads ${v.num_key_value_heads} differs from num_attention_heads ${v.num_attention_heads} (grouped-query vision attention is not supported)`);
+  if (v.rope_parameters.rope_theta !== ROPE_THETA) cfgFail(`vision_config.rope_parameters.rope_theta ${v.rope_parameters.rope_theta}: the axial rope uses ${ROPE_THETA}`);
+  if (v.head_dim % 4 !== 0) cfgFail(`vision_config.head_dim ${v.head_dim} must be a multiple of 4 (two rope axes of pairs)`);
+  if (p.patch_size !== undefined && p.patch_size !== v.patch_size)
+    cfgFail(`preprocessor patch_size ${p.patch_size} differs from vision_config.patch_size ${v.patch_size}`);
+  if (p.pooling_kernel_size !== undefined && p.pooling_kernel_size !== v.pooling_kernel_size)
+    cfgFail(`preprocessor pooling_kernel_size ${p.pooling_kernel_size} differs from vision_config ${v.pooling_kernel_size}`);
+
+  const d: Dims = {
+    hidden: v.hidden_size,
+    heads: v.num_attention_heads,
+    head_dim: v.head_dim,
+    intermediate: v.intermediate_size,
+    out_hidden: cfg.data.text_config.hidden_size,
+    depth: v.num_hidden_layers,
+    eps: v.rms_norm_eps,
+    patch_size: v.patch_size,
+    pooling_kernel: v.pooling_kernel_size,
+    pos_rows: v.position_embedding_size,
+    max_soft_tokens: p.max_soft_tokens,
+  };
+
+  // Checkpoints saved from Gemma4ForConditionalGeneration prefix everything with "model."; accept
+  // the bare names too (a tower saved on its own).
+  const index = folder.index;
+  const prefix = index.tensors.has('model.vision_tower.patch_embedder.input_proj.weight') ? 'model.' : '';
+  const t = new Picker(index, prefix);
+  const D = d.hidden, P = d.patch_size;
+
+  const stages: StageSpec[] = [];
+  stages.push({
+    name: 'embed', kind: 'embed', index: 0,
+    tensors: [
+      t.need('patch.weight', 'vision_tower.patch_embedder.input_proj.weight', [D, 3 * P * P]),
+      t.need('pos.table', 'vision_tower.patch_embedder.position_embedding_table', [2, d.pos_rows, D]),
+    ],
+  });
+  for (let i = 0; i < d.depth; i++) {
+    const pre = `vision_tower.encoder.layers.${i}.`;
+    const tensors: TensorSpec[] = NORMS.map((n) => t.need(n.role, pre + n.hf, [D]));
+    const shapes = linearShapes(d);
+    for (const l of LINEARS) {
+      tensors.push(t.need(`${l.role}.weight`, `${pre}${l.hf}.linear.weight`, shapes[l.role]));
+      // Clamp scalars exist (and are used) only with use_clipped_linears; a missing one is ±inf.
+      if (v.use_clipped_linears)
+        for (const b of CLAMP_BOUNDS) t.maybe(tensors, `${l.role}.${b}`, `${pre}${l.hf}.${b}`, [[]]);
+    }
+    tensors.push(t.need('attn.q_norm.weight', `${pre}self_attn.q_norm.weight`, [d.head_dim]));
+    tensors.push(t.need('attn.k_norm.weight', `${pre}self_attn.k_norm.weight`, [d.head_dim]));
+    stages.push({ name: `block.${i}`, kind: 'block', index: i, tensors });
+  }
+  stages.push({
+    name: 'pooled', kind: 'pooler', index: 0,
+    tensors: v.standardize
+      ? [t.need('std.bias', 'vision_tower.std_bias', [D]), t.need('std.scale', 'vision_tower.std_scale', [D])]
+      : [],
+  });
+  stages.push({
+    name: 'projected', kind: 'projector', index: 0,
+    tensors: [t.need('proj.weight', 'embed_vision.embedding_projection.weight', [d.out_hidden, D])],
+  });
+  return finish('hf-folder', d, v.standardize, false, index.files, stages);
+}
+
+function linearShapes(d: Dims): Record<(typeof LINEARS)[number]['role'], number[]> {
+  const D = d.hidden, qd = d.heads * d.head_dim, F = d.intermediate;
+  return {
+    'attn.q': [qd, D], 'attn.k': [qd, D], 'attn.v': [qd, D], 'attn.o': [D, qd],
+    'mlp.gate': [F, D], 'mlp.up': [F, D], 'mlp.down': [D, F],
+  };
+}
+
+/** Tensors by file name (under a prefix), checked and given a role by the shared towerTensor. */
+class Picker {
+  constructor(
+    readonly index: TensorIndex,
+    private readonly prefix = '',
+  ) {}
+
+  has(name: string): boolean {
+    return this.index.tensors.has(this.prefix + name);
+  }
+
+  need(role: string, name: string, shape: number[]): TensorSpec {
+    return towerTensor(this.index, this.prefix + name, role, shape);
+  }
+
+  /** Adds the tensor if present; `shapes` lists the accepted shapes (the first is the message's). */
+  maybe(into: TensorSpec[], role: string, name: string, shapes: number[][]): void {
+    const t = this.index.tensors.get(this.prefix + name);
+    if (!t) return;
+    const shape = shapes.find((sh) => sameShape(sh, t.shape)) ?? shapes[0]!;
+    into.push(towerTensor(this.index, this.prefix + name, role, shape));
+  }
+}
+
+function sameShape(a: number[], b: number[]): boolean {
+  return a.length === b.length && a.every((x, i) => x === b[i]);
+}
+
+function finish(
+  source: SourceKind,
+  d: Dims,
+  standardize: boolean,
+  patchKernelChw: boolean,
+  files: string[],
+  stages: StageSpec[],
+): TowerSpec {
+  return {
+    family: 'gemma4',
+    source,
+    dims: {
+      ...d,
+      rope_theta: ROPE_THETA,
+      standardize: standardize ? 1 : 0,
+      patch_kernel_chw: patchKernelChw ? 1 : 0,
+    },
+    lists: {},
+    files,
+    stages,
+  };
+}
+
+// ---------------------------------------------------------------- GGUF (llama.cpp mmproj, Ollama)
+
+/** Which GGUF layout this is; anything that is not a Gemma 4 vision file is ERR_MODEL_FORMAT. */
+export function gemma4GgufFlavour(h: GgufHeader): 'gguf-llama.cpp' | 'gguf-ollama' {
+  const arch = ggufString(h, 'general.architecture');
+  if (arch === 'clip') {
+    const proj = ggufString(h, 'clip.projector_type') ?? ggufString(h, 'clip.vision.projector_type');
+    if (proj === 'gemma4v') return 'gguf-llama.cpp';
+    if (proj === 'gemma4uv')
+      throw new TesseraError('ERR_MODEL_FORMAT', `${h.path}: projector 'gemma4uv' (the encoder-free unified Gemma 4) is not supported`);
+    throw new TesseraError('ERR_MODEL_FORMAT', `${h.path}: mmproj projector type '${proj ?? '(none)'}' is not one tessera runs (gemma4v)`);
+  }
+  if (arch === 'gemma4') {
+    if (!h.metadata.has('gemma4.vision.block_count'))
+      throw new TesseraError('ERR_MODEL_FORMAT', `${h.path}: this gemma4 GGUF has no vision tower (no gemma4.vision.* metadata)`);
+    return 'gguf-ollama';
+  }
+  throw new TesseraError('ERR_MODEL_FORMAT', `${h.path}: GGUF architecture '${arch ?? '(none)'}' is not a Gemma 4 vision file`);
+}
+
+export function buildGemma4FromGguf(h: GgufHeader, maxSoftTokens = DEFAULT_SOFT_TOKENS): TowerSpec {
+  const source = gemma4GgufFlavour(h);
+  const pre = source === 'gguf-llama.cpp' ? 'clip.vision.' : 'gemma4.vision.';
+  const where = h.path;
+  const key = (k: string, fallback?: number): number => {
+    const v = ggufNumber(h, pre + k) ?? fallback;
+    if (v === undefined) throw new TesseraError('ERR_CONFIG_INVALID', `${where}: metadata '${pre + k}' is missing`);
+    return v;
+  };
+  const posIntKey = (k: string, fallback?: number, max = 1 << 20): number => {
+    const v = key(k, fallback);
+    if (!Number.isInteger(v) || v < 1 || v > max)
+      throw new TesseraError('ERR_CONFIG_INVALID', `${where}: metadata '${pre + k}' = ${v} is out of range`);
+    return v;
+  };
+
+  const tensor = (name: string) => h.tensors.get(name);
+  // Only the tower's tensors are checked for a supported type (towerTensor): an Ollama file's text
+  // model may well be quantised, and is never loaded.
+  const pk = new Picker(ggufTensorIndex(h));
+
+  const D = posIntKey('embedding_length');
+  const heads = posIntKey('attention.head_count', undefined, 4096);
+  const qNorm = tensor('v.blk.0.attn_q_norm.weight');
+  if (D % heads !== 0) throw new TesseraError('ERR_CONFIG_INVALID', `${where}: embedding_length ${D} is not a multiple of head_count ${heads}`);
+  const headDim = D / heads; // §5: GGUF files carry no head_dim; the q-norm weight must agree
+  if (qNorm && qNorm.ne[0] !== headDim)
+    throw new TesseraError('ERR_TENSOR_SHAPE', `${where}: 'v.blk.0.attn_q_norm.weight' has ${qNorm.ne[0]} elements, expected head_dim ${headDim} (= ${D} / ${heads})`);
+  if (headDim % 4 !== 0) throw new TesseraError('ERR_CONFIG_INVALID', `${where}: head_dim ${headDim} must be a multiple of 4`);
+  const projT = tensor('mm.input_projection.weight');
+  if (!projT) throw new TesseraError('ERR_TENSOR_MISSING', `${where}: tower tensor 'mm.input_projection.weight' is missing`);
+  const posT = tensor('v.position_embd.weight');
+  if (!posT) throw new TesseraError('ERR_TENSOR_MISSING', `${where}: tower tensor 'v.position_embd.weight' is missing`);
+  const outHidden = projT.ne[1] ?? 0;
+  if (source === 'gguf-ollama') {
+    const T = ggufNumber(h, 'gemma4.embedding_length');
+    if (T !== undefined && T !== outHidden)
+      throw new TesseraError('ERR_TENSOR_SHAPE', `${where}: 'mm.input_projection.weight' projects to ${outHidden}, but gemma4.embedding_length is ${T}`);
+  }
+  const epsRaw = ggufNumber(h, pre + 'attention.layer_norm_epsilon') ?? 1e-6;
+  if (!(epsRaw > 0 && epsRaw < 1e-2)) throw new TesseraError('ERR_CONFIG_INVALID', `${where}: layer_norm_epsilon ${epsRaw} is out of range`);
+  if (!(GEMMA4_SOFT_TOKEN_BUDGETS as readonly number[]).includes(maxSoftTokens))
+    throw new TesseraError('ERR_INVALID_ARGUMENT', `maxSoftTokens ${maxSoftTokens} must be one of ${GEMMA4_SOFT_TOKEN_BUDGETS.join(', ')}`);
+
+  const d: Dims = {
+    hidden: D,
+    heads,
+    head_dim: headDim,
+    intermediate: posIntKey('feed_forward_length'),
+    out_hidden: outHidden,
+    depth: posIntKey('block_count', undefined, 1024),
+    // The GGUF stores f32(1e-6); HF's 1e-6 is the same float once native code narrows it.
+    eps: epsRaw,
+    patch_size: posIntKey('patch_size', 16, 64),
+    pooling_kernel: posIntKey('projector.scale_factor', DEFAULT_POOLING_KERNEL, 8),
+    pos_rows: posT.ne[1] ?? 0,
+    max_soft_tokens: maxSoftTokens,
+  };
+  const P = d.patch_size;
+  if (source === 'gguf-llama.cpp') {
+    // llama.cpp feeds (u8/255 - mean)/std to a graph that then maps to [-1, 1]; tessera takes HF's
+    // pixel values (no mean/std), which equals llama.cpp only for the Gemma 4 values 0 and 1.
+    for (const [k, want] of [['image_mean', 0], ['image_std', 1]] as const) {
+      const a = ggufNumberArray(h, pre + k);
+      if (a && a.some((x) => x !== want))
+        throw new TesseraError('ERR_MODEL_FORMAT', `${where}: ${pre + k} is [${a.join(', ')}]; a Gemma 4 mmproj has ${want === 0 ? '[0, 0, 0]' : '[1, 1, 1]'}`);
+    }
+  }
+
+  // Packed clamps (Ollama's v.clamp_data): (7·L + 1)·4 f32, [in_min, in_max, out_min, out_max] per
+  // linear, block-major, the projector's entry last. Each entry becomes a `<lin>.clamp` role.
+  const packed = tensor('v.clamp_data');
+  let packedClamp: ((entry: number, role: string) => TensorSpec) | null = null;
+  if (packed) {
+    const want = (7 * d.depth + 1) * 4;
+    if (packed.typeName !== 'F32') throw new TesseraError('ERR_MODEL_FORMAT', `${where}: tensor 'v.clamp_data' has type ${packed.typeName}, expected F32`);
+    const n = packed.ne.reduce((a, b) => a * b, 1);
+    if (n !== want) throw new TesseraError('ERR_TENSOR_SHAPE', `${where}: tensor 'v.clamp_data' has ${n} floats, expected ${want} ((7 x ${d.depth} + 1) x 4)`);
+    packedClamp = (entry, role) => ({
+      role, name: `v.clamp_data[${entry}]`, dtype: 'f32', shape: [4], file: 0, offset: packed.offset + entry * 16, length: 16,
+    });
+  }
+  const clamps = (into: TensorSpec[], role: string, stem: string, entry: number) => {
+    for (const b of CLAMP_BOUNDS) pk.maybe(into, `${role}.${b}`, `${stem}.${b}`, [[1], []]);
+    if (packedClamp) into.push(packedClamp(entry, `${role}.clamp`));
+  };
+
+  const stages: StageSpec[] = [];
+  stages.push({
+    name: 'embed', kind: 'embed', index: 0,
+    tensors: [
+      // ggml ne [P, P, 3, D]: the conv kernel, columns (c, py, px): patch_kernel_chw = 1.
+      pk.need('patch.weight', 'v.patch_embd.weight', [D, 3, P, P]),
+      // ggml ne [D, rows, 2] is numpy [2, rows, D]: HF's table as is, x rows first.
+      pk.need('pos.table', 'v.position_embd.weight', [2, d.pos_rows, D]),
+    ],
+  });
+  const shapes = linearShapes(d);
+  for (let i = 0; i < d.depth; i++) {
+    const pre = `v.blk.${i}.`;
+    const tensors: TensorSpec[] = NORMS.map((n) => pk.need(n.role, pre + n.gguf, [D]));
+    LINEARS.forEach((l, j) => {
+      tensors.push(pk.need(`${l.role}.weight`, `${pre}${l.gguf}.weight`, shapes[l.role]));
+      clamps(tensors, l.role, pre + l.gguf, 7 * i + j);
+    });
+    tensors.push(pk.need('attn.q_norm.weight', `${pre}attn_q_norm.weight`, [headDim]));
+    tensors.push(pk.need('attn.k_norm.weight', `${pre}attn_k_norm.weight`, [headDim]));
+    pk.maybe(tensors, 'out_scale', `${pre}out_scale.weight`, [[1]]);
+    stages.push({ name: `block.${i}`, kind: 'block', index: i, tensors });
+  }
+  const hasStd = tensor('v.std_bias') !== undefined || tensor('v.std_scale') !== undefined;
+  stages.push({
+    name: 'pooled', kind: 'pooler', index: 0,
+    tensors: hasStd ? [pk.need('std.bias', 'v.std_bias', [D]), pk.need('std.scale', 'v.std_scale', [D])] : [],
+  });
+  const proj: TensorSpec[] = [pk.need('proj.weight', 'mm.input_projection.weight', [outHidden, D])];
+  clamps(proj, 'proj', 'mm.input_projection', 7 * d.depth);
+  stages.push({ name: 'projected', kind: 'projector', index: 0, tensors: proj });
+  return finish(source, d, hasStd, true, [h.path], stages);
+}
