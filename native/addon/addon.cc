@@ -1,0 +1,18 @@
+// Module entry: each area registers its own bindings. Context-aware (NODE_API_MODULE with
+// instance data), so the addon loads in worker_threads and Electron's processes.
+#include <napi.h>
+
+#include "addon/tower_wrap.h"
+
+namespace tessera::addon {
+
+Napi::Object Init(Napi::Env env, Napi::Object exports) {
+  RegisterTower(env, exports);
+  return exports;
+}
+
+}  // namespace tessera::addon
+
+static Napi::Object InitTessera(Napi::Env env, Napi::Object exports) { return tessera::addon::Init(env, exports); }
+
+NODE_API_MODULE(tessera, InitTessera)

@@ -1,0 +1,28 @@
+#include "addon/tower_core.h"
+
+#include "common/error.h"
+#include "cpu/cpu_backend.h"
+#include "io/weight_store_factory.h"
+
+namespace tessera::addon {
+
+std::unique_ptr<gpu::Backend> make_backend(const std::string& name, int threads) {
+  if (name == "cpu") return cpu::make_cpu_backend(threads);
+  fail(Code::BackendUnavailable, "backend '" + name + "' is not available in this build");
+}
+
+void TowerCore::open() {
+  backend = make_backend(options.backend, options.threads);
+  store = make_weight_store(spec, options.residency, *backend, options.slots);
+  model = make_model(spec, *backend, *store);
+}
+
+void TowerCore::close() {
+  std::lock_guard<std::mutex> lock(mu);
+  closed = true;
+  model.reset();
+  store.reset();
+  backend.reset();
+}
+
+}  // namespace tessera::addon

@@ -1,0 +1,38 @@
+// What one opened tower owns: the backend, the weight store and the model, plus the lock that
+// keeps encodes on one tower from overlapping (TS queues them too; this is the safety net).
+#pragma once
+#include <memory>
+#include <mutex>
+#include <string>
+
+#include "gpu/backend.h"
+#include "io/tower_spec.h"
+#include "io/weight_store.h"
+#include "models/vision_model.h"
+
+namespace tessera::addon {
+
+struct OpenOptions {
+  std::string backend = "cpu";
+  std::string residency = "resident";
+  int threads = 0;
+  int slots = 2;
+};
+
+struct TowerCore {
+  TowerSpec spec;
+  OpenOptions options;
+  std::unique_ptr<gpu::Backend> backend;
+  std::unique_ptr<WeightStore> store;
+  std::unique_ptr<VisionModel> model;
+  std::mutex mu;
+  bool closed = false;
+
+  // Builds everything (reads weights for `resident`): runs on a worker thread.
+  void open();
+  void close();  // frees everything; later calls fail with ERR_CLOSED
+};
+
+std::unique_ptr<gpu::Backend> make_backend(const std::string& name, int threads);
+
+}  // namespace tessera::addon

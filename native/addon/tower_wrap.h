@@ -1,0 +1,6 @@
+#pragma once
+#include <napi.h>
+
+namespace tessera::addon {
+void RegisterTower(Napi::Env env, Napi::Object exports);
+}
