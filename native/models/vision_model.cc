@@ -2,12 +2,14 @@
 
 #include "common/aligned.h"
 #include "common/error.h"
+#include "models/gemma4_vision.h"
 #include "models/qwen_vision.h"
 
 namespace tessera {
 
 std::unique_ptr<VisionModel> make_model(const TowerSpec& spec, gpu::Backend& backend, WeightStore& store) {
   if (spec.family == "qwen3_5" || spec.family == "qwen3_vl") return make_qwen_vision(spec, backend, store);
+  if (spec.family == "gemma4") return make_gemma4_vision(spec, backend, store);
   fail(Code::ModelFormat, "unknown tower family '" + spec.family + "'");
 }
 

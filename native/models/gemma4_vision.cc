@@ -1,0 +1,410 @@
+// Gemma 4 vision tower and projector, specs/gemma4-vision.md §3, as a composition of gpu ops:
+//   embed:     x = (2·(pixels − 0.5))·W_patchᵀ + (Tab_x[x] + Tab_y[y])
+//   block l:   x += N_pa(CL_o(attn(rope(N_q(CL_q(N1 x))), rope(N_k(CL_k(N1 x))), N_v(CL_v(N1 x)))))
+//              x += N_pf(CL_down(gelu_tanh(CL_gate(N2 x)) ⊙ CL_up(N2 x)))        [· out_scale]
+//   pooled:    3x3 average by position, · √D, (− std_bias) · std_scale when standardising
+//   projected: RMSNorm (no weight) over D, then W_proj
+// CL = clippable linear (input clamp, matmul, output clamp); N = RMSNorm with the weight as stored.
+// Images of a batch are separate attention segments and pool separately; padding rows
+// (position (−1, −1)) are dropped on the host before anything runs.
+#include "models/gemma4_vision.h"
+
+#include <cmath>
+#include <limits>
+#include <string>
+#include <vector>
+
+#include "common/error.h"
+
+namespace tessera {
+namespace {
+
+constexpr const char* kLinears[] = {"attn.q", "attn.k", "attn.v", "attn.o", "mlp.gate", "mlp.up", "mlp.down"};
+
+struct Dims {
+  int64_t hidden, heads, head_dim, qdim, inter, out, patch, patch_dim, pool, pos_rows;
+  float eps;
+  double theta;
+  bool chw, standardize;
+};
+
+// One image after validation: its real rows (padding dropped) and its patch grid.
+struct Image {
+  int64_t begin = 0, rows = 0;   // in the compacted row order
+  int64_t wp = 0, hp = 0;        // patch grid
+  int64_t pooled_begin = 0;      // first pooled token
+};
+
+class Gemma4Vision final : public VisionModel {
+ public:
+  Gemma4Vision(const TowerSpec& spec, gpu::Backend& backend, WeightStore& store)
+      : spec_(spec), backend_(backend), store_(store) {
+    d_.hidden = spec.i64("hidden");
+    d_.heads = spec.i64("heads");
+    d_.head_dim = spec.i64("head_dim");
+    d_.qdim = d_.heads * d_.head_dim;
+    d_.inter = spec.i64("intermediate");
+    d_.out = spec.i64("out_hidden");
+    d_.patch = spec.i64("patch_size");
+    d_.patch_dim = 3 * d_.patch * d_.patch;
+    d_.pool = spec.i64("pooling_kernel");
+    d_.pos_rows = spec.i64("pos_rows");
+    d_.eps = float(spec.num("eps"));
+    d_.theta = spec.num("rope_theta");
+    d_.chw = spec.i64("patch_kernel_chw") != 0;
+    d_.standardize = spec.i64("standardize") != 0;
+    if (d_.head_dim % 4 != 0 || d_.pool < 1 || d_.hidden < 1)
+      fail(Code::ConfigInvalid, "gemma4 tower spec: head_dim must be a multiple of 4 and pooling_kernel positive");
+  }
+
+  uint64_t scratch_bytes(int64_t rows) const override {
+    Plan p = plan(rows);
+    return p.plan.bytes() + p.pos_lookup_bytes + p.pool_lookup_bytes;
+  }
+
+  void encode(const PixelInput& in, const EncodeControl& ctl, EncodeOutput& out) override;
+
+ private:
+  // The scratch plan for n patch rows: one definition for the allocator and for the prediction.
+  // Pooled rows are at most n / pool² (exactly that for a valid grid).
+  struct Plan {
+    ScratchPlan plan;
+    size_t pixels, half, x, h, q, k, v, attn, gate, up, cos, sin, pooled, normed, projected;
+    int64_t pooled_rows;
+    uint64_t pos_lookup_bytes, pool_lookup_bytes;  // gather_sum buffers: int32 indices + f32 weights
+  };
+  Plan plan(int64_t n) const {
+    Plan p;
+    const int64_t m = n / (d_.pool * d_.pool);
+    p.pooled_rows = m;
+    p.pixels = p.plan.add(n, d_.patch_dim);
+    p.half = p.plan.add(1, d_.patch_dim);
+    p.x = p.plan.add(n, d_.hidden);
+    p.h = p.plan.add(n, std::max(d_.hidden, d_.qdim));
+    p.q = p.plan.add(n, d_.qdim);
+    p.k = p.plan.add(n, d_.qdim);
+    p.v = p.plan.add(n, d_.qdim);
+    p.attn = p.plan.add(n, d_.qdim);
+    p.gate = p.plan.add(n, d_.inter);
+    p.up = p.plan.add(n, d_.inter);
+    p.cos = p.plan.add(n, d_.head_dim);
+    p.sin = p.plan.add(n, d_.head_dim);
+    p.pooled = p.plan.add(m, d_.hidden);
+    p.normed = p.plan.add(m, d_.hidden);
+    p.projected = p.plan.add(m, d_.out);
+    p.pos_lookup_bytes = uint64_t(n) * 2 * 8;
+    p.pool_lookup_bytes = uint64_t(m) * uint64_t(d_.pool * d_.pool) * 8;
+    return p;
+  }
+
+  struct Clamp {
+    float in_min = -std::numeric_limits<float>::infinity(), in_max = std::numeric_limits<float>::infinity();
+    float out_min = -std::numeric_limits<float>::infinity(), out_max = std::numeric_limits<float>::infinity();
+  };
+  static float scalar(const StageWeights& w, const std::string& role, float fallback);
+  static gpu::LinearArgs clamps(const StageWeights& w, const std::string& lin);
+
+  std::vector<Image> validate(const PixelInput& in, std::vector<int64_t>& keep) const;
+  void upload_inputs(const PixelInput& in, const std::vector<int64_t>& keep, const std::vector<Image>& images,
+                     gpu::Buffer* scratch, gpu::Buffer* pos_lookup, gpu::Buffer* pool_lookup, const Plan& p) const;
+  void run_block(const StageWeights& w, const gpu::Tensor& x, const gpu::Tensor& h, const gpu::Tensor& q,
+                 const gpu::Tensor& k, const gpu::Tensor& v, const gpu::Tensor& attn, const gpu::Tensor& gate,
+                 const gpu::Tensor& up, const gpu::Tensor& cos, const gpu::Tensor& sin,
+                 const std::vector<gpu::Segment>& segments);
+
+  const TowerSpec& spec_;
+  gpu::Backend& backend_;
+  WeightStore& store_;
+  Dims d_;
+};
+
+// A clamp scalar as stored (any dtype: 0-d in HF checkpoints, [1] in GGUF files).
+float Gemma4Vision::scalar(const StageWeights& w, const std::string& role, float fallback) {
+  const gpu::Tensor* t = w.find(role);
+  if (!t) return fallback;
+  float v;
+  widen_to_f32(w.host(role), t->dtype, &v, 1);
+  return v;
+}
+
+// A linear's clamps (spec roles, src/spec/gemma4.ts): the packed `<lin>.clamp` 4-tuple when present
+// and not all zero (all zero means "no clamp", Ollama's converter fill), else the four scalars,
+// each ±inf when absent.
+gpu::LinearArgs Gemma4Vision::clamps(const StageWeights& w, const std::string& lin) {
+  gpu::LinearArgs a;
+  if (const gpu::Tensor* t = w.find(lin + ".clamp")) {
+    if (t->dtype != DType::F32 || t->elements() != 4)
+      fail(Code::TensorShape, "packed clamp '" + lin + ".clamp' must be 4 f32 values");
+    float c[4];
+    widen_to_f32(w.host(lin + ".clamp"), DType::F32, c, 4);
+    if (c[0] != 0.0f || c[1] != 0.0f || c[2] != 0.0f || c[3] != 0.0f) {
+      a.in_min = c[0], a.in_max = c[1], a.out_min = c[2], a.out_max = c[3];
+      return a;
+    }
+  }
+  a.in_min = scalar(w, lin + ".input_min", a.in_min);
+  a.in_max = scalar(w, lin + ".input_max", a.in_max);
+  a.out_min = scalar(w, lin + ".output_min", a.out_min);
+  a.out_max = scalar(w, lin + ".output_max", a.out_max);
+  return a;
+}
+
+// Splits the rows into images, drops padding rows (−1, −1) and checks that each image's positions
+// form a full Wp × Hp patch grid with sides multiples of the pooling kernel (what HF's processor
+// produces; §3.6 relies on it: every pooled bucket has exactly k² patches).
+std::vector<Image> Gemma4Vision::validate(const PixelInput& in, std::vector<int64_t>& keep) const {
+  if (in.cols != d_.patch_dim)
+    fail(Code::InvalidArgument, "pixelValues rows have " + std::to_string(in.cols) + " values; this tower expects " +
+                                    std::to_string(d_.patch_dim) + " (3 x " + std::to_string(d_.patch) + " x " +
+                                    std::to_string(d_.patch) + ")");
+  if (!in.positions) fail(Code::InvalidArgument, "a Gemma 4 tower needs positions (x, y) for every pixel row");
+  if (in.rows < 1) fail(Code::InvalidArgument, "pixelValues is empty");
+  std::vector<int64_t> sizes = in.image_rows;
+  if (sizes.empty()) sizes.push_back(in.rows);
+  int64_t total = 0;
+  for (int64_t s : sizes) {
+    if (s < 1) fail(Code::InvalidArgument, "imageRows entries must be positive");
+    total += s;
+  }
+  if (total != in.rows)
+    fail(Code::InvalidArgument, "imageRows add up to " + std::to_string(total) + " rows but pixelValues has " +
+                                    std::to_string(in.rows));
+
+  std::vector<Image> images;
+  keep.clear();
+  int64_t row = 0, pooled = 0;
+  const int64_t k = d_.pool;
+  for (size_t i = 0; i < sizes.size(); ++i) {
+    Image im;
+    im.begin = int64_t(keep.size());
+    int64_t max_x = -1, max_y = -1;
+    const std::string which = "image " + std::to_string(i) + ": ";
+    for (int64_t r = row; r < row + sizes[i]; ++r) {
+      const int32_t x = in.positions[2 * r], y = in.positions[2 * r + 1];
+      if (x == -1 && y == -1) continue;  // padding (HF pads to max_soft_tokens · k² rows)
+      if (x < 0 || y < 0 || x >= d_.pos_rows || y >= d_.pos_rows)
+        fail(Code::InvalidArgument, which + "position (" + std::to_string(x) + ", " + std::to_string(y) + ") of row " +
+                                        std::to_string(r) + " is outside [0, " + std::to_string(d_.pos_rows) + ")");
+      max_x = std::max<int64_t>(max_x, x);
+      max_y = std::max<int64_t>(max_y, y);
+      keep.push_back(r);
+    }
+    row += sizes[i];
+    im.rows = int64_t(keep.size()) - im.begin;
+    im.wp = max_x + 1;
+    im.hp = max_y + 1;
+    if (im.rows == 0) fail(Code::InvalidArgument, which + "has only padding rows");
+    if (im.wp * im.hp != im.rows || im.wp % k || im.hp % k)
+      fail(Code::InvalidArgument, which + std::to_string(im.rows) + " patches do not form a full grid of " +
+                                      std::to_string(im.wp) + " x " + std::to_string(im.hp) +
+                                      " with sides multiples of " + std::to_string(k));
+    std::vector<uint8_t> seen(size_t(im.rows), 0);
+    for (int64_t j = im.begin; j < im.begin + im.rows; ++j) {
+      const int64_t r = keep[size_t(j)];
+      uint8_t& s = seen[size_t(in.positions[2 * r + 1] * im.wp + in.positions[2 * r])];
+      if (s) fail(Code::InvalidArgument, which + "position (" + std::to_string(in.positions[2 * r]) + ", " +
+                                             std::to_string(in.positions[2 * r + 1]) + ") appears twice");
+      s = 1;
+    }
+    im.pooled_begin = pooled;
+    pooled += im.rows / (k * k);
+    images.push_back(im);
+  }
+  return images;
+}
+
+// Host-side preparation, O(rows): the kept pixel rows (reordered to (c, py, px) when the patch
+// kernel is GGUF's conv layout), the two position-table taps, the rope angles of §3.3 and the
+// pooling taps of §3.6.
+void Gemma4Vision::upload_inputs(const PixelInput& in, const std::vector<int64_t>& keep,
+                                 const std::vector<Image>& images, gpu::Buffer* scratch, gpu::Buffer* pos_lookup,
+                                 gpu::Buffer* pool_lookup, const Plan& p) const {
+  const int64_t n = int64_t(keep.size()), pd = d_.patch_dim, P = d_.patch, P2 = P * P;
+  const int64_t hd = d_.head_dim, q4 = hd / 4, k = d_.pool, k2 = k * k;
+
+  std::vector<float> pix(size_t(n) * size_t(pd));
+  for (int64_t j = 0; j < n; ++j) {
+    const float* src = in.pixels + keep[size_t(j)] * pd;
+    float* dst = pix.data() + j * pd;
+    if (!d_.chw) {
+      std::copy(src, src + pd, dst);
+    } else {
+      for (int64_t s = 0; s < P2; ++s)
+        for (int64_t c = 0; c < 3; ++c) dst[c * P2 + s] = src[s * 3 + c];
+    }
+  }
+  backend_.upload(scratch, p.plan.offset(p.pixels), pix.data(), pix.size() * 4);
+  const std::vector<float> half(size_t(pd), 0.5f);
+  backend_.upload(scratch, p.plan.offset(p.half), half.data(), half.size() * 4);
+
+  std::vector<float> inv(static_cast<size_t>(q4));
+  for (int64_t j = 0; j < q4; ++j)
+    inv[size_t(j)] = float(1.0f / float(std::pow(float(d_.theta), float(float(2 * j) / float(hd / 2)))));
+  std::vector<int32_t> pidx(size_t(n) * 2);
+  std::vector<float> pw(size_t(n) * 2, 1.0f), cs(size_t(n) * hd), sn(size_t(n) * hd);
+  for (int64_t j = 0; j < n; ++j) {
+    const int64_t r = keep[size_t(j)];
+    const int32_t x = in.positions[2 * r], y = in.positions[2 * r + 1];
+    pidx[size_t(j) * 2] = x;
+    pidx[size_t(j) * 2 + 1] = int32_t(d_.pos_rows) + y;
+    float* co = &cs[size_t(j) * hd];
+    float* si = &sn[size_t(j) * hd];
+    for (int64_t i = 0; i < q4; ++i) {
+      const float ax = float(x) * inv[size_t(i)], ay = float(y) * inv[size_t(i)];
+      co[i] = co[q4 + i] = std::cos(ax);
+      si[i] = si[q4 + i] = std::sin(ax);
+      co[2 * q4 + i] = co[3 * q4 + i] = std::cos(ay);
+      si[2 * q4 + i] = si[3 * q4 + i] = std::sin(ay);
+    }
+  }
+  backend_.upload(pos_lookup, 0, pidx.data(), pidx.size() * 4);
+  backend_.upload(pos_lookup, pidx.size() * 4, pw.data(), pw.size() * 4);
+  backend_.upload(scratch, p.plan.offset(p.cos), cs.data(), cs.size() * 4);
+  backend_.upload(scratch, p.plan.offset(p.sin), sn.data(), sn.size() * 4);
+
+  // Bucket of patch (x, y) = (x div k) + (Wp div k)·(y div k), row-major over the pooled grid.
+  const int64_t m = p.pooled_rows;
+  std::vector<int32_t> qidx(size_t(m * k2), -1);
+  std::vector<int32_t> fill(size_t(m), 0);
+  std::vector<float> qw(size_t(m * k2), 1.0f / float(k2));
+  for (const Image& im : images)
+    for (int64_t j = im.begin; j < im.begin + im.rows; ++j) {
+      const int64_t r = keep[size_t(j)];
+      const int64_t x = in.positions[2 * r], y = in.positions[2 * r + 1];
+      const int64_t t = im.pooled_begin + x / k + (im.wp / k) * (y / k);
+      qidx[size_t(t * k2 + fill[size_t(t)]++)] = int32_t(j);
+    }
+  backend_.upload(pool_lookup, 0, qidx.data(), qidx.size() * 4);
+  backend_.upload(pool_lookup, qidx.size() * 4, qw.data(), qw.size() * 4);
+}
+
+void Gemma4Vision::run_block(const StageWeights& w, const gpu::Tensor& x, const gpu::Tensor& h,
+                             const gpu::Tensor& q, const gpu::Tensor& k, const gpu::Tensor& v,
+                             const gpu::Tensor& attn, const gpu::Tensor& gate, const gpu::Tensor& up,
+                             const gpu::Tensor& cos, const gpu::Tensor& sin,
+                             const std::vector<gpu::Segment>& segments) {
+  const int64_t D = d_.hidden, hd = d_.head_dim;
+  const gpu::Tensor hD = h.cols_view(0, D);
+  backend_.rms_norm(hD, x, &w.get("ln1.weight"), D, d_.eps);
+  backend_.linear(q, hD, w.get("attn.q.weight"), clamps(w, "attn.q"));
+  backend_.linear(k, hD, w.get("attn.k.weight"), clamps(w, "attn.k"));
+  backend_.linear(v, hD, w.get("attn.v.weight"), clamps(w, "attn.v"));
+  backend_.rms_norm(q, q, &w.get("attn.q_norm.weight"), hd, d_.eps);
+  backend_.rms_norm(k, k, &w.get("attn.k_norm.weight"), hd, d_.eps);
+  backend_.rms_norm(v, v, nullptr, hd, d_.eps);
+  backend_.rope(q, cos, sin, d_.heads, hd, 2);
+  backend_.rope(k, cos, sin, d_.heads, hd, 2);
+  backend_.attention(attn, q, k, v, d_.heads, hd, 1.0f, segments);
+  backend_.linear(hD, attn, w.get("attn.o.weight"), clamps(w, "attn.o"));
+  backend_.rms_norm(hD, hD, &w.get("attn_post_norm.weight"), D, d_.eps);
+  backend_.add(x, x, hD);
+
+  backend_.rms_norm(hD, x, &w.get("ln2.weight"), D, d_.eps);
+  gpu::LinearArgs g = clamps(w, "mlp.gate");
+  g.act = gpu::Act::GeluTanh;  // after the output clamp, as HF: act(CL_gate(m))
+  backend_.linear(gate, hD, w.get("mlp.gate.weight"), g);
+  backend_.linear(up, hD, w.get("mlp.up.weight"), clamps(w, "mlp.up"));
+  backend_.mul(gate, gate, up);
+  backend_.linear(hD, gate, w.get("mlp.down.weight"), clamps(w, "mlp.down"));
+  backend_.rms_norm(hD, hD, &w.get("ffn_post_norm.weight"), D, d_.eps);
+  backend_.add(x, x, hD);
+  // A GGUF's per-block output scale (not in HF 5.17 checkpoints; Ollama multiplies the block output).
+  if (w.find("out_scale")) backend_.affine(x, x, nullptr, nullptr, scalar(w, "out_scale", 1.0f));
+}
+
+void Gemma4Vision::encode(const PixelInput& in, const EncodeControl& ctl, EncodeOutput& out) {
+  std::vector<int64_t> keep;
+  const std::vector<Image> images = validate(in, keep);
+  const int64_t n = int64_t(keep.size());
+  Plan p = plan(n);
+  const int64_t m = p.pooled_rows;
+  struct ScratchGuard {
+    gpu::Backend& b;
+    gpu::Buffer* buf;
+    ~ScratchGuard() {
+      b.finish();
+      b.release(buf);
+    }
+  } scratch{backend_, backend_.alloc(p.plan.bytes())}, pos_lookup{backend_, backend_.alloc(p.pos_lookup_bytes)},
+      pool_lookup{backend_, backend_.alloc(p.pool_lookup_bytes)};
+  auto tensor = [&](size_t region, int64_t rows, int64_t cols) {
+    return gpu::make_tensor(scratch.buf, p.plan.offset(region), DType::F32, rows, cols);
+  };
+  const int64_t D = d_.hidden;
+  const gpu::Tensor pixels = tensor(p.pixels, n, d_.patch_dim), half = tensor(p.half, 1, d_.patch_dim),
+                    x = tensor(p.x, n, D), h = tensor(p.h, n, std::max(D, d_.qdim)), q = tensor(p.q, n, d_.qdim),
+                    k = tensor(p.k, n, d_.qdim), v = tensor(p.v, n, d_.qdim), attn = tensor(p.attn, n, d_.qdim),
+                    gate = tensor(p.gate, n, d_.inter), up = tensor(p.up, n, d_.inter),
+                    cos = tensor(p.cos, n, d_.head_dim), sin = tensor(p.sin, n, d_.head_dim),
+                    pooled = tensor(p.pooled, m, D), normed = tensor(p.normed, m, D),
+                    projected = tensor(p.projected, m, d_.out);
+  upload_inputs(in, keep, images, scratch.buf, pos_lookup.buf, pool_lookup.buf, p);
+
+  std::vector<gpu::Segment> segments;  // one per image: images never attend to each other
+  for (const Image& im : images) segments.push_back({im.begin, im.rows});
+
+  const int total = int(spec_.stages.size());
+  store_.begin_pass();
+  struct PassGuard {
+    WeightStore& s;
+    gpu::Backend& b;
+    ~PassGuard() {
+      b.finish();
+      s.end_pass();
+    }
+  } pass{store_, backend_};
+  bool projected_done = false;
+  for (int si = 0; si < total; ++si) {
+    const StageSpec& stage = spec_.stages[size_t(si)];
+    if (ctl.cancelled && ctl.cancelled()) fail(Code::Aborted, "encode aborted before stage '" + stage.name + "'");
+    const StageWeights& w = store_.acquire(size_t(si));
+    gpu::Tensor result;
+    if (stage.kind == "embed") {
+      // §3.1: v = 2·(pixel − 0.5) in f32, then the patch matmul; §3.2: + (Tab_x[x] + Tab_y[y]),
+      // the two taps summed first (into h) as HF adds the tables before adding them to e.
+      backend_.affine(pixels, pixels, &half, nullptr, 2.0f);
+      backend_.linear(x, pixels, w.get("patch.weight"), gpu::LinearArgs{});
+      const gpu::Tensor& table = w.get("pos.table");  // [2, rows·D] → [2·rows, D], x table first
+      const gpu::Tensor hD = h.cols_view(0, D);
+      backend_.gather_sum(hD, table.reshaped(D), pos_lookup.buf, 2, false);
+      backend_.add(x, x, hD);
+      result = x;
+    } else if (stage.kind == "block") {
+      run_block(w, x, h, q, k, v, attn, gate, up, cos, sin, segments);
+      result = x;
+    } else if (stage.kind == "pooler") {
+      // §3.6-§3.7: mean of each k×k bucket, · √D in f32, then standardise.
+      backend_.gather_sum(pooled, x, pool_lookup.buf, d_.pool * d_.pool, false);
+      backend_.affine(pooled, pooled, nullptr, nullptr, float(std::sqrt(double(D))));
+      if (d_.standardize) backend_.affine(pooled, pooled, &w.get("std.bias"), &w.get("std.scale"), 1.0f);
+      result = pooled;
+    } else if (stage.kind == "projector") {
+      // §3.8: weightless RMSNorm over D, then the projection (Ollama's reversed order is not HF's).
+      backend_.rms_norm(normed, pooled, nullptr, D, d_.eps);
+      backend_.linear(projected, normed, w.get("proj.weight"), clamps(w, "proj"));
+      result = projected;
+      projected_done = true;
+    } else {
+      fail(Code::ModelFormat, "stage '" + stage.name + "' has a kind the Gemma 4 tower does not know: " + stage.kind);
+    }
+    WeightStore* store = &store_;
+    backend_.submit([store, si] { store->release(size_t(si)); });
+    if (ctl.check_finite) check_finite(backend_, result, stage.name);
+    if (ctl.keep_stages) out.stages.push_back(download_stage(backend_, result, stage.name));
+    if (stage.kind == "projector") {
+      out.tokens = m;
+      out.width = d_.out;
+      out.embeddings = download_stage(backend_, result, stage.name).data;
+    }
+    if (ctl.progress) ctl.progress(si + 1, total);
+  }
+  if (!projected_done) fail(Code::ModelFormat, "the Gemma 4 tower spec has no projector stage");
+}
+
+}  // namespace
+
+std::unique_ptr<VisionModel> make_gemma4_vision(const TowerSpec& spec, gpu::Backend& backend, WeightStore& store) {
+  return std::make_unique<Gemma4Vision>(spec, backend, store);
+}
+
+}  // namespace tessera

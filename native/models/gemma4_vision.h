@@ -1,0 +1,12 @@
+#pragma once
+#include <memory>
+
+#include "models/vision_model.h"
+
+namespace tessera {
+
+// Gemma 4 vision tower + projector (specs/gemma4-vision.md §3), from any of the three sources:
+// src/spec/gemma4.ts states every layout difference in the TowerSpec.
+std::unique_ptr<VisionModel> make_gemma4_vision(const TowerSpec& spec, gpu::Backend& backend, WeightStore& store);
+
+}  // namespace tessera
