@@ -1,0 +1,138 @@
+// preprocessor_config.json of both families, parsed with zod into the normalised settings the
+// preprocessing pipeline reads. Absent keys take the HF image-processor class defaults
+// (specs/qwen-vision.md §1, specs/gemma4-vision.md §1), never a checkpoint's values: a file that
+// omits a key gets what HF would use for it.
+import { z } from 'zod';
+import { TesseraError } from '../errors.js';
+
+/** 1/255 as HF writes it: the double nearest to 1/255. */
+export const RESCALE_1_255 = 0.00392156862745098;
+
+const OPENAI_CLIP_MEAN = [0.48145466, 0.4578275, 0.40821073] as const;
+const OPENAI_CLIP_STD = [0.26862954, 0.26130258, 0.27577711] as const;
+
+/** Gemma 4 accepts exactly these soft-token budgets (anything else raises in HF). */
+export const GEMMA_SOFT_TOKEN_BUDGETS = [70, 140, 280, 560, 1120] as const;
+
+const positiveInt = z.number().int().positive();
+const triple = z.tuple([z.number().finite(), z.number().finite(), z.number().finite()]);
+const nonZeroTriple = z.tuple([
+  z.number().finite().refine((v) => v !== 0, 'must not be 0'),
+  z.number().finite().refine((v) => v !== 0, 'must not be 0'),
+  z.number().finite().refine((v) => v !== 0, 'must not be 0'),
+]);
+// PIL resample codes; only BICUBIC (3) is implemented, and every checkpoint of both families uses it.
+const bicubicOnly = z
+  .number()
+  .int()
+  .refine((v) => v === 3, 'only 3 (PIL BICUBIC) is supported');
+
+/**
+ * Qwen2-VL image processor family (Qwen3-VL, Qwen3.5). Class defaults are Qwen2-VL's (patch 14,
+ * min 3136, max 1003520, OpenAI-CLIP statistics); real checkpoints override them all.
+ * `size.shortest_edge` / `size.longest_edge` are pixel AREAS (min/max pixels); legacy top-level
+ * `min_pixels` / `max_pixels` overwrite them as in HF.
+ */
+export const QwenPreprocessConfigSchema = z
+  .object({
+    size: z
+      .object({ shortest_edge: positiveInt.optional(), longest_edge: positiveInt.optional() })
+      .passthrough()
+      .optional(),
+    min_pixels: positiveInt.nullish(),
+    max_pixels: positiveInt.nullish(),
+    patch_size: positiveInt.default(14),
+    temporal_patch_size: positiveInt.default(2),
+    merge_size: positiveInt.default(2),
+    image_mean: triple.default([...OPENAI_CLIP_MEAN]),
+    image_std: nonZeroTriple.default([...OPENAI_CLIP_STD]),
+    do_resize: z.boolean().default(true),
+    resample: bicubicOnly.default(3),
+    do_rescale: z.boolean().default(true),
+    rescale_factor: z.number().finite().positive().default(RESCALE_1_255),
+    do_normalize: z.boolean().default(true),
+    do_convert_rgb: z.boolean().default(true),
+  })
+  .passthrough()
+  .transform((c) => ({
+    patchSize: c.patch_size,
+    temporalPatchSize: c.temporal_patch_size,
+    mergeSize: c.merge_size,
+    minPixels: c.min_pixels ?? c.size?.shortest_edge ?? 56 * 56,
+    maxPixels: c.max_pixels ?? c.size?.longest_edge ?? 28 * 28 * 1280,
+    imageMean: c.image_mean as [number, number, number],
+    imageStd: c.image_std as [number, number, number],
+    doResize: c.do_resize,
+    resample: c.resample,
+    doRescale: c.do_rescale,
+    rescaleFactor: c.rescale_factor,
+    doNormalize: c.do_normalize,
+    doConvertRgb: c.do_convert_rgb,
+  }))
+  .refine((c) => c.minPixels <= c.maxPixels, { message: 'min pixels (size.shortest_edge) exceeds max pixels (size.longest_edge)' });
+
+export type QwenPreprocessConfig = z.output<typeof QwenPreprocessConfigSchema>;
+
+/**
+ * Gemma 4 image processor. Defaults are the 5.17 class's (which the hub files repeat): patch 16,
+ * 280 soft tokens, 3x3 pooling, rescale to [0, 1], no normalisation.
+ */
+export const GemmaPreprocessConfigSchema = z
+  .object({
+    patch_size: positiveInt.default(16),
+    max_soft_tokens: z
+      .number()
+      .int()
+      .refine((v) => (GEMMA_SOFT_TOKEN_BUDGETS as readonly number[]).includes(v), 'must be one of 70, 140, 280, 560, 1120')
+      .default(280),
+    pooling_kernel_size: positiveInt.default(3),
+    do_resize: z.boolean().default(true),
+    resample: bicubicOnly.default(3),
+    do_rescale: z.boolean().default(true),
+    rescale_factor: z.number().finite().positive().default(RESCALE_1_255),
+    do_normalize: z.boolean().default(false),
+    image_mean: triple.default([0, 0, 0]),
+    image_std: nonZeroTriple.default([1, 1, 1]),
+    do_convert_rgb: z.boolean().default(true),
+  })
+  .passthrough()
+  .transform((c) => ({
+    patchSize: c.patch_size,
+    maxSoftTokens: c.max_soft_tokens,
+    poolingKernelSize: c.pooling_kernel_size,
+    doResize: c.do_resize,
+    resample: c.resample,
+    doRescale: c.do_rescale,
+    rescaleFactor: c.rescale_factor,
+    doNormalize: c.do_normalize,
+    imageMean: c.image_mean as [number, number, number],
+    imageStd: c.image_std as [number, number, number],
+    doConvertRgb: c.do_convert_rgb,
+  }));
+
+export type GemmaPreprocessConfig = z.output<typeof GemmaPreprocessConfigSchema>;
+
+function parseWith<S extends z.ZodType>(schema: S, json: unknown, source: string): z.output<S> {
+  const r = schema.safeParse(json ?? {});
+  if (r.success) return r.data;
+  const issue = r.error.issues[0]!;
+  const field = issue.path.length ? issue.path.join('.') : '(root)';
+  throw new TesseraError('ERR_CONFIG_INVALID', `${source}: field '${field}': ${issue.message}`);
+}
+
+/** Parses a Qwen preprocessor_config.json object (absent or {}: class defaults). */
+export function parseQwenPreprocessConfig(json: unknown, source = 'preprocessor_config.json'): QwenPreprocessConfig {
+  return parseWith(QwenPreprocessConfigSchema, json, source);
+}
+
+/**
+ * Parses Gemma 4's image-processor settings: a flat preprocessor_config.json, or the hub's
+ * processor_config.json whose settings sit under `image_processor`.
+ */
+export function parseGemmaPreprocessConfig(json: unknown, source = 'preprocessor_config.json'): GemmaPreprocessConfig {
+  const inner =
+    json && typeof json === 'object' && 'image_processor' in json && typeof (json as Record<string, unknown>).image_processor === 'object'
+      ? (json as Record<string, unknown>).image_processor
+      : json;
+  return parseWith(GemmaPreprocessConfigSchema, inner, source);
+}

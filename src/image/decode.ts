@@ -1,0 +1,164 @@
+// Image bytes -> upright pixels in a layout native/image/convert.h turns into RGB8 the way PIL's
+// Image.open + ImageOps.exif_transpose + convert("RGB") does (specs/qwen-vision.md §4.1).
+// sharp decodes; we ask it for the stored samples untouched (no ICC transform, no colourspace
+// conversion, no 16->8-bit scaling) so that PIL's own conversion rules apply in one place, natively.
+// Admission happens from the header before any pixel is decoded.
+import { readFile } from 'node:fs/promises';
+import sharp from 'sharp';
+import { TesseraError } from '../errors.js';
+
+/** Default limit on decoded pixels (width x height), overridable per call. */
+export const DEFAULT_MAX_INPUT_PIXELS = 100_000_000;
+
+export type PixelFormat = 'gray8' | 'graya8' | 'rgb8' | 'rgba8' | 'cmyk8' | 'gray16' | 'graya16' | 'rgb16' | 'rgba16';
+
+export type ImageInput = string | Buffer | Uint8Array;
+
+export interface ImageHeader {
+  format: string;
+  /** Upright size (EXIF orientation applied). */
+  width: number;
+  height: number;
+  orientation: number;
+}
+
+export interface DecodedImage extends ImageHeader {
+  pixels: Uint8Array | Uint16Array;
+  pixelFormat: PixelFormat;
+}
+
+export interface AdmissionOptions {
+  /** Refuse images with more pixels than this (ERR_IMAGE_TOO_LARGE). Default 100 MP. */
+  maxInputPixels?: number;
+  /** Refuse images whose long/short side ratio exceeds this (ERR_IMAGE_ASPECT); Qwen: 200. */
+  maxAspect?: number;
+}
+
+function describe(input: ImageInput): string {
+  return typeof input === 'string' ? input : `<${input.byteLength}-byte buffer>`;
+}
+
+async function bytesOf(input: ImageInput): Promise<Buffer> {
+  if (typeof input === 'string') {
+    try {
+      return await readFile(input);
+    } catch (err) {
+      const code = (err as NodeJS.ErrnoException).code ?? 'unknown error';
+      throw new TesseraError('ERR_IMAGE_DECODE', `cannot read image file ${input}: ${code}`, { cause: err });
+    }
+  }
+  if (input instanceof Uint8Array) return Buffer.from(input.buffer, input.byteOffset, input.byteLength);
+  throw new TesseraError('ERR_INVALID_ARGUMENT', 'image input must be a file path, a Buffer or a Uint8Array');
+}
+
+function limitOf(opts: AdmissionOptions): number {
+  const limit = opts.maxInputPixels ?? DEFAULT_MAX_INPUT_PIXELS;
+  if (!(Number.isSafeInteger(limit) && limit > 0)) {
+    throw new TesseraError('ERR_INVALID_ARGUMENT', `maxInputPixels must be a positive integer, not ${limit}`);
+  }
+  return limit;
+}
+
+function decodeError(what: string, err: unknown): TesseraError {
+  const msg = err instanceof Error ? err.message : String(err);
+  if (/pixel limit/i.test(msg)) return new TesseraError('ERR_IMAGE_TOO_LARGE', `${what}: ${msg}`, { cause: err });
+  return new TesseraError('ERR_IMAGE_DECODE', `${what}: cannot decode image: ${msg}`, { cause: err });
+}
+
+// sharp's constructor options shared by the header read and the decode. failOn 'error' aborts on
+// truncated or corrupt pixel data (Pillow raises there too) but tolerates libjpeg's warnings
+// (e.g. extraneous bytes before a marker), which Pillow also ignores.
+function sharpOptions(limit: number): sharp.SharpOptions {
+  return { limitInputPixels: limit, failOn: 'error', ignoreIcc: true, autoOrient: true, pages: 1, page: 0 };
+}
+
+function admit(what: string, meta: sharp.Metadata, limit: number, opts: AdmissionOptions): ImageHeader {
+  const orientation = meta.orientation ?? 1;
+  const stored = { w: meta.width ?? 0, h: meta.height ?? 0 };
+  // Multi-page images (GIF, TIFF) report one page's height as pageHeight; we decode page 0.
+  if (meta.pageHeight && meta.pages && meta.pages > 1) stored.h = meta.pageHeight;
+  if (!(stored.w > 0 && stored.h > 0)) throw new TesseraError('ERR_IMAGE_DECODE', `${what}: image has no pixels (${stored.w}x${stored.h})`);
+  const swap = orientation >= 5 && orientation <= 8;
+  const width = swap ? stored.h : stored.w;
+  const height = swap ? stored.w : stored.h;
+  if (width * height > limit) {
+    throw new TesseraError(
+      'ERR_IMAGE_TOO_LARGE',
+      `${what}: ${width}x${height} = ${width * height} pixels exceeds the limit of ${limit} (maxInputPixels)`,
+    );
+  }
+  if (opts.maxAspect !== undefined && Math.max(width, height) / Math.min(width, height) > opts.maxAspect) {
+    throw new TesseraError(
+      'ERR_IMAGE_ASPECT',
+      `${what}: ${width}x${height} has an aspect ratio of ${(Math.max(width, height) / Math.min(width, height)).toFixed(2)}, above ${opts.maxAspect}`,
+    );
+  }
+  return { format: meta.format ?? 'unknown', width, height, orientation };
+}
+
+/** Reads just the header: size, format, orientation; applies the admission rules. */
+export async function readImageHeader(input: ImageInput, opts: AdmissionOptions = {}): Promise<ImageHeader> {
+  const limit = limitOf(opts);
+  const what = describe(input);
+  const buf = await bytesOf(input);
+  return admit(what, await metadataOf(what, buf, limit), limit, opts);
+}
+
+async function metadataOf(what: string, buf: Buffer, limit: number): Promise<sharp.Metadata> {
+  if (buf.byteLength === 0) throw new TesseraError('ERR_IMAGE_DECODE', `${what}: empty input`);
+  try {
+    return await sharp(buf, sharpOptions(limit)).metadata();
+  } catch (err) {
+    throw decodeError(what, err);
+  }
+}
+
+// How to ask sharp for the stored samples: keep the decoder's colour space (so libvips converts
+// nothing) and its sample depth. Anything else (Lab, float TIFFs, ...) goes through libvips's own
+// conversion to 8-bit sRGB.
+function plan(meta: sharp.Metadata): { space: string; depth: 'uchar' | 'ushort'; sixteen: boolean } {
+  const space = meta.space ?? 'srgb';
+  if (meta.depth === 'ushort' && (space === 'rgb16' || space === 'grey16')) return { space, depth: 'ushort', sixteen: true };
+  if (meta.depth === 'uchar' && (space === 'srgb' || space === 'b-w' || space === 'cmyk')) return { space, depth: 'uchar', sixteen: false };
+  return { space: 'srgb', depth: 'uchar', sixteen: false };
+}
+
+function formatOf(space: string, sixteen: boolean, channels: number): PixelFormat | undefined {
+  if (space === 'cmyk') return channels >= 4 ? 'cmyk8' : undefined;
+  if (sixteen) return (['gray16', 'graya16', 'rgb16', 'rgba16'] as const)[channels - 1];
+  return (['gray8', 'graya8', 'rgb8', 'rgba8'] as const)[channels - 1];
+}
+
+/** Decodes to upright pixels after the admission checks. */
+export async function decodeImage(input: ImageInput, opts: AdmissionOptions = {}): Promise<DecodedImage> {
+  const limit = limitOf(opts);
+  const what = describe(input);
+  const buf = await bytesOf(input);
+  const meta = await metadataOf(what, buf, limit);
+  const header = admit(what, meta, limit, opts);
+  const p = plan(meta);
+  let data: Buffer;
+  let info: sharp.OutputInfo;
+  try {
+    let img = sharp(buf, sharpOptions(limit));
+    if (p.space === 'cmyk') img = img.pipelineColourspace('cmyk');
+    img = img.toColourspace(p.space as keyof sharp.ColourspaceEnum);
+    ({ data, info } = await img.raw({ depth: p.depth }).toBuffer({ resolveWithObject: true }));
+  } catch (err) {
+    throw decodeError(what, err);
+  }
+  // CMYK+alpha arrives with 5 bands; the pixel layout is then not one native/image knows.
+  const pixelFormat = formatOf(p.space, p.sixteen, info.channels);
+  if (!pixelFormat || (p.space === 'cmyk' && info.channels !== 4)) {
+    throw new TesseraError('ERR_IMAGE_DECODE', `${what}: unsupported pixel layout (${p.space}, ${info.channels} channels)`);
+  }
+  if (info.width !== header.width || info.height !== header.height) {
+    throw new TesseraError('ERR_IMAGE_DECODE', `${what}: decoded ${info.width}x${info.height}, header said ${header.width}x${header.height}`);
+  }
+  const pixels = p.sixteen
+    ? data.byteOffset % 2 === 0
+      ? new Uint16Array(data.buffer, data.byteOffset, data.byteLength / 2)
+      : new Uint16Array(new Uint8Array(data).buffer) // copy to an aligned buffer
+    : new Uint8Array(data.buffer, data.byteOffset, data.byteLength);
+  return { ...header, pixels, pixelFormat };
+}
