@@ -2,12 +2,14 @@
 // instance data), so the addon loads in worker_threads and Electron's processes.
 #include <napi.h>
 
+#include "addon/bind_image.h"
 #include "addon/tower_wrap.h"
 
 namespace tessera::addon {
 
 Napi::Object Init(Napi::Env env, Napi::Object exports) {
   RegisterTower(env, exports);
+  RegisterImage(env, exports);
   return exports;
 }
 
