@@ -39,7 +39,7 @@ void FileSet::read(int file, uint64_t offset, uint64_t length, void* dst) const 
   uint64_t done = 0;
   while (done < length) {
     size_t chunk = size_t(std::min<uint64_t>(length - done, 1u << 30));
-    ssize_t n = ::pread(fd, p + done, chunk, off_t(offset + done));
+    ssize_t n = pread_(fd, p + done, chunk, off_t(offset + done));
     if (n < 0 && errno == EINTR) continue;
     if (n <= 0) {
       std::string why = n < 0 ? std::strerror(errno) : "the file ended early (changed after open?)";

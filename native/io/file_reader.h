@@ -2,6 +2,9 @@
 // from disk into memory in the resident and stream stores. Short reads, files that shrank after
 // open and I/O errors become ERR_WEIGHTS_CORRUPT naming the file and the range.
 #pragma once
+#include <sys/types.h>
+#include <unistd.h>
+
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -22,10 +25,15 @@ class FileSet {
   const std::string& path(int file) const { return paths_.at(size_t(file)); }
   size_t count() const { return fds_.size(); }
 
+  // The pread every read goes through: tests swap in one that returns short counts or errors.
+  using PreadFn = ssize_t (*)(int fd, void* buf, size_t count, off_t offset);
+  void set_pread(PreadFn fn) { pread_ = fn; }
+
  private:
   std::vector<std::string> paths_;
   std::vector<int> fds_;
   std::vector<uint64_t> sizes_;
+  PreadFn pread_ = ::pread;
 };
 
 }  // namespace tessera

@@ -1,0 +1,139 @@
+#include "io/mapped_store.h"
+
+#include <sys/mman.h>
+#include <sys/stat.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+
+#include "common/aligned.h"
+#include "common/error.h"
+#include "io/file_reader.h"
+#include "io/spec_bounds.h"
+
+namespace tessera {
+namespace {
+
+struct Mapping {
+  char* base = nullptr;
+  size_t bytes = 0;  // the file's size at open (the mapping covers it rounded up to pages)
+};
+
+// One stage's window into one file: [begin, end) page-rounded, wrapped as one backend buffer.
+struct Window {
+  int file = 0;
+  size_t begin = 0, end = 0;
+  gpu::Buffer* buf = nullptr;
+};
+
+class MappedStore final : public WeightStore {
+ public:
+  MappedStore(const TowerSpec& spec, gpu::Backend& backend) : spec_(spec), backend_(backend), files_(spec.files) {
+    std::vector<uint64_t> sizes;
+    for (size_t f = 0; f < files_.count(); ++f) sizes.push_back(files_.size(int(f)));
+    check_tensors_within_files(spec_, sizes);  // a mapping past the end would fault (SIGBUS), so refuse now
+    try {
+      map_files();
+      wrap_stages();
+    } catch (...) {
+      teardown();
+      throw;
+    }
+  }
+  ~MappedStore() override { teardown(); }
+
+  const char* residency() const override { return "mapped"; }
+
+  const StageWeights& acquire(size_t n) override {
+    if (n >= spec_.stages.size())
+      fail(Code::Internal, "internal: acquire of stage " + std::to_string(n) + " of " + std::to_string(spec_.stages.size()));
+    // A file that shrank since open would fault when the stage's pages are touched: look first
+    // (one fstat per file of the stage; the race left is as narrow as it can be without copying).
+    std::vector<uint64_t> now(files_.count(), 0);
+    for (const auto& w : windows_[n]) {
+      struct stat st;
+      if (fstat(files_.fd(w.file), &st) != 0) fail(Code::WeightsCorrupt, "cannot stat '" + files_.path(w.file) + "'");
+      now[size_t(w.file)] = uint64_t(st.st_size);
+    }
+    for (size_t f = 0; f < now.size(); ++f)
+      if (!now[f]) now[f] = files_.size(int(f));  // files this stage does not use
+    check_tensors_within_files(spec_, now, long(n));
+    if (n + 1 < spec_.stages.size())
+      for (const auto& w : windows_[n + 1])
+        madvise(maps_[size_t(w.file)].base + w.begin, w.end - w.begin, MADV_WILLNEED);
+    return views_[n];
+  }
+  void release(size_t) override {}
+  WeightStoreStats stats() const override { return {}; }  // no reads, no memory of its own: the page cache's
+
+ private:
+  void map_files() {
+    const size_t page = page_size();
+    for (size_t f = 0; f < files_.count(); ++f) {
+      Mapping m;
+      m.bytes = size_t(files_.size(int(f)));
+      if (m.bytes) {
+        void* p = mmap(nullptr, round_up(m.bytes, page), PROT_READ, MAP_SHARED, files_.fd(int(f)), 0);
+        if (p == MAP_FAILED)
+          fail(Code::OutOfMemory, "cannot map '" + files_.path(int(f)) + "' (" + std::to_string(m.bytes) +
+                                      " bytes): " + std::strerror(errno));
+        m.base = static_cast<char*>(p);
+        madvise(m.base, round_up(m.bytes, page), MADV_SEQUENTIAL);
+      }
+      maps_.push_back(m);
+    }
+  }
+
+  void wrap_stages() {
+    const size_t page = page_size();
+    windows_.resize(spec_.stages.size());
+    views_.resize(spec_.stages.size());
+    for (size_t n = 0; n < spec_.stages.size(); ++n) {
+      const StageSpec& st = spec_.stages[n];
+      auto& wins = windows_[n];
+      for (const auto& t : st.tensors) {
+        auto it = std::find_if(wins.begin(), wins.end(), [&](const Window& w) { return w.file == t.file; });
+        size_t b = size_t(t.offset) / page * page, e = round_up(size_t(t.offset + t.length), page);
+        if (it == wins.end())
+          wins.push_back({t.file, b, e, nullptr});
+        else
+          it->begin = std::min(it->begin, b), it->end = std::max(it->end, e);
+      }
+      for (auto& w : wins) {
+        if (w.end == w.begin) {  // only empty tensors: still wrap a valid page of the mapping
+          w.begin = w.begin >= page ? w.begin - page : 0;
+          w.end = w.begin + page;
+        }
+        w.buf = backend_.wrap_host(maps_[size_t(w.file)].base + w.begin, w.end - w.begin);
+      }
+      for (const auto& t : st.tensors) {
+        auto it = std::find_if(wins.begin(), wins.end(), [&](const Window& w) { return w.file == t.file; });
+        views_[n].set(t.role, tensor_view(t, it->buf, size_t(t.offset) - it->begin));
+      }
+    }
+  }
+
+  void teardown() {
+    for (auto& wins : windows_)
+      for (auto& w : wins)
+        if (w.buf) backend_.release(w.buf), w.buf = nullptr;
+    for (auto& m : maps_)
+      if (m.base) munmap(m.base, round_up(m.bytes, page_size())), m.base = nullptr;
+  }
+
+  const TowerSpec spec_;
+  gpu::Backend& backend_;
+  FileSet files_;
+  std::vector<Mapping> maps_;
+  std::vector<std::vector<Window>> windows_;
+  std::vector<StageWeights> views_;
+};
+
+}  // namespace
+
+std::unique_ptr<WeightStore> make_mapped_store(const TowerSpec& spec, gpu::Backend& backend) {
+  return std::make_unique<MappedStore>(spec, backend);
+}
+
+}  // namespace tessera
