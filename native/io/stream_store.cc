@@ -84,10 +84,20 @@ void StreamStore::begin_pass_locked() {
 }
 
 void StreamStore::end_pass() {
-  std::lock_guard<std::mutex> lk(mu_);
-  // Stages read ahead stay in their slots (a later pass may find them there); held slots return
-  // through release() as their work completes.
-  pass_active_ = false;
+  {
+    std::lock_guard<std::mutex> lk(mu_);
+    // Stages read ahead stay in their slots (a later pass may find them there). The backend has
+    // finished the pass's work (weight_store.h), so a stage still held was abandoned between
+    // acquire and submit (an error): its slot returns to the ring instead of blocking it forever.
+    pass_active_ = false;
+    for (auto& s : slots_)
+      if (s.in_use) {
+        s.in_use = false;
+        --in_use_;
+        ++ring_.abandoned;
+      }
+  }
+  cv_.notify_all();
 }
 
 // The prefetch thread may read stage next_load_ into its slot once (a) the model has been handed

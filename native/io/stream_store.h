@@ -36,6 +36,7 @@ struct RingStats {
   uint64_t max_in_use = 0;     // most slots held at once
   uint64_t violations = 0;     // a slot still in use handed out or refilled: must stay 0
   uint64_t stray_releases = 0; // release() of a stage that was not held
+  uint64_t abandoned = 0;      // stages still held at end_pass (acquired, then an error before submit)
 };
 
 class StreamStore final : public WeightStore {

@@ -72,6 +72,8 @@ class WeightStore {
   virtual void begin_pass() {}
   virtual const StageWeights& acquire(size_t stage) = 0;
   virtual void release(size_t stage) = 0;
+  // The pass is over and the backend has finished its work (finish() first): a stage acquired
+  // but never released (an error between acquire and submit) is given back to the store.
   virtual void end_pass() {}
   virtual WeightStoreStats stats() const = 0;
 };

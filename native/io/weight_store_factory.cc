@@ -1,14 +1,18 @@
 #include "io/weight_store_factory.h"
 
 #include "common/error.h"
+#include "io/mapped_store.h"
 #include "io/resident_store.h"
+#include "io/stream_store.h"
 
 namespace tessera {
 
 std::unique_ptr<WeightStore> make_weight_store(const TowerSpec& spec, const std::string& residency,
                                                gpu::Backend& backend, int slots) {
   if (residency == "resident") return make_resident_store(spec, backend);
-  fail(Code::InvalidArgument, "residency '" + residency + "' is not available in this build");
+  if (residency == "mapped") return make_mapped_store(spec, backend);
+  if (residency == "stream") return make_stream_store(spec, backend, slots);
+  fail(Code::InvalidArgument, "residency must be 'resident', 'mapped' or 'stream', got '" + residency + "'");
 }
 
 }  // namespace tessera
