@@ -1,11 +1,13 @@
 // attention(): softmax(q kᵀ · scale) v per head and segment, as a tiled flash attention.
 //
-// Work items are (segment, head, block of kBq query rows), handed out dynamically. An item keeps
-// its queries (pre-scaled), the running row max m, the running denominator l and the output
-// accumulator O in slot scratch (kBq x head_dim), and walks the segment's keys kBk at a time:
-// S = Q Kᵀ for the block, m' = max(m, rowmax S), P = exp(S - m'), O = O·exp(m - m') + P V,
-// l = l·exp(m - m') + rowsum P. Memory per thread is O(kBq x (head_dim + kBk)); nothing of size
-// rows x rows exists. out may alias q (an item reads only its own query rows, before writing).
+// Work items are (segment, head, query range), handed out dynamically. The kernel
+// (attention_task_t in kernels_generic.inc) packs the segment's keys (transposed, per key block)
+// and values for its head into slot scratch, then for each block of query rows keeps the queries
+// (pre-scaled), the running row max m, the running denominator l and the output accumulator O,
+// and walks the keys a block at a time: S = Q Kᵀ, m' = max(m, rowmax S), P = exp(S - m'),
+// O = O·exp(m - m') + P V, l = l·exp(m - m') + rowsum P. Memory per thread is
+// O(segment rows x head_dim); nothing of size rows x rows exists. out may alias q: an item
+// reads each query row before it writes that row, and no other item reads it.
 #include <algorithm>
 #include <atomic>
 #include <cmath>
@@ -17,7 +19,6 @@
 namespace tessera::cpu {
 
 namespace {
-constexpr int64_t kBq = 32, kBk = 64;
 
 bool same_or_disjoint(const Tensor& a, const Tensor& b) {
   if (a.buf != b.buf || a.rows == 0 || b.rows == 0) return true;
@@ -57,75 +58,50 @@ void attention(Context& c, const Tensor& out, const Tensor& q, const Tensor& k, 
             "segment [" + std::to_string(s.begin) + ", +" + std::to_string(s.length) + ") is outside the " +
                 std::to_string(rows) + " rows");
 
-  // Items: for each segment and head, ceil(length / kBq) query blocks.
-  std::vector<int64_t> first_item;  // per segment, index of its first item
-  int64_t items = 0;
-  for (const Segment& s : segments) {
-    first_item.push_back(items);
-    items += heads * ((s.length + kBq - 1) / kBq);
+  // Work items: (segment, head, query range). One range per segment and head when there are
+  // enough of them to keep every thread busy; otherwise the queries are split further (each
+  // piece then packs the segment's keys and values itself).
+  struct Item {
+    int64_t seg, head, q0, nq;
+  };
+  std::vector<Item> items;
+  const int T = c.pool.size();
+  int64_t pairs = 0;
+  for (const Segment& s : segments) pairs += s.length > 0 ? heads : 0;
+  const int64_t split = pairs >= 4 * T ? 1 : (4 * T + pairs - 1) / std::max<int64_t>(pairs, 1);
+  int64_t max_nk = 0;
+  for (size_t si = 0; si < segments.size(); ++si) {
+    const Segment& s = segments[si];
+    if (s.length == 0) continue;
+    max_nk = std::max(max_nk, s.length);
+    const int64_t piece = std::max<int64_t>(16, (s.length + split - 1) / split);
+    for (int64_t h = 0; h < heads; ++h)
+      for (int64_t q0 = 0; q0 < s.length; q0 += piece)
+        items.push_back({int64_t(si), h, q0, std::min(piece, s.length - q0)});
   }
-  if (items == 0) return;
-  std::atomic<int64_t> next{0};
-  const int64_t hd = head_dim;
-  const int tasks = int(std::min<int64_t>(c.pool.size(), items));
-
+  if (items.empty()) return;
+  // Longest first, so a big segment does not start last.
+  std::stable_sort(items.begin(), items.end(), [&](const Item& a, const Item& b) {
+    return segments[size_t(a.seg)].length * a.nq > segments[size_t(b.seg)].length * b.nq;
+  });
+  std::atomic<size_t> next{0};
+  const size_t scratch = c.k.attention_scratch(max_nk, head_dim);
+  const int tasks = int(std::min<size_t>(size_t(T), items.size()));
   c.pool.run_tasks(size_t(tasks), [&](size_t slot) {
-    float* scratch = c.ws.slot(int(slot), Scratch::Attn, size_t(kBq * (2 * hd + kBk + 2)));
-    float* Q = scratch;          // [kBq][hd]
-    float* O = Q + kBq * hd;     // [kBq][hd]
-    float* S = O + kBq * hd;     // [kBq][kBk]
-    float* m = S + kBq * kBk;    // [kBq]
-    float* l = m + kBq;          // [kBq]
-    for (int64_t it; (it = next.fetch_add(1)) < items;) {
-      size_t si = size_t(std::upper_bound(first_item.begin(), first_item.end(), it) - first_item.begin()) - 1;
-      const Segment& seg = segments[si];
-      const int64_t qblocks = (seg.length + kBq - 1) / kBq;
-      const int64_t local = it - first_item[si], h = local / qblocks, qb = local % qblocks;
-      const int64_t r0 = seg.begin + qb * kBq, nq = std::min(kBq, seg.begin + seg.length - r0);
-      const int64_t col = h * hd;
-      for (int64_t i = 0; i < nq; ++i) {
-        const float* src = q.host_ptr<float>(r0 + i, col);
-        for (int64_t d = 0; d < hd; ++d) Q[i * hd + d] = src[d] * scale;
-        std::fill(O + i * hd, O + (i + 1) * hd, 0.0f);
-        m[i] = -INFINITY;
-        l[i] = 0.0f;
-      }
-      for (int64_t j0 = seg.begin; j0 < seg.begin + seg.length; j0 += kBk) {
-        const int64_t nk = std::min(kBk, seg.begin + seg.length - j0);
-        for (int64_t i = 0; i < nq; ++i) {
-          const float* qi = Q + i * hd;
-          float* si_row = S + i * kBk;
-          float mx = m[i];
-          for (int64_t j = 0; j < nk; ++j) {
-            const float* kj = k.host_ptr<float>(j0 + j, col);
-            float s = 0.0f;
-            for (int64_t d = 0; d < hd; ++d) s += qi[d] * kj[d];
-            si_row[j] = s;
-            mx = std::max(mx, s);
-          }
-          const float corr = std::exp(m[i] - mx);  // exp(-inf) = 0 on the first block
-          float sum = 0.0f;
-          for (int64_t j = 0; j < nk; ++j) {
-            float p = std::exp(si_row[j] - mx);
-            si_row[j] = p;
-            sum += p;
-          }
-          l[i] = l[i] * corr + sum;
-          m[i] = mx;
-          float* oi = O + i * hd;
-          for (int64_t d = 0; d < hd; ++d) oi[d] *= corr;
-          for (int64_t j = 0; j < nk; ++j) {
-            const float p = si_row[j];
-            const float* vj = v.host_ptr<float>(j0 + j, col);
-            for (int64_t d = 0; d < hd; ++d) oi[d] += p * vj[d];
-          }
-        }
-      }
-      for (int64_t i = 0; i < nq; ++i) {
-        float* dst = out.host_ptr<float>(r0 + i, col);
-        const float inv = 1.0f / l[i];
-        for (int64_t d = 0; d < hd; ++d) dst[d] = O[i * hd + d] * inv;
-      }
+    float* buf = c.ws.slot(int(slot), Scratch::Attn, scratch);
+    for (size_t it; (it = next.fetch_add(1)) < items.size();) {
+      const Item& w = items[it];
+      const Segment& s = segments[size_t(w.seg)];
+      const int64_t col = w.head * head_dim;
+      AttnJob job;
+      job.q = q.host_ptr<float>(s.begin + w.q0, col);
+      job.k = k.host_ptr<float>(s.begin, col);
+      job.v = v.host_ptr<float>(s.begin, col);
+      job.out = out.host_ptr<float>(s.begin + w.q0, col);
+      job.ldq = q.ld, job.ldk = k.ld, job.ldv = v.ld, job.ldo = out.ld;
+      job.nq = w.nq, job.nk = s.length, job.hd = head_dim;
+      job.scale = scale;
+      c.k.attention(job, buf);
     }
   });
 }

@@ -14,7 +14,14 @@ namespace tessera::cpu {
 
 namespace {
 
-std::string shape(const Tensor& t) { return "[" + std::to_string(t.rows) + ", " + std::to_string(t.cols) + "]"; }
+std::string shape(const Tensor& t) {
+  std::string s = "[";
+  s += std::to_string(t.rows);
+  s += ", ";
+  s += std::to_string(t.cols);
+  s += "]";
+  return s;
+}
 
 void require_out(const Tensor& y, const Tensor& x, const char* op, const char* xname) {
   require_tensor(y, op, "y");
@@ -54,9 +61,7 @@ void activation(Context& c, const Tensor& y, const Tensor& x, Act act) {
   require_out(y, x, "activation", "x");
   const int64_t n = x.cols;
   for_rows(c, x.rows, n, [&](int64_t r, float* ta, float*) {
-    const float* xr = row_f32(x, r, ta);
-    float* yr = y.host_ptr<float>(r);
-    for (int64_t j = 0; j < n; ++j) yr[j] = apply_act(act, xr[j]);
+    c.k.act_row(y.host_ptr<float>(r), row_f32(x, r, ta), n, act);
   });
 }
 

@@ -88,8 +88,8 @@ void linear(Context& c, const Tensor& y, const Tensor& x_in, const Tensor& w, co
   if (K == 0) {  // y = epilogue(bias)
     std::vector<float> zero(size_t(N), 0.0f);
     for (int64_t r = 0; r < M; ++r)
-      epilogue_row(y.host_ptr<float>(r), zero.data(), N, bias.empty() ? nullptr : bias.data(),
-                   res_base ? res_base + r * res_ld : nullptr, epi);
+      kk.epilogue(y.host_ptr<float>(r), zero.data(), N, bias.empty() ? nullptr : bias.data(),
+                  res_base ? res_base + r * res_ld : nullptr, epi);
     return;
   }
 
@@ -168,9 +168,9 @@ void linear(Context& c, const Tensor& y, const Tensor& x_in, const Tensor& w, co
               const int64_t n0 = (sp0 + p) * nr, n = std::min<int64_t>(nr, N - n0);
               for (int64_t r = 0; r < mrows; ++r) {
                 const int64_t gr = m0 + r;
-                epilogue_row(y.host_ptr<float>(gr, n0), acc + r * ldc + col, n,
-                             bias.empty() ? nullptr : bias.data() + n0, res_base ? res_base + gr * res_ld + n0 : nullptr,
-                             epi);
+                kk.epilogue(y.host_ptr<float>(gr, n0), acc + r * ldc + col, n,
+                            bias.empty() ? nullptr : bias.data() + n0, res_base ? res_base + gr * res_ld + n0 : nullptr,
+                            epi);
               }
             }
           }

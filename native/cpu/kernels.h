@@ -1,13 +1,24 @@
 // The per-ISA kernel table: one instance per Simd level, chosen when the backend is made. The
-// drivers (gemm.cc, attention.cc, ...) do blocking, packing and threading once; only these inner
-// loops differ between AVX-512, AVX2+FMA, NEON and scalar.
+// drivers (gemm.cc, attention.cc, norms.cc, elementwise.cc) do validation, blocking, packing and
+// threading once; only these inner loops differ between AVX-512, AVX2+FMA, NEON and scalar.
 #pragma once
+#include <cstddef>
 #include <cstdint>
 
 #include "common/dtype.h"
 #include "cpu/cpu_backend.h"
+#include "cpu/epilogue.h"
 
 namespace tessera::cpu {
+
+// One attention work item: a segment's rows, one head (pointers at its first row and column).
+struct AttnJob {
+  const float *q, *k, *v;
+  float* out;
+  int64_t ldq, ldk, ldv, ldo;
+  int64_t nq, nk, hd;  // query rows, key rows, head_dim (q and k rows are the same segment)
+  float scale;
+};
 
 struct Kernels {
   Simd level;
@@ -18,17 +29,22 @@ struct Kernels {
   // Packs B = Wᵀ for columns [0, n) (n <= nr; the rest zero) over kc: dst[k*nr + j] = W[j][k]
   // widened to f32; W rows start at w with a stride of ldw elements of type dt.
   void (*pack_b)(float* dst, const void* w, DType dt, int64_t ldw, int64_t n, int64_t kc, int nr);
+  // y[j] = act(clamp(acc[j] + bias[j])) + res[j], j < n (bias, res may be null; res may be y).
+  void (*epilogue)(float* y, const float* acc, int64_t n, const float* bias, const float* res, const Epilogue& e);
+  void (*act_row)(float* y, const float* x, int64_t n, gpu::Act act);
+  void (*layer_norm_row)(float* y, const float* x, int64_t n, const float* g, const float* b, float eps);
+  void (*rms_norm_row)(float* y, const float* x, int64_t n, int64_t group, const float* w, float eps);
+  // Flash attention for one job; scratch holds attention_scratch(nk, hd) floats.
+  void (*attention)(const AttnJob& job, float* scratch);
+  size_t (*attention_scratch)(int64_t nk, int64_t hd);
 };
 
 const Kernels& kernels_for(Simd level);
 
-// Per-ISA tables (defined in kernels_<isa>.cc; each returns null where not compiled in).
+// Per-ISA tables (kernels_<isa>.cc); null where the ISA is not compiled in.
 const Kernels* scalar_kernels();
 const Kernels* avx2_kernels();
 const Kernels* avx512_kernels();
 const Kernels* neon_kernels();
-
-// Scalar building blocks shared by the tables.
-void pack_b_generic(float* dst, const void* w, DType dt, int64_t ldw, int64_t n, int64_t kc, int nr);
 
 }  // namespace tessera::cpu

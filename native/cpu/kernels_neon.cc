@@ -1,8 +1,70 @@
-// arm64 kernel table (NEON; always present on arm64).
+// arm64 NEON kernels: 4 lanes, 32 registers (NEON is part of every arm64 CPU, so no target
+// attribute is needed). See kernels_avx512.cc for the scheme.
+#include <cstddef>
+#include <cstdint>
+
 #include "cpu/kernels.h"
 
-namespace tessera::cpu {
+#if defined(__aarch64__)
+#include <arm_neon.h>
 
-const Kernels* neon_kernels() { return nullptr; }
+namespace tessera::cpu {
+namespace {
+
+struct V128 {
+  using R = float32x4_t;
+  static constexpr int L = 4, kAcc = 24, kAttnNvk = 4;
+  static R zero() { return vdupq_n_f32(0.0f); }
+  static R set1(float v) { return vdupq_n_f32(v); }
+  static R load(const float* p) { return vld1q_f32(p); }
+  static void store(float* p, R v) { vst1q_f32(p, v); }
+  static R loadn(const float* p, int n) {
+    float t[4] = {0, 0, 0, 0};
+    for (int i = 0; i < n; ++i) t[i] = p[i];
+    return vld1q_f32(t);
+  }
+  static void storen(float* p, R v, int n) {
+    float t[4];
+    vst1q_f32(t, v);
+    for (int i = 0; i < n; ++i) p[i] = t[i];
+  }
+  static R add(R a, R b) { return vaddq_f32(a, b); }
+  static R sub(R a, R b) { return vsubq_f32(a, b); }
+  static R mul(R a, R b) { return vmulq_f32(a, b); }
+  static R div(R a, R b) { return vdivq_f32(a, b); }
+  static R fma(R a, R b, R c) { return vfmaq_f32(c, a, b); }
+  static R max(R a, R b) { return vmaxq_f32(a, b); }  // NaN propagates
+  static R min(R a, R b) { return vminq_f32(a, b); }
+  static float hsum(R v) { return vaddvq_f32(v); }
+  static float hmax(R v) { return vmaxvq_f32(v); }
+  static float first(R v) { return vgetq_lane_f32(v, 0); }
+  static R round(R v) { return vrndnq_f32(v); }
+  static R pow2i(R n) {
+    return vreinterpretq_f32_s32(vshlq_n_s32(vaddq_s32(vcvtnq_s32_f32(n), vdupq_n_s32(127)), 23));
+  }
+  static R lt_select(R a, R b, R x, R y) { return vbslq_f32(vcltq_f32(a, b), x, y); }
+  static R load_bf16(const uint16_t* p) { return vreinterpretq_f32_u32(vshll_n_u16(vld1_u16(p), 16)); }
+  static R load_f16(const uint16_t* p) { return vcvt_f32_f16(vreinterpret_f16_u16(vld1_u16(p))); }
+};
+
+#include "cpu/kernels_generic.inc"
+
+constexpr int kMr = 8, kNv = 3;  // 8 x 12 tile: 24 accumulators, 3 B vectors, 1 broadcast
+const Kernels kTable{Simd::Neon,           kMr,
+                     kNv * V128::L,        gemm_micro_t<V128, kMr, kNv>,
+                     pack_b_t<V128>,       epilogue_t<V128>,
+                     act_row_t<V128>,      layer_norm_row_t<V128>,
+                     rms_norm_row_t<V128>, attention_task_t<V128>,
+                     attention_scratch_t<V128>};
+
+}  // namespace
+
+const Kernels* neon_kernels() { return &kTable; }
 
 }  // namespace tessera::cpu
+
+#else
+namespace tessera::cpu {
+const Kernels* neon_kernels() { return nullptr; }
+}  // namespace tessera::cpu
+#endif

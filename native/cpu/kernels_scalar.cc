@@ -1,61 +1,59 @@
-// Portable kernels: plain C++ the compiler vectorises for the baseline ISA. The fallback on
-// machines without AVX2 or NEON, and the reference the SIMD paths are compared with.
+// Portable kernels: the generic bodies over a one-lane "vector" (plain float), compiled for the
+// baseline ISA. The fallback on machines without AVX2 or NEON.
+#include <cstddef>
+#include <cstdint>
 #include <cstring>
 
 #include "cpu/kernels.h"
 
 namespace tessera::cpu {
-
 namespace {
 
-constexpr int kMr = 4, kNr = 16;
-
-void gemm_micro_scalar(int64_t kc, const float* a, const float* b, float* c, int64_t ldc, bool accumulate) {
-  float acc[kMr][kNr];
-  for (int i = 0; i < kMr; ++i)
-    for (int j = 0; j < kNr; ++j) acc[i][j] = accumulate ? c[i * ldc + j] : 0.0f;
-  for (int64_t k = 0; k < kc; ++k) {
-    const float* bk = b + k * kNr;
-    for (int i = 0; i < kMr; ++i) {
-      float ai = a[k * kMr + i];
-      for (int j = 0; j < kNr; ++j) acc[i][j] += ai * bk[j];
-    }
+struct V1 {
+  using R = float;
+  static constexpr int L = 1, kAcc = 24, kAttnNvk = 8;
+  static R zero() { return 0.0f; }
+  static R set1(float v) { return v; }
+  static R load(const float* p) { return *p; }
+  static void store(float* p, R v) { *p = v; }
+  static R loadn(const float* p, int n) { return n > 0 ? *p : 0.0f; }
+  static void storen(float* p, R v, int n) {
+    if (n > 0) *p = v;
   }
-  for (int i = 0; i < kMr; ++i)
-    for (int j = 0; j < kNr; ++j) c[i * ldc + j] = acc[i][j];
-}
+  static R add(R a, R b) { return a + b; }
+  static R sub(R a, R b) { return a - b; }
+  static R mul(R a, R b) { return a * b; }
+  static R div(R a, R b) { return a / b; }
+  static R fma(R a, R b, R c) { return a * b + c; }
+  static R max(R a, R b) { return a > b ? a : b; }  // as x86 maxps: NaN in b propagates
+  static R min(R a, R b) { return a < b ? a : b; }
+  static float hsum(R v) { return v; }
+  static float hmax(R v) { return v; }
+  static float first(R v) { return v; }
+  static R round(R v) { return __builtin_nearbyintf(v); }
+  static R pow2i(R n) {
+    uint32_t bits = uint32_t(int32_t(n) + 127) << 23;
+    float f;
+    std::memcpy(&f, &bits, 4);
+    return f;
+  }
+  static R lt_select(R a, R b, R x, R y) { return a < b ? x : y; }
+  static R load_bf16(const uint16_t* p) { return bf16_to_f32(*p); }
+  static R load_f16(const uint16_t* p) { return f16_to_f32(*p); }
+};
+
+#include "cpu/kernels_generic.inc"
+
+constexpr int kMr = 4, kNv = 16;  // 4 x 16 tile the compiler may vectorise for the baseline ISA
+const Kernels kTable{Simd::Scalar,       kMr,
+                     kNv * V1::L,        gemm_micro_t<V1, kMr, kNv>,
+                     pack_b_t<V1>,       epilogue_t<V1>,
+                     act_row_t<V1>,      layer_norm_row_t<V1>,
+                     rms_norm_row_t<V1>, attention_task_t<V1>,
+                     attention_scratch_t<V1>};
 
 }  // namespace
 
-void pack_b_generic(float* dst, const void* w, DType dt, int64_t ldw, int64_t n, int64_t kc, int nr) {
-  const size_t es = dtype_size(dt);
-  for (int64_t j = 0; j < n; ++j) {
-    const char* src = static_cast<const char*>(w) + size_t(j) * size_t(ldw) * es;
-    switch (dt) {
-      case DType::F32: {
-        const float* s = reinterpret_cast<const float*>(src);
-        for (int64_t k = 0; k < kc; ++k) dst[k * nr + j] = s[k];
-        break;
-      }
-      case DType::BF16: {
-        const uint16_t* s = reinterpret_cast<const uint16_t*>(src);
-        for (int64_t k = 0; k < kc; ++k) dst[k * nr + j] = bf16_to_f32(s[k]);
-        break;
-      }
-      case DType::F16: {
-        const uint16_t* s = reinterpret_cast<const uint16_t*>(src);
-        for (int64_t k = 0; k < kc; ++k) dst[k * nr + j] = f16_to_f32(s[k]);
-        break;
-      }
-    }
-  }
-  for (int64_t j = n; j < nr; ++j)
-    for (int64_t k = 0; k < kc; ++k) dst[k * nr + j] = 0.0f;
-}
-
-const Kernels* scalar_kernels() {
-  static const Kernels k{Simd::Scalar, kMr, kNr, gemm_micro_scalar, pack_b_generic};
-  return &k;
-}
+const Kernels* scalar_kernels() { return &kTable; }
 
 }  // namespace tessera::cpu

@@ -30,17 +30,7 @@ void layer_norm(Context& c, const Tensor& y, const Tensor& x, const Tensor& gamm
     std::vector<float> tmp(static_cast<size_t>(n));
     for (size_t r = r0; r < r1; ++r) {
       const float* xr = row_f32(x, int64_t(r), tmp.data());
-      float* yr = y.host_ptr<float>(int64_t(r));
-      float sum = 0.0f;
-      for (int64_t j = 0; j < n; ++j) sum += xr[j];
-      const float mean = sum / float(n);
-      float var = 0.0f;
-      for (int64_t j = 0; j < n; ++j) {
-        float d = xr[j] - mean;
-        var += d * d;
-      }
-      const float rstd = 1.0f / std::sqrt(var / float(n) + eps);
-      for (int64_t j = 0; j < n; ++j) yr[j] = (xr[j] - mean) * rstd * g[size_t(j)] + b[size_t(j)];
+      c.k.layer_norm_row(y.host_ptr<float>(int64_t(r)), xr, n, g.data(), b.data(), eps);
     }
   }, 8);
 }
@@ -60,17 +50,7 @@ void rms_norm(Context& c, const Tensor& y, const Tensor& x, const Tensor* weight
     std::vector<float> tmp(static_cast<size_t>(n));
     for (size_t r = r0; r < r1; ++r) {
       const float* xr = row_f32(x, int64_t(r), tmp.data());
-      float* yr = y.host_ptr<float>(int64_t(r));
-      for (int64_t g0 = 0; g0 < n; g0 += group) {
-        float ss = 0.0f;
-        for (int64_t j = 0; j < group; ++j) ss += xr[g0 + j] * xr[g0 + j];
-        const float rs = 1.0f / std::sqrt(ss / float(group) + eps);
-        if (w.empty()) {
-          for (int64_t j = 0; j < group; ++j) yr[g0 + j] = xr[g0 + j] * rs;
-        } else {
-          for (int64_t j = 0; j < group; ++j) yr[g0 + j] = xr[g0 + j] * rs * w[size_t(j)];
-        }
-      }
+      c.k.rms_norm_row(y.host_ptr<float>(int64_t(r)), xr, n, group, w.empty() ? nullptr : w.data(), eps);
     }
   }, 8);
 }

@@ -1,0 +1,157 @@
+// Micro-benchmark of the CPU backend's ops at the real Qwen3.5 vision-tower shapes (hidden 1152,
+// 16 heads of 72, MLP 4304): prints ms and GFLOP/s per op and per block, for each SIMD level.
+// Not a test; built and run by scripts/bench-kernels.mjs. Best of --reps runs (this machine is
+// shared: the best run is the one least disturbed).
+//   bench-kernels [--threads T] [--simd scalar|avx2|avx512] [--rows 1120,4096] [--reps 3] [--dtype bf16|f32|f16]
+#include <sys/resource.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <functional>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "common/dtype.h"
+#include "common/thread_pool.h"
+#include "cpu/cpu_backend.h"
+
+using namespace tessera;
+using namespace tessera::gpu;
+
+namespace {
+
+double cpu_ms() {
+  rusage u;
+  getrusage(RUSAGE_SELF, &u);
+  return (u.ru_utime.tv_sec + u.ru_stime.tv_sec) * 1e3 + (u.ru_utime.tv_usec + u.ru_stime.tv_usec) / 1e3;
+}
+
+struct Timing {
+  double wall = 1e30, cpu = 1e30;  // best wall ms; best process CPU ms (all threads)
+};
+
+Timing best_of(int reps, const std::function<void()>& fn) {
+  fn();  // warm-up (first touch of scratch, caches)
+  Timing t;
+  for (int r = 0; r < reps; ++r) {
+    auto t0 = std::chrono::steady_clock::now();
+    double c0 = cpu_ms();
+    fn();
+    t.cpu = std::min(t.cpu, cpu_ms() - c0);
+    t.wall = std::min(t.wall, std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
+  }
+  return t;
+}
+
+Tensor random_tensor(Backend& b, int64_t rows, int64_t cols, DType dt, float scale, uint32_t seed) {
+  std::mt19937 g(seed);
+  std::normal_distribution<float> d(0.0f, scale);
+  size_t n = size_t(rows * cols), es = dtype_size(dt);
+  std::vector<char> host(n * es);
+  for (size_t i = 0; i < n; ++i) {
+    float v = d(g);
+    if (dt == DType::F32) std::memcpy(&host[i * 4], &v, 4);
+    else {
+      uint16_t h = dt == DType::BF16 ? f32_to_bf16(v) : f32_to_f16(v);
+      std::memcpy(&host[i * 2], &h, 2);
+    }
+  }
+  Buffer* buf = b.alloc(host.size());
+  b.upload(buf, 0, host.data(), host.size());
+  return make_tensor(buf, 0, dt, rows, cols);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  int threads = 0, reps = 3;
+  std::vector<int64_t> rows_list = {1120, 4096};
+  std::vector<cpu::Simd> levels = cpu::supported_simd();
+  DType wdt = DType::BF16;
+  for (int i = 1; i + 1 < argc; i += 2) {
+    std::string a = argv[i], v = argv[i + 1];
+    if (a == "--threads") threads = std::atoi(v.c_str());
+    else if (a == "--reps") reps = std::atoi(v.c_str());
+    else if (a == "--dtype") parse_dtype(v, &wdt);
+    else if (a == "--rows") {
+      rows_list.clear();
+      for (size_t p = 0; p < v.size();) {
+        size_t q = v.find(',', p);
+        rows_list.push_back(std::atoll(v.substr(p, q - p).c_str()));
+        p = q == std::string::npos ? v.size() : q + 1;
+      }
+    } else if (a == "--simd") {
+      levels.clear();
+      for (cpu::Simd s : cpu::supported_simd())
+        if (v == cpu::simd_name(s)) levels.push_back(s);
+    }
+  }
+  const int nthreads = threads > 0 ? threads : ThreadPool::physical_cores();
+  const int64_t D = 1152, H = 16, HD = 72, F = 4304;
+  for (cpu::Simd level : levels) {
+    auto be = cpu::make_cpu_backend(threads, level);
+    Backend& b = *be;
+    Tensor wqkv = random_tensor(b, 3 * D, D, wdt, 0.03f, 1), bqkv = random_tensor(b, 1, 3 * D, wdt, 0.02f, 2);
+    Tensor wproj = random_tensor(b, D, D, wdt, 0.03f, 3), bproj = random_tensor(b, 1, D, wdt, 0.02f, 4);
+    Tensor w1 = random_tensor(b, F, D, wdt, 0.03f, 5), b1 = random_tensor(b, 1, F, wdt, 0.02f, 6);
+    Tensor w2 = random_tensor(b, D, F, wdt, 0.015f, 7), b2 = random_tensor(b, 1, D, wdt, 0.02f, 8);
+    Tensor g = random_tensor(b, 1, D, DType::F32, 1.0f, 9), beta = random_tensor(b, 1, D, DType::F32, 0.1f, 10);
+    for (int64_t N : rows_list) {
+      Tensor x = random_tensor(b, N, D, DType::F32, 1.0f, 11), h = random_tensor(b, N, D, DType::F32, 1.0f, 12);
+      Tensor qkv = random_tensor(b, N, 3 * D, DType::F32, 1.0f, 13), attn = random_tensor(b, N, D, DType::F32, 1.0f, 14);
+      Tensor mlp = random_tensor(b, N, F, DType::F32, 1.0f, 15);
+      std::vector<Segment> segs = {{0, N}};
+      struct Row {
+        const char* name;
+        double flop;
+        std::function<void()> fn;
+      };
+      LinearArgs aq, ap, a1, a2;
+      aq.bias = &bqkv;
+      ap.bias = &bproj, ap.residual = &x;
+      a1.bias = &b1, a1.act = Act::GeluTanh;
+      a2.bias = &b2, a2.residual = &x;
+      const double n = double(N);
+      std::vector<Row> rows = {
+          {"layer_norm", 0, [&] { b.layer_norm(h, x, g, beta, 1e-6f); }},
+          {"qkv 1152->3456 +bias", 2 * n * D * 3 * D, [&] { b.linear(qkv, h, wqkv, aq); }},
+          {"attention 16x72", 4 * n * n * D,
+           [&] {
+             b.attention(attn, qkv.cols_view(0, D), qkv.cols_view(D, D), qkv.cols_view(2 * D, D), H, HD,
+                         1.0f / std::sqrt(72.0f), segs);
+           }},
+          {"proj 1152->1152 +bias+res", 2 * n * D * D, [&] { b.linear(x, attn, wproj, ap); }},
+          {"fc1 1152->4304 +bias+gelu", 2 * n * D * F, [&] { b.linear(mlp, h, w1, a1); }},
+          {"fc2 4304->1152 +bias+res", 2 * n * F * D, [&] { b.linear(x, mlp, w2, a2); }},
+      };
+      double total_ms = 0, total_cpu = 0, total_flop = 0;
+      std::printf("== %s, %d threads, N=%lld, weights %s\n", cpu::simd_name(level), nthreads, (long long)N,
+                  dtype_name(wdt));
+      // "cpu-bound": the rate if the threads had the cores to themselves (FLOPs over process CPU
+      // time / threads): a steadier figure while other work shares the machine.
+      std::printf("  %-28s %9s %8s %10s\n", "op", "ms", "GFLOP/s", "cpu-bound");
+      for (Row& r : rows) {
+        Timing t = best_of(reps, r.fn);
+        total_ms += t.wall;
+        total_cpu += t.cpu;
+        total_flop += r.flop;
+        if (r.flop > 0)
+          std::printf("  %-28s %9.2f %8.1f %10.1f\n", r.name, t.wall, r.flop / t.wall / 1e6,
+                      r.flop / (t.cpu / nthreads) / 1e6);
+        else std::printf("  %-28s %9.2f\n", r.name, t.wall);
+      }
+      Timing ln = best_of(reps, rows[0].fn);  // layer_norm runs twice per block
+      total_ms += ln.wall;
+      total_cpu += ln.cpu;
+      std::printf("  %-28s %9.2f %8.1f %10.1f  (27 blocks: %.2f s)\n", "block (2 LN, no rope)", total_ms,
+                  total_flop / total_ms / 1e6, total_flop / (total_cpu / nthreads) / 1e6, 27 * total_ms / 1000);
+      std::fflush(stdout);
+    }
+  }
+  return 0;
+}

@@ -1,0 +1,84 @@
+// AVX2 + FMA + F16C kernels: 8 lanes, 16 registers (see kernels_avx512.cc for the scheme).
+#include <cstddef>
+#include <cstdint>
+
+#include "cpu/kernels.h"
+
+#if defined(__x86_64__)
+#include <immintrin.h>
+
+#pragma GCC push_options
+#pragma GCC target("avx2,fma,f16c")
+
+namespace tessera::cpu {
+namespace {
+
+struct V256 {
+  using R = __m256;
+  static constexpr int L = 8, kAcc = 12, kAttnNvk = 4;
+  static R zero() { return _mm256_setzero_ps(); }
+  static R set1(float v) { return _mm256_set1_ps(v); }
+  static R load(const float* p) { return _mm256_loadu_ps(p); }
+  static void store(float* p, R v) { _mm256_storeu_ps(p, v); }
+  static __m256i mask(int n) {
+    alignas(32) static const int32_t bits[16] = {-1, -1, -1, -1, -1, -1, -1, -1, 0, 0, 0, 0, 0, 0, 0, 0};
+    return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(bits + 8 - n));
+  }
+  static R loadn(const float* p, int n) { return _mm256_maskload_ps(p, mask(n)); }
+  static void storen(float* p, R v, int n) { _mm256_maskstore_ps(p, mask(n), v); }
+  static R add(R a, R b) { return _mm256_add_ps(a, b); }
+  static R sub(R a, R b) { return _mm256_sub_ps(a, b); }
+  static R mul(R a, R b) { return _mm256_mul_ps(a, b); }
+  static R div(R a, R b) { return _mm256_div_ps(a, b); }
+  static R fma(R a, R b, R c) { return _mm256_fmadd_ps(a, b, c); }
+  static R max(R a, R b) { return _mm256_max_ps(a, b); }
+  static R min(R a, R b) { return _mm256_min_ps(a, b); }
+  static float hsum(R v) {
+    __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+    s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+    s = _mm_add_ss(s, _mm_shuffle_ps(s, s, 1));
+    return _mm_cvtss_f32(s);
+  }
+  static float hmax(R v) {
+    __m128 s = _mm_max_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+    s = _mm_max_ps(s, _mm_movehl_ps(s, s));
+    s = _mm_max_ss(s, _mm_shuffle_ps(s, s, 1));
+    return _mm_cvtss_f32(s);
+  }
+  static float first(R v) { return _mm256_cvtss_f32(v); }
+  static R round(R v) { return _mm256_round_ps(v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC); }
+  static R pow2i(R n) {
+    return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(n), _mm256_set1_epi32(127)), 23));
+  }
+  static R lt_select(R a, R b, R x, R y) { return _mm256_blendv_ps(y, x, _mm256_cmp_ps(a, b, _CMP_LT_OQ)); }
+  static R load_bf16(const uint16_t* p) {
+    __m128i h = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p));
+    return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16));
+  }
+  static R load_f16(const uint16_t* p) { return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p))); }
+};
+
+#include "cpu/kernels_generic.inc"
+
+constexpr int kMr = 6, kNv = 2;  // 6 x 16 tile: 12 accumulators, 2 B vectors, 1 broadcast
+const Kernels kTable{Simd::Avx2,           kMr,
+                     kNv * V256::L,        gemm_micro_t<V256, kMr, kNv>,
+                     pack_b_t<V256>,       epilogue_t<V256>,
+                     act_row_t<V256>,      layer_norm_row_t<V256>,
+                     rms_norm_row_t<V256>, attention_task_t<V256>,
+                     attention_scratch_t<V256>};
+
+}  // namespace
+}  // namespace tessera::cpu
+
+#pragma GCC pop_options
+
+namespace tessera::cpu {
+const Kernels* avx2_kernels() { return &kTable; }
+}  // namespace tessera::cpu
+
+#else
+namespace tessera::cpu {
+const Kernels* avx2_kernels() { return nullptr; }
+}  // namespace tessera::cpu
+#endif
