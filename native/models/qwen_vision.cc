@@ -18,6 +18,7 @@ struct Dims {
   int64_t hidden, heads, head_dim, inter, out, patch_dim, merge, side;
   float eps;
   double theta;
+  gpu::Act mlp_act;  // hidden_act: tanh GELU on every real checkpoint
 };
 
 class QwenVision final : public VisionModel {
@@ -35,6 +36,7 @@ class QwenVision final : public VisionModel {
     d_.side = spec.i64("pos_side");
     d_.eps = float(spec.num("eps"));
     d_.theta = spec.num("rope_theta");
+    d_.mlp_act = spec.num("mlp_act_erf") != 0 ? gpu::Act::GeluErf : gpu::Act::GeluTanh;
     if (d_.heads * d_.head_dim != d_.hidden || d_.head_dim % 4 != 0)
       fail(Code::ConfigInvalid, "hidden_size must equal num_heads x head_dim with head_dim a multiple of 4");
   }
@@ -181,7 +183,7 @@ void QwenVision::run_block(const StageWeights& w, const gpu::Tensor& x, const gp
   backend_.layer_norm(h, x, w.get("norm2.weight"), w.get("norm2.bias"), d_.eps);
   gpu::LinearArgs up;
   up.bias = &w.get("mlp.linear_fc1.bias");
-  up.act = gpu::Act::GeluTanh;
+  up.act = d_.mlp_act;
   backend_.linear(mlp, h, w.get("mlp.linear_fc1.weight"), up);
   gpu::LinearArgs down;
   down.bias = &w.get("mlp.linear_fc2.bias");
@@ -253,8 +255,8 @@ void QwenVision::encode(const PixelInput& in, const EncodeControl& ctl, EncodeOu
     gpu::Tensor result;
     if (stage.kind == "embed") {
       gpu::LinearArgs a;
-      a.bias = &w.get("patch_embed.bias");
-      backend_.linear(x, pixels, w.get("patch_embed.weight"), a);
+      a.bias = &w.get("patch_embed.proj.bias");
+      backend_.linear(x, pixels, w.get("patch_embed.proj.weight"), a);
       backend_.gather_sum(x, w.get("pos_embed.weight"), lookup.buf, 4, true);
       result = x;
     } else if (stage.kind == "block") {
