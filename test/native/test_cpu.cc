@@ -489,3 +489,108 @@ TEST("cpu: buffers are page-aligned; upload past the end is refused") {
   EXPECT(completed);
   env.b->release(b);
 }
+
+// ---- property tests: random shapes (seeded), every SIMD level, against the same double loops
+
+TEST("cpu: property: linear at random shapes, dtypes, strides and epilogues") {
+  each_level([&](Simd level) {
+    Env env(level);
+    Rng rng(1234);
+    for (int iter = 0; iter < 24; ++iter) {
+      const int64_t m = rng.range(1, 150), k = rng.range(1, iter % 4 == 0 ? 700 : 120), n = rng.range(1, 150);
+      const DType wd = DType(rng.range(0, 2));
+      const Act act = Act(rng.range(0, 2));
+      const bool with_bias = rng.range(0, 1), with_res = rng.range(0, 1), alias = rng.range(0, 1);
+      Mat x = env.make(rng, m, k, DType::F32, rng.range(0, 5), -2, 2);
+      Mat w = env.make(rng, n, k, wd, rng.range(0, 3));
+      Mat bias = env.make(rng, 1, n, DType(rng.range(0, 2)));
+      Mat y = env.make(rng, m, n, DType::F32, rng.range(0, 4));
+      Mat res = alias ? y : env.make(rng, m, n);
+      LinearArgs a;
+      a.act = act;
+      if (with_bias) a.bias = &bias.t;
+      if (with_res) a.residual = &res.t;
+      std::vector<double> ref(size_t(m * n));
+      for (int64_t r = 0; r < m; ++r)
+        for (int64_t c = 0; c < n; ++c) {
+          double acc = 0;
+          for (int64_t i = 0; i < k; ++i) acc += x.at(r, i) * w.at(c, i);
+          if (with_bias) acc += bias.at(0, c);
+          acc = ref_act(act, acc);
+          if (with_res) acc += res.at(r, c);
+          ref[size_t(r * n + c)] = acc;
+        }
+      env.b->linear(y.t, x.t, w.t, a);
+      expect_close(env.read(y.t), ref, 1e-5,
+                   std::string(tessera::cpu::simd_name(level)) + " random linear " + std::to_string(m) + "x" +
+                       std::to_string(k) + "x" + std::to_string(n) + " " + dname(wd) + " act " +
+                       std::to_string(int(act)));
+    }
+  });
+}
+
+TEST("cpu: property: attention at random head sizes and segments") {
+  each_level([&](Simd level) {
+    Env env(level);
+    Rng rng(4321);
+    for (int iter = 0; iter < 12; ++iter) {
+      const int64_t hd = rng.range(1, 140), heads = rng.range(1, 3), w = heads * hd;
+      std::vector<Segment> segs;
+      int64_t rows = 0;
+      for (int s = rng.range(1, 3); s > 0; --s) {
+        const int64_t len = rng.range(1, 120);
+        segs.push_back({rows, len});
+        rows += len;
+      }
+      Mat q = env.make(rng, rows, w, DType::F32, rng.range(0, 3), -2, 2);
+      Mat k = env.make(rng, rows, w, DType::F32, rng.range(0, 3), -2, 2);
+      Mat v = env.make(rng, rows, w, DType::F32, rng.range(0, 3));
+      Mat out = env.make(rng, rows, w, DType::F32, rng.range(0, 3));
+      const double scale = 1 / std::sqrt(double(hd));
+      auto ref = ref_attention(q, k, v, heads, hd, float(scale), segs, std::vector<double>(out.v.begin(), out.v.end()));
+      env.b->attention(out.t, q.t, k.t, v.t, heads, hd, float(scale), segs);
+      expect_close(env.read(out.t), ref, 1e-5,
+                   std::string(tessera::cpu::simd_name(level)) + " random attention hd " + std::to_string(hd) +
+                       " heads " + std::to_string(heads) + " rows " + std::to_string(rows));
+    }
+  });
+}
+
+TEST("cpu: property: norms and activations at random widths") {
+  each_level([&](Simd level) {
+    Env env(level);
+    Rng rng(99);
+    for (int iter = 0; iter < 16; ++iter) {
+      const int64_t rows = rng.range(1, 9), group = rng.range(1, 90), cols = group * rng.range(1, 4);
+      Mat x = env.make(rng, rows, cols, DType::F32, rng.range(0, 3), -4, 4);
+      Mat g = env.make(rng, 1, cols, DType(rng.range(0, 2))), b = env.make(rng, 1, cols, DType(rng.range(0, 2)));
+      Mat wt = env.make(rng, 1, group, DType(rng.range(0, 2)));
+      Mat y = env.make(rng, rows, cols, DType::F32, rng.range(0, 3));
+      std::vector<double> ln(size_t(rows * cols)), rms(ln.size()), act(ln.size());
+      const Act a = Act(rng.range(0, 2));
+      for (int64_t r = 0; r < rows; ++r) {
+        double mean = 0, var = 0;
+        for (int64_t c = 0; c < cols; ++c) mean += x.at(r, c);
+        mean /= double(cols);
+        for (int64_t c = 0; c < cols; ++c) var += (x.at(r, c) - mean) * (x.at(r, c) - mean);
+        var /= double(cols);
+        for (int64_t c = 0; c < cols; ++c) {
+          ln[size_t(r * cols + c)] = (x.at(r, c) - mean) / std::sqrt(var + 1e-5) * g.at(0, c) + b.at(0, c);
+          act[size_t(r * cols + c)] = ref_act(a, x.at(r, c));
+        }
+        for (int64_t g0 = 0; g0 < cols; g0 += group) {
+          double ss = 0;
+          for (int64_t j = 0; j < group; ++j) ss += x.at(r, g0 + j) * x.at(r, g0 + j);
+          for (int64_t j = 0; j < group; ++j)
+            rms[size_t(r * cols + g0 + j)] = x.at(r, g0 + j) / std::sqrt(ss / double(group) + 1e-5) * wt.at(0, j);
+        }
+      }
+      env.b->layer_norm(y.t, x.t, g.t, b.t, 1e-5f);
+      expect_close(env.read(y.t), ln, 1e-5, "random layer_norm " + std::to_string(cols));
+      env.b->rms_norm(y.t, x.t, &wt.t, group, 1e-5f);
+      expect_close(env.read(y.t), rms, 1e-5, "random rms_norm group " + std::to_string(group));
+      env.b->activation(y.t, x.t, a);
+      expect_close(env.read(y.t), act, 1e-5, "random activation " + std::to_string(int(a)));
+    }
+  });
+}
