@@ -50,6 +50,10 @@ export interface NativeOpenOptions {
 export interface Addon {
   openTower(spec: TowerSpec, options: NativeOpenOptions): Promise<NativeTower>;
   simdLevel: string;
+  /** What each residency holds of the weights (native/io/weight_store_factory.h). */
+  /** Element-wise dtype conversion with common/dtype.h's rounding (tessera pack --dtype). */
+  convertDtype(src: Uint8Array, from: string, to: string): Uint8Array;
+  weightMemory(spec: TowerSpec, slots: number): { resident: number; slot: number; stream: number; fileBytes: number };
   [binding: string]: unknown;
 }
 

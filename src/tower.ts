@@ -1,10 +1,12 @@
 // VisionTower: the public API (DESIGN §2.1). It validates options, resolves the backend and the
 // residency, hands the TowerSpec to the addon and queues encodes (one at a time per tower; the
 // work itself runs off the JS thread in the addon).
+import { freemem, totalmem } from 'node:os';
 import { z } from 'zod';
 import { TesseraError, toTesseraError } from './errors.js';
 import { addon, type NativeEncodeResult, type NativeTower } from './native.js';
 import { loadModel } from './spec/load.js';
+import { chooseResidency, heldWeightBytes, type Residency, type WeightMemory } from './residency/index.js';
 import type { Family, SourceKind, TowerSpec } from './spec/types.js';
 
 const OpenOptionsSchema = z
@@ -73,6 +75,28 @@ export interface TowerInfo {
   backend: string;
   residency: string;
   simd: string;
+  memory: MemoryInfo;
+}
+
+/** tower.info.memory: what the weights take under each residency (the stores' own formulas,
+ * through the addon), what this tower holds, and the process's measured peak so far. */
+export interface MemoryInfo {
+  residency: Residency;
+  /** Why this residency (an explicit option, TESSERA_RESIDENCY, or the auto policy's reasoning). */
+  reason: string;
+  slots: number;
+  /** Bytes of weights this tower holds itself under its residency (mapped: 0, the page cache holds them). */
+  weightBytes: number;
+  residentBytes: number;
+  slotBytes: number;
+  streamBytes: number;
+  fileBytes: number;
+  /** Peak resident set of the process so far (bytes), updated after each encode. */
+  peakRss: number;
+}
+
+function peakRss(): number {
+  return process.resourceUsage().maxRSS * 1024;
 }
 
 function resolveBackend(requested: string): string {
@@ -82,17 +106,7 @@ function resolveBackend(requested: string): string {
   return requested;
 }
 
-function resolveResidency(requested: string): string {
-  const env = process.env['TESSERA_RESIDENCY'];
-  if (env) {
-    if (!['stream', 'mapped', 'resident'].includes(env))
-      throw new TesseraError('ERR_INVALID_ARGUMENT', `TESSERA_RESIDENCY=${env}: expected stream, mapped or resident`);
-    return env;
-  }
-  return requested === 'auto' ? 'resident' : requested;
-}
-
-function describe(spec: TowerSpec, path: string, backend: string, residency: string, simd: string): TowerInfo {
+function describe(spec: TowerSpec, path: string, backend: string, memory: MemoryInfo, simd: string): TowerInfo {
   const stageBytes = spec.stages.map((s) => s.tensors.reduce((a, t) => a + t.length, 0));
   const blockBytes = spec.stages.flatMap((s, i) => (s.kind === 'block' ? [stageBytes[i]!] : []));
   const total = stageBytes.reduce((a, b) => a + b, 0);
@@ -118,8 +132,9 @@ function describe(spec: TowerSpec, path: string, backend: string, residency: str
       nonBlock: total - blockBytes.reduce((a, b) => a + b, 0),
     },
     backend,
-    residency,
+    residency: memory.residency,
     simd,
+    memory,
   };
 }
 
@@ -156,16 +171,41 @@ export class VisionTower {
     }
     const o = parsed.data;
     const backend = resolveBackend(o.backend);
-    const residency = resolveResidency(o.residency);
     const model = await loadModel(path);
     const lib = addon();
+    let weights: WeightMemory;
+    try {
+      weights = lib.weightMemory(model.spec, o.slots);
+    } catch (e) {
+      throw toTesseraError(e);
+    }
+    const decision = chooseResidency({
+      requested: o.residency,
+      env: process.env['TESSERA_RESIDENCY'],
+      weights,
+      memoryBudget: o.memoryBudget,
+      freeMem: freemem(),
+      totalMem: totalmem(),
+    });
+    const residency = decision.residency;
     let native: NativeTower;
     try {
       native = await lib.openTower(model.spec, { backend, residency, threads: o.threads, slots: o.slots });
     } catch (e) {
       throw toTesseraError(e);
     }
-    const info = describe(model.spec, path, backend, residency, lib.simdLevel);
+    const memory: MemoryInfo = {
+      residency,
+      reason: decision.reason,
+      slots: residency === 'stream' ? o.slots : 0,
+      weightBytes: heldWeightBytes(residency, weights),
+      residentBytes: weights.resident,
+      slotBytes: weights.slot,
+      streamBytes: weights.stream,
+      fileBytes: weights.fileBytes,
+      peakRss: peakRss(),
+    };
+    const info = describe(model.spec, path, backend, memory, lib.simdLevel);
     return new VisionTower(native, model.spec, info, model.preprocessorConfig);
   }
 
@@ -238,6 +278,7 @@ export class VisionTower {
       throw toTesseraError(e);
     } finally {
       signal?.removeEventListener('abort', onAbort);
+      this.info.memory.peakRss = peakRss();
     }
   }
 

@@ -3,6 +3,8 @@
 #include <napi.h>
 
 #include "addon/bind_image.h"
+#include "addon/bind_pack.h"
+#include "addon/bind_residency.h"
 #include "addon/tower_wrap.h"
 
 namespace tessera::addon {
@@ -10,6 +12,8 @@ namespace tessera::addon {
 Napi::Object Init(Napi::Env env, Napi::Object exports) {
   RegisterTower(env, exports);
   RegisterImage(env, exports);
+  RegisterResidency(env, exports);
+  RegisterPack(env, exports);
   return exports;
 }
 

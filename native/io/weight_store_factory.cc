@@ -15,4 +15,16 @@ std::unique_ptr<WeightStore> make_weight_store(const TowerSpec& spec, const std:
   fail(Code::InvalidArgument, "residency must be 'resident', 'mapped' or 'stream', got '" + residency + "'");
 }
 
+WeightMemory weight_memory(const TowerSpec& spec, int slots) {
+  WeightMemory m;
+  for (const auto& st : spec.stages) {
+    StageLayout l = stage_layout(st);
+    m.resident += l.bytes;  // what the resident store allocates per stage (and reports)
+    for (const auto& r : l.runs) m.file_bytes += r.length;
+  }
+  if (!spec.stages.empty()) m.slot = stream_slot_bytes(spec);
+  m.stream = m.slot * uint64_t(slots < 1 ? 1 : slots);
+  return m;
+}
+
 }  // namespace tessera

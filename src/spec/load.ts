@@ -4,6 +4,7 @@ import { open, stat } from 'node:fs/promises';
 import { TesseraError } from '../errors.js';
 import { readGgufHeader } from '../formats/gguf.js';
 import { readHfFolder } from '../formats/hf-folder.js';
+import { isPackedFolder, loadPacked } from '../pack/load.js';
 import { buildGemma4FromGguf, buildGemma4Spec, isGemma4ModelType } from './gemma4.js';
 import { buildQwenSpec, isQwenModelType } from './qwen.js';
 import type { TowerSpec } from './types.js';
@@ -38,6 +39,7 @@ export async function loadModel(path: string): Promise<LoadedModel> {
     if (await isGguf(path)) return { spec: buildGemma4FromGguf(await readGgufHeader(path)), preprocessorConfig: undefined, path };
     throw new TesseraError('ERR_MODEL_FORMAT', `${path} is not a GGUF file (bad magic) nor a model folder`);
   }
+  if (await isPackedFolder(path)) return { ...(await loadPacked(path)), path };
   const folder = await readHfFolder(path);
   const modelType = folder.config['model_type'];
   if (isQwenModelType(modelType))

@@ -1,0 +1,140 @@
+// `tessera pack <model> <outdir> [--dtype f16|bf16|f32]`: writes a tower as a packed folder: one
+// weights file in which every stage is contiguous and 16 KiB aligned (tensors 64-byte aligned
+// inside it), plus tessera-pack.json. The stream store then reads a stage with one pread. With
+// --dtype, matrices (tensors of rank >= 2) are converted by the addon's own conversions; vectors
+// (norms, biases, clamp scalars) keep their dtype, as llama.cpp's converters do.
+import { mkdir, open, readdir, stat, writeFile, rename } from 'node:fs/promises';
+import { join, resolve } from 'node:path';
+import { TesseraError, toTesseraError } from '../errors.js';
+import { DTYPE_BYTES, elementCount } from '../formats/tensor-index.js';
+import { addon } from '../native.js';
+import { loadModel } from '../spec/load.js';
+import type { DType, StageSpec, TowerSpec } from '../spec/types.js';
+import {
+  MANIFEST_FILE,
+  PACK_ALIGNMENT,
+  PACK_FORMAT,
+  PACK_TENSOR_ALIGNMENT,
+  PACK_VERSION,
+  type PackManifest,
+  type PackedTensor,
+} from './manifest.js';
+
+export const WEIGHTS_FILE = 'weights.bin';
+
+export interface PackOptions {
+  dtype?: DType | undefined;
+}
+
+export interface PackResult {
+  outDir: string;
+  stages: number;
+  bytes: number;
+}
+
+const roundUp = (n: number, a: number) => Math.ceil(n / a) * a;
+
+function packedDtype(t: { dtype: DType; shape: number[] }, dtype: DType | undefined): DType {
+  return dtype && t.shape.length >= 2 ? dtype : t.dtype;
+}
+
+/** Tensor offsets inside a stage (spec order, 64-byte aligned) and the stage's extent. */
+function stageTensors(stage: StageSpec, dtype: DType | undefined): { tensors: PackedTensor[]; extent: number } {
+  let at = 0;
+  const tensors = stage.tensors.map((t) => {
+    const d = packedDtype(t, dtype);
+    at = roundUp(at, PACK_TENSOR_ALIGNMENT);
+    const p: PackedTensor = { role: t.role, name: t.name, dtype: d, shape: [...t.shape], offset: at, length: elementCount(t.shape) * DTYPE_BYTES[d] };
+    at += p.length;
+    return p;
+  });
+  return { tensors, extent: at };
+}
+
+/** The manifest for `spec` (pure): where each stage goes in the weights file. */
+export function planPack(spec: TowerSpec, source: { path: string; dtype: DType | undefined }, preprocessorConfig: Record<string, unknown> | undefined): PackManifest {
+  const laid = spec.stages.map((s) => ({ stage: s, ...stageTensors(s, source.dtype) }));
+  const blocks = laid.filter((l) => l.stage.kind === 'block');
+  const stride = roundUp(Math.max(0, ...blocks.map((b) => b.extent)), PACK_ALIGNMENT);
+  const manifest: PackManifest = {
+    format: PACK_FORMAT,
+    version: PACK_VERSION,
+    family: spec.family,
+    packedFrom: { source: spec.source, path: source.path, dtype: source.dtype ?? null },
+    dims: { ...spec.dims },
+    lists: { ...spec.lists },
+    preprocessorConfig: preprocessorConfig ?? null,
+    weights: WEIGHTS_FILE,
+    weightsBytes: 0,
+    alignment: PACK_ALIGNMENT,
+    blocks: { count: blocks.length, stride, entries: [] },
+    stages: [],
+  };
+  let at = 0;
+  let lastBlock = -1;
+  for (const l of laid) {
+    at = roundUp(at, PACK_ALIGNMENT);
+    if (l.stage.kind === 'block') {
+      manifest.blocks.entries.push({ index: l.stage.index, offset: at, tensors: l.tensors });
+      at += stride;
+      lastBlock = l.stage.index;
+    } else {
+      manifest.stages.push({ name: l.stage.name, kind: l.stage.kind, index: l.stage.index, after: lastBlock, offset: at, length: l.extent, tensors: l.tensors });
+      at += l.extent;
+    }
+  }
+  manifest.weightsBytes = roundUp(at, PACK_ALIGNMENT);
+  return manifest;
+}
+
+/** Packs the tower at `modelPath` (any source tessera opens) into `outDir` (new or empty). */
+export async function packModel(modelPath: string, outDir: string, options: PackOptions = {}): Promise<PackResult> {
+  if (options.dtype !== undefined && !['f32', 'f16', 'bf16'].includes(options.dtype))
+    throw new TesseraError('ERR_INVALID_ARGUMENT', `--dtype must be f16, bf16 or f32, got '${options.dtype}'`);
+  const model = await loadModel(modelPath);
+  const out = resolve(outDir);
+  try {
+    const entries = await readdir(out);
+    if (entries.length) throw new TesseraError('ERR_INVALID_ARGUMENT', `${out} exists and is not empty: pack writes a new folder`);
+  } catch (e) {
+    if (e instanceof TesseraError) throw e;
+    await mkdir(out, { recursive: true });
+  }
+  const manifest = planPack(model.spec, { path: resolve(modelPath), dtype: options.dtype }, model.preprocessorConfig);
+  const lib = addon();
+  const sources = await Promise.all(model.spec.files.map((f) => open(f, 'r')));
+  const partial = join(out, WEIGHTS_FILE + '.partial');
+  const dst = await open(partial, 'w');
+  try {
+    const place = new Map<string, number>(); // stage name -> offset in the weights file
+    for (const b of manifest.blocks.entries) place.set(`block.${b.index}`, b.offset);
+    for (const s of manifest.stages) place.set(s.name, s.offset);
+    const packed = new Map<string, PackedTensor[]>();
+    for (const b of manifest.blocks.entries) packed.set(`block.${b.index}`, b.tensors);
+    for (const s of manifest.stages) packed.set(s.name, s.tensors);
+    for (const stage of model.spec.stages) {
+      const base = place.get(stage.name)!;
+      const targets = packed.get(stage.name)!;
+      for (const [i, t] of stage.tensors.entries()) {
+        const target = targets[i]!;
+        let bytes: Uint8Array = Buffer.alloc(t.length);
+        const { bytesRead } = await sources[t.file]!.read(bytes, 0, t.length, t.offset);
+        if (bytesRead !== t.length)
+          throw new TesseraError('ERR_WEIGHTS_CORRUPT', `${model.spec.files[t.file]}: short read of tensor '${t.name}' at bytes ${t.offset}..${t.offset + t.length}`);
+        if (target.dtype !== t.dtype) bytes = lib.convertDtype(bytes, t.dtype, target.dtype);
+        await dst.write(bytes, 0, bytes.length, base + target.offset);
+      }
+    }
+    await dst.truncate(manifest.weightsBytes); // the tail of the last stage's alignment
+  } catch (e) {
+    throw toTesseraError(e);
+  } finally {
+    await dst.close();
+    await Promise.all(sources.map((s) => s.close()));
+  }
+  await rename(partial, join(out, WEIGHTS_FILE));
+  await writeFile(join(out, MANIFEST_FILE), JSON.stringify(manifest, null, 1) + '\n');
+  const size = (await stat(join(out, WEIGHTS_FILE))).size;
+  return { outDir: out, stages: model.spec.stages.length, bytes: size };
+}
+

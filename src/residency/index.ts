@@ -1,0 +1,3 @@
+export { chooseResidency, heldWeightBytes, activationBudget, RESIDENCIES } from './policy.js';
+export type { Residency, ResidencyRequest, WeightMemory, PolicyInput, PolicyDecision } from './policy.js';
+export { splitBatch } from './batch.js';

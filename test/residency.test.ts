@@ -1,0 +1,140 @@
+// The three residencies through the public API: bit-identical outputs (every stage) for
+// resident, mapped and stream with K = 1..4, on every fixture family and source (a sharded bf16
+// folder, an f16 folder with deepstack, an f32 Gemma folder and its f16 GGUF); a block-major call
+// reads the weights once however many images it carries; tower.info.memory and TESSERA_RESIDENCY.
+import { join } from 'node:path';
+import { afterEach, describe, expect, it } from 'vitest';
+import { VisionTower } from '../src/index.js';
+import { FIXTURES, readTensors } from './helpers/fixtures.js';
+import { GEMMA4_DIR, GEMMA4_MMPROJ, GEMMA4_MODEL } from './helpers/gemma4-fixtures.js';
+
+type Input = Parameters<VisionTower['encodePixels']>[0];
+
+function qwenInput(family: string, name: string): Input {
+  const ref = readTensors(join(FIXTURES, family, 'expected', `${name}.safetensors`));
+  const [t, h, w] = ref['image_grid_thw']!.i64();
+  return { pixelValues: ref['pixel_values']!.f32(), grid: { t: t!, h: h!, w: w! } };
+}
+function gemmaInput(name: string): Input {
+  const ref = readTensors(join(GEMMA4_DIR, 'expected', `${name}.safetensors`));
+  return { pixelValues: ref['pixel_values']!.f32(), positions: Int32Array.from(ref['positions']!.i64()) };
+}
+
+const models: { label: string; path: string; input: () => Input }[] = [
+  { label: 'qwen3_5-tiny (sharded bf16)', path: join(FIXTURES, 'qwen3_5-tiny', 'model'), input: () => qwenInput('qwen3_5-tiny', 'coffee') },
+  { label: 'qwen3_vl-tiny (f16, deepstack)', path: join(FIXTURES, 'qwen3_vl-tiny', 'model'), input: () => qwenInput('qwen3_vl-tiny', 'tiny') },
+  { label: 'gemma4-tiny (f32 folder)', path: GEMMA4_MODEL, input: () => gemmaInput('tiny') },
+  { label: 'gemma4-tiny (mmproj GGUF)', path: GEMMA4_MMPROJ, input: () => gemmaInput('tiny') },
+];
+
+const variants = [
+  { residency: 'resident' as const },
+  { residency: 'mapped' as const },
+  ...[1, 2, 3, 4].map((slots) => ({ residency: 'stream' as const, slots })),
+];
+
+describe('residencies give bit-identical results', () => {
+  for (const m of models)
+    it(m.label, async () => {
+      const input = m.input();
+      let reference: Awaited<ReturnType<VisionTower['encodePixels']>> | undefined;
+      for (const v of variants) {
+        const tower = await VisionTower.open(m.path, { backend: 'cpu', ...v });
+        try {
+          expect(tower.info.residency).toBe(v.residency);
+          // Twice: the second pass runs over slots the first one left behind.
+          for (let pass = 0; pass < 2; pass++) {
+            const r = await tower.encodePixels(input, { stages: true });
+            if (!reference) {
+              reference = r;
+              continue;
+            }
+            const label = `${v.residency}${'slots' in v ? ` K=${v.slots}` : ''} pass ${pass}`;
+            expect(Object.keys(r.stages!), label).toEqual(Object.keys(reference.stages!));
+            for (const [name, data] of Object.entries(reference.stages!))
+              expect(Buffer.from(r.stages![name]!.buffer).equals(Buffer.from(data.buffer)), `${label}: stage ${name}`).toBe(true);
+            expect(Buffer.from(r.embeddings.buffer).equals(Buffer.from(reference.embeddings.buffer)), label).toBe(true);
+            for (const [k, ds] of (reference.deepstack ?? []).entries())
+              expect(Buffer.from(r.deepstack![k]!.buffer).equals(Buffer.from(ds.buffer)), `${label}: deepstack ${k}`).toBe(true);
+          }
+        } finally {
+          await tower.close();
+        }
+      }
+    });
+});
+
+describe('stream reads', () => {
+  it('a block-major call reads the weights once, whatever the number of images', async () => {
+    const family = 'qwen3_5-tiny';
+    const cases = ['coffee', 'tiny', 'rocket_thin'].map((n) => qwenInput(family, n) as { pixelValues: Float32Array; grid: { t: number; h: number; w: number } });
+    const all = new Float32Array(cases.reduce((a, c) => a + c.pixelValues.length, 0));
+    let off = 0;
+    for (const c of cases) all.set(c.pixelValues, off), (off += c.pixelValues.length);
+    const tower = await VisionTower.open(join(FIXTURES, family, 'model'), { backend: 'cpu', residency: 'stream', slots: 2 });
+    try {
+      const before = tower.stats().bytesRead;
+      await tower.encodePixels(cases[0]!);
+      const one = tower.stats().bytesRead - before;
+      await tower.encodePixels({ pixelValues: all, grid: cases.map((c) => c.grid) });
+      const three = tower.stats().bytesRead - before - one;
+      // 5 stages, 2 slots: nothing survives a pass, so each pass reads every stage exactly once.
+      expect(one).toBe(tower.info.memory.fileBytes);
+      expect(three).toBe(one);
+      // One image at a time reads them once per image: what block-major batches avoid.
+      for (const c of cases) await tower.encodePixels(c);
+      expect(tower.stats().bytesRead - before - one - three).toBe(3 * one);
+    } finally {
+      await tower.close();
+    }
+  });
+});
+
+describe('tower.info.memory and TESSERA_RESIDENCY', () => {
+  const saved = process.env['TESSERA_RESIDENCY'];
+  afterEach(() => {
+    if (saved === undefined) delete process.env['TESSERA_RESIDENCY'];
+    else process.env['TESSERA_RESIDENCY'] = saved;
+  });
+  const path = join(FIXTURES, 'qwen3_vl-tiny', 'model');
+
+  it('states what each residency holds, from the native formulas', async () => {
+    delete process.env['TESSERA_RESIDENCY'];
+    const stream = await VisionTower.open(path, { backend: 'cpu', residency: 'stream', slots: 3 });
+    const resident = await VisionTower.open(path, { backend: 'cpu', residency: 'resident' });
+    const auto = await VisionTower.open(path, { backend: 'cpu' });
+    try {
+      const m = stream.info.memory;
+      expect(m.slots).toBe(3);
+      expect(m.slotBytes % 16384).toBe(0);
+      expect(m.slotBytes).toBeGreaterThanOrEqual(stream.info.bytes.perBlock);
+      expect(m.streamBytes).toBe(3 * m.slotBytes);
+      expect(m.weightBytes).toBe(m.streamBytes);
+      expect(stream.stats().residentBytes).toBe(m.weightBytes); // the store holds what was predicted
+      expect(resident.info.memory.weightBytes).toBe(resident.info.memory.residentBytes);
+      expect(resident.stats().residentBytes).toBe(resident.info.memory.residentBytes);
+      expect(resident.info.memory.residentBytes).toBeGreaterThanOrEqual(resident.info.bytes.total);
+      expect(m.fileBytes).toBeGreaterThanOrEqual(stream.info.bytes.total);
+      expect(m.peakRss).toBeGreaterThan(0);
+      // A tiny tower fits anywhere: auto keeps it resident and says why.
+      expect(auto.info.residency).toBe('resident');
+      expect(auto.info.memory.reason).toMatch(/^auto/);
+      // A budget too small for the weights makes auto stream.
+      const budgeted = await VisionTower.open(path, { backend: 'cpu', memoryBudget: Math.floor(resident.info.memory.residentBytes * 1.5) });
+      expect(budgeted.info.residency).toBe('stream');
+      await budgeted.close();
+    } finally {
+      await Promise.all([stream.close(), resident.close(), auto.close()]);
+    }
+  });
+
+  it('TESSERA_RESIDENCY overrides the option; a bad value is ERR_INVALID_ARGUMENT', async () => {
+    process.env['TESSERA_RESIDENCY'] = 'mapped';
+    const t = await VisionTower.open(path, { backend: 'cpu', residency: 'resident' });
+    expect(t.info.residency).toBe('mapped');
+    expect(t.info.memory.reason).toMatch(/TESSERA_RESIDENCY/);
+    await t.close();
+    process.env['TESSERA_RESIDENCY'] = 'floppy';
+    await expect(VisionTower.open(path, { backend: 'cpu' })).rejects.toMatchObject({ code: 'ERR_INVALID_ARGUMENT' });
+  });
+});
