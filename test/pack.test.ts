@@ -132,7 +132,7 @@ describe('packed manifest refusals', () => {
     expect(spec.source).toBe('packed');
     const names = spec.stages.map((s) => s.name);
     expect(names[0]).toBe('embed');
-    expect(names.at(-1)).toBe('merger');
+    expect(spec.stages.at(-1)!.kind).toBe('merger');
     // qwen3_vl-tiny: deepstack mergers after blocks 1 and 2.
     expect(names.indexOf('deepstack.0')).toBe(names.indexOf('block.1') + 1);
     expect(names.indexOf('deepstack.1')).toBe(names.indexOf('block.2') + 1);

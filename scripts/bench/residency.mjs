@@ -1,0 +1,132 @@
+// Bench piece: the three weight residencies on the synthetic real-size Qwen3.5 tower (27 blocks,
+// hidden 1152, bf16; scripts/make-synthetic-qwen.mjs). One 448x640 page (28x40 patches) per run,
+// each residency in a fresh child process so that its peak RSS is its own; the page cache is warm
+// (a warm-up encode first, and the file was just read by the previous child). Then an 8-image
+// block-major batch under `stream`, counting the bytes the store read: once per batch, not 8x.
+//   node scripts/bench/residency.mjs            (prints the section; needs `npm run build`)
+import { spawnSync } from 'node:child_process';
+import { fileURLToPath } from 'node:url';
+import { makeSyntheticQwen } from '../make-synthetic-qwen.mjs';
+
+const CHILD = fileURLToPath(import.meta.url);
+const PATCH_COLS = 3 * 2 * 16 * 16;
+
+function pixels(n, seed) {
+  const px = new Float32Array(n * PATCH_COLS);
+  for (let i = 0; i < px.length; i++) px[i] = Math.sin(i * 0.37 + seed) * 0.9;
+  return px;
+}
+
+// Child: open with one residency, warm up, time `runs` encodes of an h x w patch grid.
+async function childPage(model, residency, slots, h, w, runs) {
+  const { VisionTower } = await import('../../dist/index.js');
+  const tower = await VisionTower.open(model, { backend: 'cpu', residency, slots });
+  const grid = { t: 1, h, w };
+  const px = pixels(h * w, 0);
+  const t0 = performance.now();
+  await tower.encodePixels({ pixelValues: px, grid });
+  const firstMs = performance.now() - t0;
+  const ms = [];
+  for (let r = 0; r < runs; r++) {
+    const t = performance.now();
+    await tower.encodePixels({ pixelValues: px, grid });
+    ms.push(performance.now() - t);
+  }
+  const out = { residency, firstMs, ms, stats: tower.stats(), memory: tower.info.memory, maxRss: process.resourceUsage().maxRSS * 1024 };
+  await tower.close();
+  return out;
+}
+
+// Child: `images` images of an h x w grid through `stream`, as one block-major call and then one
+// by one, with the store's byte counter read around each.
+async function childBatch(model, slots, h, w, images) {
+  const { VisionTower } = await import('../../dist/index.js');
+  const tower = await VisionTower.open(model, { backend: 'cpu', residency: 'stream', slots });
+  const each = Array.from({ length: images }, (_, i) => pixels(h * w, i + 1));
+  const all = new Float32Array(each.reduce((a, p) => a + p.length, 0));
+  each.forEach((p, i) => all.set(p, i * p.length));
+  const grids = each.map(() => ({ t: 1, h, w }));
+  const read0 = tower.stats().bytesRead;
+  let t = performance.now();
+  await tower.encodePixels({ pixelValues: all, grid: grids }); // one call, block-major (what encodeBatch issues)
+  const batchMs = performance.now() - t;
+  const read1 = tower.stats().bytesRead;
+  t = performance.now();
+  for (const p of each) await tower.encodePixels({ pixelValues: p, grid: grids[0] });
+  const singleMs = performance.now() - t;
+  const read2 = tower.stats().bytesRead;
+  const out = { batchBytes: read1 - read0, singleBytes: read2 - read1, batchMs, singleMs, fileBytes: tower.info.memory.fileBytes };
+  await tower.close();
+  return out;
+}
+
+function spawnChild(args) {
+  const r = spawnSync(process.execPath, [CHILD, '--child', ...args.map(String)], { encoding: 'utf8', maxBuffer: 1 << 24 });
+  if (r.status !== 0) throw new Error(`residency bench child failed (${args.join(' ')}): ${r.stderr}`);
+  return JSON.parse(r.stdout.trim().split('\n').at(-1));
+}
+
+const MiB = 2 ** 20;
+const median = (a) => [...a].sort((x, y) => x - y)[Math.floor(a.length / 2)];
+
+/** Runs the measurements; returns the raw figures (for tests of the bars and for BENCHMARKS.md). */
+export function measureResidency({ model = makeSyntheticQwen(), runs = 3, slots = 2, page = [28, 40], batch = { images: 8, h: 8, w: 8 } } = {}) {
+  const [h, w] = page;
+  const rows = {};
+  // Resident first and again last: its two timings bound the noise of the machine.
+  for (const residency of ['resident', 'stream', 'mapped', 'resident2']) {
+    const r = spawnChild(['page', model, residency.replace('2', ''), slots, h, w, runs]);
+    rows[residency] = { ms: median(r.ms), all: r.ms, firstMs: r.firstMs, peakRssMiB: r.maxRss / MiB, bytesRead: r.stats.bytesRead, held: r.stats.residentBytes, memory: r.memory };
+  }
+  const b = spawnChild(['batch', model, slots, batch.h, batch.w, batch.images]);
+  const resident = rows.resident, stream = rows.stream;
+  const residentMs = Math.min(resident.ms, rows.resident2.ms);
+  return {
+    page: { h, w, patches: h * w },
+    rows,
+    batch: { ...b, images: batch.images, grid: [batch.h, batch.w] },
+    bars: {
+      rssRatio: stream.peakRssMiB / resident.peakRssMiB,
+      rssOk: stream.peakRssMiB <= 0.45 * resident.peakRssMiB && stream.peakRssMiB < 450,
+      timeRatio: stream.ms / residentMs,
+      timeOk: stream.ms <= 1.1 * residentMs,
+      readOnce: b.batchBytes === b.fileBytes,
+    },
+  };
+}
+
+/** The BENCHMARKS.md section (scripts/bench.mjs). */
+export async function section(opts) {
+  const m = measureResidency(opts);
+  const line = (name, r) =>
+    `| ${name} | ${r.ms.toFixed(0)} | ${r.firstMs.toFixed(0)} | ${r.peakRssMiB.toFixed(0)} | ${(r.held / MiB).toFixed(1)} | ${(r.bytesRead / MiB).toFixed(0)} |`;
+  const yes = (ok) => (ok ? 'met' : '**missed**');
+  return {
+    title: 'Weight residency (synthetic Qwen3.5 tower, CPU)',
+    body: [
+      `Synthetic real-size tower (27 blocks, hidden 1152, MLP 4304, out 3584, bf16), one 448x640 page (${m.page.h}x${m.page.w} = ${m.page.patches} patches), each residency in a fresh process, warm page cache; ms = median of ${m.rows.resident.all.length} encodes after one warm-up (first = the warm-up). \`stream\` with ${m.rows.stream.memory.slots} slots of ${(m.rows.stream.memory.slotBytes / MiB).toFixed(1)} MiB. Command: \`npm run bench\` (or \`node scripts/bench/residency.mjs\`).`,
+      '',
+      '| residency | ms / image | first ms | peak RSS MiB | weights held MiB | MiB read |',
+      '| --- | --- | --- | --- | --- | --- |',
+      line('resident', m.rows.resident),
+      line('stream', m.rows.stream),
+      line('mapped', m.rows.mapped),
+      line('resident (again)', m.rows.resident2),
+      '',
+      `Bars: stream peak RSS ${m.rows.stream.peakRssMiB.toFixed(0)} MiB = ${m.bars.rssRatio.toFixed(2)} x resident (bar <= 0.45 x and < 450 MiB): ${yes(m.bars.rssOk)}; stream time ${m.bars.timeRatio.toFixed(3)} x resident (bar <= 1.10): ${yes(m.bars.timeOk)}.`,
+      '',
+      `Block-major batch under \`stream\`: ${m.batch.images} images of ${m.batch.grid[0]}x${m.batch.grid[1]} patches in one call read ${(m.batch.batchBytes / MiB).toFixed(1)} MiB (the tower is ${(m.batch.fileBytes / MiB).toFixed(1)} MiB: ${m.bars.readOnce ? 'read once' : '**not once**'}) in ${m.batch.batchMs.toFixed(0)} ms; the same images one call each read ${(m.batch.singleBytes / MiB).toFixed(1)} MiB (${(m.batch.singleBytes / m.batch.fileBytes).toFixed(1)} x) in ${m.batch.singleMs.toFixed(0)} ms.`,
+    ].join('\n'),
+  };
+}
+
+if (process.argv[2] === '--child') {
+  const [kind, ...a] = process.argv.slice(3);
+  const r = kind === 'page'
+    ? await childPage(a[0], a[1], Number(a[2]), Number(a[3]), Number(a[4]), Number(a[5]))
+    : await childBatch(a[0], Number(a[1]), Number(a[2]), Number(a[3]), Number(a[4]));
+  console.log(JSON.stringify(r));
+} else if (import.meta.url === `file://${process.argv[1]}`) {
+  const s = await section();
+  console.log(`## ${s.title}\n\n${s.body}`);
+}
