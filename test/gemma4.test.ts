@@ -11,6 +11,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { TesseraError, VisionTower } from '../src/index.js';
 import { GEMMA4_CASES, GEMMA4_DIR, GEMMA4_MMPROJ, GEMMA4_MODEL, ollamaGgufFromFolder } from './helpers/gemma4-fixtures.js';
 import { readTensors, relErr } from './helpers/fixtures.js';
+import { GGML, type TensorIn } from './helpers/gguf-writer.js';
 
 const TOL = 1e-4;
 const tmp = mkdtempSync(join(tmpdir(), 'tessera-g4-'));
@@ -136,4 +137,67 @@ describe('gemma4-tiny from GGUF files', () => {
         await tower.close();
       }
     });
+});
+
+describe('gemma4-tiny GGUF variants', () => {
+  it('a per-block out_scale multiplies that block output (1.0 changes nothing)', async () => {
+    const scale = (b: number) => ({
+      name: `v.blk.${b}.out_scale.weight`, ne: [1], type: GGML.F32, data: new Uint8Array(Float32Array.of(b === 2 ? 2 : 1).buffer),
+    });
+    const path = join(tmp, 'ollama-out-scale.gguf');
+    writeFileSync(path, ollamaGgufFromFolder({ clamps: 'scalars', extraTensors: [scale(0), scale(1), scale(2)] }));
+    const tower = await VisionTower.open(path, { backend: 'cpu' });
+    try {
+      const { ref, pixelValues, positions } = input('rocket_thin');
+      const r = await tower.encodePixels({ pixelValues, positions }, { stages: true });
+      for (const s of ['embed', 'block.0', 'block.1']) expect(relErr(r.stages![s]!, ref[s]!.f32())).toBeLessThan(TOL);
+      expect(relErr(r.stages!['block.2']!, ref['block.2']!.f32().map((x) => 2 * x))).toBeLessThan(TOL);
+    } finally {
+      await tower.close();
+    }
+  });
+
+  it('BF16 matrices load and stay within bf16 rounding of the f32 reference', async () => {
+    const toBf16 = (t: TensorIn): TensorIn => {
+      if (t.type !== GGML.F32 || t.ne.length < 2 || t.name.startsWith('v.position')) return t;
+      const f = new Float32Array(t.data.slice().buffer);
+      const u = new Uint32Array(f.buffer);
+      const out = new Uint16Array(f.length);
+      for (let i = 0; i < f.length; i++) out[i] = (u[i]! + 0x7fff + ((u[i]! >>> 16) & 1)) >>> 16;
+      return { ...t, type: GGML.BF16, data: new Uint8Array(out.buffer) };
+    };
+    const path = join(tmp, 'ollama-bf16.gguf');
+    writeFileSync(path, ollamaGgufFromFolder({ clamps: 'scalars', patch: toBf16 }));
+    const tower = await VisionTower.open(path, { backend: 'cpu' });
+    try {
+      expect(tower.spec.stages[1]!.tensors.find((t) => t.role === 'attn.q.weight')!.dtype).toBe('bf16');
+      const { ref, pixelValues, positions } = input('coffee');
+      const r = await tower.encodePixels({ pixelValues, positions }, { stages: true });
+      const err = relErr(r.embeddings, ref['projected']!.f32());
+      expect(err).toBeGreaterThan(1e-5); // the weights really are rounded
+      expect(err).toBeLessThan(3e-2);
+    } finally {
+      await tower.close();
+    }
+  });
+});
+
+describe('gemma4-tiny packed clamps: all-zero entries mean "no clamp"', () => {
+  it('an all-zero v.clamp_data equals a file without clamps, and clamps do matter on this fixture', async () => {
+    const { ref, pixelValues, positions } = input('coffee');
+    const run = async (clamps: 'none' | 'packed-zeros') => {
+      const path = join(tmp, `ollama-${clamps}.gguf`);
+      writeFileSync(path, ollamaGgufFromFolder({ clamps }));
+      const tower = await VisionTower.open(path, { backend: 'cpu' });
+      try {
+        return (await tower.encodePixels({ pixelValues, positions })).embeddings;
+      } finally {
+        await tower.close();
+      }
+    };
+    const none = await run('none');
+    const zeros = await run('packed-zeros');
+    expect(relErr(zeros, none)).toBe(0);
+    expect(relErr(none, ref['projected']!.f32())).toBeGreaterThan(1e-3);
+  });
 });

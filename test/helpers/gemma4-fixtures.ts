@@ -30,16 +30,11 @@ export function readSafetensors(path: string): Map<string, StTensor> {
   return out;
 }
 
-/** A float32 copy of an F32 or I64 (as numbers) tensor. */
+/** A float32 copy of an F32 tensor. */
 export function f32(t: StTensor): Float32Array {
   if (t.dtype !== 'F32') throw new Error(`f32(): tensor is ${t.dtype}`);
   return new Float32Array(t.bytes.slice().buffer);
 }
-export function i64AsI32(t: StTensor): Int32Array {
-  const src = new BigInt64Array(t.bytes.slice().buffer);
-  return Int32Array.from(src, (x) => Number(x));
-}
-
 export interface Gemma4Case {
   name: string;
   patches: number;
@@ -49,18 +44,6 @@ export interface Gemma4Case {
 export const GEMMA4_CASES: Gemma4Case[] = (
   JSON.parse(readFileSync(join(GEMMA4_DIR, 'cases.json'), 'utf8')) as { cases: Gemma4Case[] }
 ).cases;
-
-/** max |a - b| / max |b|: the project's agreement measure. */
-export function relErr(a: Float32Array, b: Float32Array): number {
-  if (a.length !== b.length) throw new Error(`length ${a.length} vs ${b.length}`);
-  let num = 0;
-  let den = 0;
-  for (let i = 0; i < a.length; i++) {
-    num = Math.max(num, Math.abs(a[i]! - b[i]!));
-    den = Math.max(den, Math.abs(b[i]!));
-  }
-  return num / den;
-}
 
 // ---- Ollama-layout files (specs/gemma4-vision.md §6)
 
@@ -75,7 +58,8 @@ const NORM = [
 const BOUNDS = ['input_min', 'input_max', 'output_min', 'output_max'] as const;
 
 export interface OllamaOptions {
-  clamps: 'scalars' | 'packed';
+  /** Clamp encoding: per-linear scalars, packed v.clamp_data, packed but all zero, or none at all. */
+  clamps: 'scalars' | 'packed' | 'packed-zeros' | 'none';
   /** Add a quantised text tensor (must be ignored) and audio-ish tensors. */
   withTextModel?: boolean;
   /** Override a vision tensor's type and bytes (refusal tests). */
@@ -124,7 +108,7 @@ export function ollamaGgufFromFolder(opts: OllamaOptions): Buffer {
       add(`v.blk.${i}.${g}.weight`, t.shape, t.bytes);
       const b = BOUNDS.map((x) => f32(get(`${hf}${h}.${x}`))[0]!);
       if (opts.clamps === 'scalars') BOUNDS.forEach((x, j) => add(`v.blk.${i}.${g}.${x}`, [1], new Uint8Array(Float32Array.of(b[j]!).buffer)));
-      else packed.push(...b);
+      else packed.push(...(opts.clamps === 'packed-zeros' ? [0, 0, 0, 0] : b));
     }
     for (const [h, g] of NORM) {
       const t = get(`${hf}${h}.weight`);
@@ -141,7 +125,7 @@ export function ollamaGgufFromFolder(opts: OllamaOptions): Buffer {
   }
   const proj = get('embed_vision.embedding_projection.weight');
   add('mm.input_projection.weight', proj.shape, proj.bytes);
-  if (opts.clamps === 'packed') {
+  if (opts.clamps === 'packed' || opts.clamps === 'packed-zeros') {
     packed.push(0, 0, 0, 0); // the projector's entry: HF has none, the converter zero-fills it
     add('v.clamp_data', [packed.length], new Uint8Array(Float32Array.from(packed).buffer));
   }
