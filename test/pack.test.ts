@@ -7,7 +7,7 @@ import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { TesseraError, VisionTower } from '../src/index.js';
 import { loadModel } from '../src/spec/load.js';
-import { MANIFEST_FILE, PACK_ALIGNMENT, packModel, parseManifest, planPack, specFromManifest, type PackManifest } from '../src/pack/index.js';
+import { MANIFEST_FILE, PACK_ALIGNMENT, packCommand, packModel, parseManifest, planPack, specFromManifest, type PackManifest } from '../src/pack/index.js';
 import { FIXTURES, readTensors, relErr } from './helpers/fixtures.js';
 import { GEMMA4_DIR, GEMMA4_MMPROJ } from './helpers/gemma4-fixtures.js';
 
@@ -217,5 +217,22 @@ describe('packed manifest refusals', () => {
     await expect(VisionTower.open(out, { backend: 'cpu' })).rejects.toMatchObject({ code: 'ERR_WEIGHTS_CORRUPT' });
     rmSync(join(out, m.weights));
     await expect(VisionTower.open(out, { backend: 'cpu' })).rejects.toMatchObject({ code: 'ERR_MODEL_NOT_FOUND' });
+  });
+});
+
+describe('tessera pack (command)', () => {
+  it('packs with --dtype, and answers usage errors with exit code 2 and the usage line', async () => {
+    const out: string[] = [], err: string[] = [];
+    const run = (args: string[]) => packCommand(args, (l) => out.push(l), (l) => err.push(l));
+    expect(await run([join(FIXTURES, 'qwen3_5-tiny', 'model'), join(tmp, 'cli'), '--dtype', 'f16'])).toBe(0);
+    expect(out.join('\n')).toMatch(/packed .* stages/);
+    const m = parseManifest(readFileSync(join(tmp, 'cli', MANIFEST_FILE), 'utf8'), 'm');
+    expect(m.packedFrom.dtype).toBe('f16');
+    expect(await run([join(FIXTURES, 'qwen3_5-tiny', 'model')])).toBe(2);
+    expect(await run(['a', 'b', '--dtype', 'q8'])).toBe(2);
+    expect(await run(['a', 'b', '--fast'])).toBe(2);
+    expect(await run([join(tmp, 'missing-model'), join(tmp, 'cli2')])).toBe(2);
+    expect(err.join('\n')).toMatch(/usage: tessera pack/);
+    expect(err.join('\n')).toMatch(/ERR_MODEL_NOT_FOUND/);
   });
 });
