@@ -1,0 +1,19 @@
+// Weighted row gathers: position tables (Qwen's bilinear taps, Gemma's X/Y tables), the 2x2 merge
+// permutation and 3x3 pooling, all as y[r, c] (+)= Σ_t w[r, t] · table[idx[r, t], c] with t in order from
+// 0 (idx < 0 contributes nothing). One thread per output element, grid (cols, rows).
+#include "kernel_common.h"
+
+kernel void gather_sum(device float* y [[buffer(0)]], device const uchar* table [[buffer(1)]],
+                       device const int* idx [[buffer(2)]], device const float* wt [[buffer(3)]],
+                       constant kargs::Gather& p [[buffer(4)]], uint2 gid [[thread_position_in_grid]])
+{
+    if (gid.x >= p.cols || gid.y >= p.rows) return;
+    float s = 0.0f;
+    for (uint t = 0; t < p.taps; t++) {
+        const int r = idx[gid.y * p.taps + t];
+        if (r < 0 || uint(r) >= p.table_rows) continue;
+        s += wt[gid.y * p.taps + t] * load_any(table, p.table_type, uint(r) * p.ldt + gid.x);
+    }
+    device float* out = y + gid.y * p.ldy + gid.x;
+    *out = p.accumulate != 0 ? *out + s : s;
+}

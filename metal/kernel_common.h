@@ -1,0 +1,34 @@
+// Helpers shared by the MSL kernels (inlined into each file for newLibraryWithSource:).
+#pragma once
+#include <metal_stdlib>
+#include "shared/args.h"
+using namespace metal;
+
+// Widen one stored weight element to float. bf16 is the top half of an f32: widened by a shift.
+inline float widen(device const float* w, uint i) { return w[i]; }
+inline float widen(device const half* w, uint i) { return float(w[i]); }
+inline float widen(device const ushort* w, uint i) { return as_type<float>(uint(w[i]) << 16); }
+
+// Element i of a vector stored as any WeightType (norm weights, biases, tables: small, so one branch).
+inline float load_any(device const uchar* p, uint type, uint i) {
+    if (type == kargs::kF16) return widen(reinterpret_cast<device const half*>(p), i);
+    if (type == kargs::kBF16) return widen(reinterpret_cast<device const ushort*>(p), i);
+    return widen(reinterpret_cast<device const float*>(p), i);
+}
+
+// erf with |error| < 1.5e-7 (Abramowitz & Stegun 7.1.26): MSL has no erf.
+inline float erf_approx(float x) {
+    const float a = fabs(x);
+    const float t = 1.0f / (1.0f + 0.3275911f * a);
+    const float poly = ((((1.061405429f * t - 1.453152027f) * t + 1.421413741f) * t - 0.284496736f) * t + 0.254829592f) * t;
+    const float y = 1.0f - poly * precise::exp(-a * a);
+    return x < 0.0f ? -y : y;
+}
+// GELU, tanh approximation (precise::tanh: fast tanh is not accurate enough for large inputs) and exact erf form.
+inline float gelu_tanh(float x) { return 0.5f * x * (1.0f + precise::tanh(0.7978845608028654f * (x + 0.044715f * x * x * x))); }
+inline float gelu_erf(float x) { return 0.5f * x * (1.0f + erf_approx(x * 0.7071067811865476f)); }
+inline float activate(uint act, float v) {
+    if (act == kargs::kGeluTanh) return gelu_tanh(v);
+    if (act == kargs::kGeluErf) return gelu_erf(v);
+    return v;
+}

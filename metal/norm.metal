@@ -1,0 +1,82 @@
+// LayerNorm and RMSNorm, residual-stream precision (f32 in, f32 out, f32 accumulation).
+//   norm_layer      one threadgroup per row: mean, then variance of (x - mean), two passes over the row
+//   norm_rms_row    one threadgroup per row: RMS over the whole row (group == cols)
+//   norm_rms_group  one threadgroup per row, one simdgroup per `group` columns at a time (per-head norms)
+// Reductions: per-thread strided partial sums, simd_sum, then the simdgroups' partials summed by lane
+// order in simdgroup 0: a fixed order for a given threadgroup size, so results do not depend on scheduling.
+#include "kernel_common.h"
+
+// Sum of `v` over the threadgroup; `partial` has one slot per simdgroup (<= 32). Every thread gets the sum.
+inline float tg_sum(float v, threadgroup float* partial, uint sg, uint lane, uint nsg) {
+    v = simd_sum(v);
+    if (lane == 0) partial[sg] = v;
+    threadgroup_barrier(mem_flags::mem_threadgroup);
+    float t = lane < nsg ? partial[lane] : 0.0f;
+    t = simd_sum(t);
+    threadgroup_barrier(mem_flags::mem_threadgroup);  // partial[] is reused by the next reduction
+    return t;
+}
+
+kernel void norm_layer(device const float* x [[buffer(0)]], device float* y [[buffer(1)]],
+                       device const uchar* w [[buffer(2)]], device const uchar* b [[buffer(3)]],
+                       constant kargs::Norm& p [[buffer(4)]],
+                       uint row [[threadgroup_position_in_grid]], uint tid [[thread_index_in_threadgroup]],
+                       uint nt [[threads_per_threadgroup]], uint sg [[simdgroup_index_in_threadgroup]],
+                       uint lane [[thread_index_in_simdgroup]], uint nsg [[simdgroups_per_threadgroup]])
+{
+    threadgroup float partial[32];
+    device const float* xr = x + row * p.ldx;
+    float s = 0.0f;
+    for (uint i = tid; i < p.cols; i += nt) s += xr[i];
+    const float mean = tg_sum(s, partial, sg, lane, nsg) / float(p.cols);
+    float q = 0.0f;
+    for (uint i = tid; i < p.cols; i += nt) { const float d = xr[i] - mean; q += d * d; }
+    const float rstd = rsqrt(tg_sum(q, partial, sg, lane, nsg) / float(p.cols) + p.eps);
+    device float* yr = y + row * p.ldy;
+    for (uint i = tid; i < p.cols; i += nt) {
+        float v = (xr[i] - mean) * rstd;
+        if (p.has_weight != 0) v = v * load_any(w, p.weight_type, i);
+        if (p.has_bias != 0) v = v + load_any(b, p.bias_type, i);
+        yr[i] = v;
+    }
+}
+
+kernel void norm_rms_row(device const float* x [[buffer(0)]], device float* y [[buffer(1)]],
+                         device const uchar* w [[buffer(2)]], constant kargs::Norm& p [[buffer(3)]],
+                         uint row [[threadgroup_position_in_grid]], uint tid [[thread_index_in_threadgroup]],
+                         uint nt [[threads_per_threadgroup]], uint sg [[simdgroup_index_in_threadgroup]],
+                         uint lane [[thread_index_in_simdgroup]], uint nsg [[simdgroups_per_threadgroup]])
+{
+    threadgroup float partial[32];
+    device const float* xr = x + row * p.ldx;
+    float q = 0.0f;
+    for (uint i = tid; i < p.cols; i += nt) q += xr[i] * xr[i];
+    const float rstd = rsqrt(tg_sum(q, partial, sg, lane, nsg) / float(p.cols) + p.eps);
+    device float* yr = y + row * p.ldy;
+    for (uint i = tid; i < p.cols; i += nt) {
+        float v = xr[i] * rstd;
+        if (p.has_weight != 0) v = v * load_any(w, p.weight_type, i);
+        yr[i] = v;
+    }
+}
+
+kernel void norm_rms_group(device const float* x [[buffer(0)]], device float* y [[buffer(1)]],
+                           device const uchar* w [[buffer(2)]], constant kargs::Norm& p [[buffer(3)]],
+                           uint row [[threadgroup_position_in_grid]], uint sg [[simdgroup_index_in_threadgroup]],
+                           uint lane [[thread_index_in_simdgroup]], uint nsg [[simdgroups_per_threadgroup]])
+{
+    device const float* xr = x + row * p.ldx;
+    device float* yr = y + row * p.ldy;
+    const uint groups = p.cols / p.group;
+    for (uint g = sg; g < groups; g += nsg) {          // uniform per simdgroup
+        device const float* xg = xr + g * p.group;
+        float q = 0.0f;
+        for (uint i = lane; i < p.group; i += 32) q += xg[i] * xg[i];
+        const float rstd = rsqrt(simd_sum(q) / float(p.group) + p.eps);
+        for (uint i = lane; i < p.group; i += 32) {
+            float v = xg[i] * rstd;
+            if (p.has_weight != 0) v = v * load_any(w, p.weight_type, i);
+            yr[g * p.group + i] = v;
+        }
+    }
+}

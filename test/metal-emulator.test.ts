@@ -1,0 +1,93 @@
+// The MSL emulator itself (tools/mslemu): the self-test binary (shim unit tests, sample kernels under the
+// four schedule/poison runs, planted bugs), the lint on the project's kernels and on a file of planted
+// lint errors, and out-of-bounds reads caught by the sanitizer build. Needs clang >= 15 (Debian: clang-19);
+// without it every test here is skipped and says why.
+import { spawnSync } from 'node:child_process';
+import fs from 'node:fs';
+import path from 'node:path';
+import { describe, expect, it } from 'vitest';
+// @ts-expect-error: plain ESM build scripts, no type declarations
+import { build, findClang } from '../tools/mslemu/build.mjs';
+// @ts-expect-error: plain ESM build scripts, no type declarations
+import { lintFile } from '../tools/mslemu/lint.mjs';
+// @ts-expect-error: plain ESM build scripts, no type declarations
+import { metalFiles, ROOT } from '../tools/mslemu/prepass.mjs';
+
+const status = await build({ asan: false });
+const title = status.available ? 'mslemu' : `mslemu (skipped: ${status.reason})`;
+
+function sanitizerAvailable(cxx: string): string | null {
+  const dir = fs.mkdtempSync(path.join(ROOT, 'build', 'asan-probe-'));
+  fs.writeFileSync(path.join(dir, 'p.cpp'), 'int main() { return 0; }\n');
+  const r = spawnSync(cxx, ['-fsanitize=address,undefined', path.join(dir, 'p.cpp'), '-o', path.join(dir, 'p')], { encoding: 'utf8' });
+  fs.rmSync(dir, { recursive: true, force: true });
+  return r.status === 0 ? null : `${cxx} cannot link -fsanitize=address (install libclang-rt-19-dev)`;
+}
+
+describe.skipIf(!status.available)(title, () => {
+  it('self-test: every shim builtin, sample kernels bit-identical in 4 runs, every planted bug caught', () => {
+    const r = spawnSync(path.join(ROOT, 'build/mslemu/selftest'), [], { encoding: 'utf8' });
+    const out = r.stdout + r.stderr;
+    const m = /(\d+) passed, (\d+) failed/.exec(out);
+    expect(m, out).not.toBeNull();
+    expect(Number(m![2]), out.split('\n').filter((l) => l.startsWith('[FAIL]')).join('\n')).toBe(0);
+    expect(Number(m![1])).toBeGreaterThanOrEqual(100);
+    expect(r.status).toBe(0);
+    // each planted bug is named with its diagnosis
+    for (const bug of ['race_missing_barrier: caught', 'reuse_without_barrier: caught', 'uninit_read: caught: output differs from forward/ff under shuffled:2/55',
+      'early_return_barrier: caught', 'divergent_barrier: caught', 'divergent_matrix: caught', 'matrix_after_early_return: caught',
+      'constant_too_small: caught', 'unbound_buffer: caught', 'tg_overflow: caught', 'misaligned_buffer: caught'])
+      expect(out).toContain(`[PASS] ${bug}`);
+  });
+
+  it('lint: every metal/*.metal kernel file is clean', () => {
+    const files: string[] = metalFiles();
+    expect(files.length).toBeGreaterThan(0);
+    for (const f of files) {
+      const r = lintFile(f, status.cxx);
+      expect(r.errors, f).toEqual([]);
+    }
+  });
+
+  it('lint: the planted address-space and MSL errors are each reported at their line', () => {
+    const r = lintFile('tools/mslemu/tests/bad_addrspace.metal', status.cxx);
+    expect(r.ok).toBe(false);
+    const f = 'tools/mslemu/tests/bad_addrspace.metal';
+    const want = [
+      `${f}:10:26: error: no matching function for call to 'tg_sum4'`,
+      `${f}:5:14: note: candidate function not viable: cannot pass pointer to address space '1' as a pointer to address space '3' in 1st argument`,
+      `${f}:12:5: error: no matching function for call to 'write_dev'`,
+      `${f}:6:13: note: candidate function not viable: no known conversion from 'float[4]' to 'device float *' for 1st argument`,
+      `${f}:13: C-style cast to an address-space pointer type`,
+      `${f}:15:15: error: implicit conversion increases floating-point precision`,
+      `${f}:17: direct-initialised vector 'float4 v(...)'`,
+      `${f}:20: kernel no_space: parameter x needs an address space`,
+      `${f}:20: kernel no_space: buffer index 0 used twice`,
+    ];
+    for (const w of want) expect(r.errors.some((e: string) => e.startsWith(w)), `${w}\nin\n${r.errors.join('\n')}`).toBe(true);
+    // nothing else than the planted ones (the direct-init line also gives clang's own error)
+    expect(r.errors.length).toBe(want.length + 1);
+  });
+
+  const noAsan = status.available ? sanitizerAvailable(status.cxx) : 'no clang';
+  it.skipIf(noAsan !== null)(`out-of-bounds reads are sanitizer reports at the .metal line${noAsan ? ` (skipped: ${noAsan})` : ''}`, async () => {
+    await build({ asan: true, quiet: true });
+    const bin = path.join(ROOT, 'build/mslemu/asan/selftest');
+    // frames name .metal lines only through llvm-symbolizer (package llvm-19), which needs an absolute path
+    const symb = spawnSync('sh', ['-c', `command -v ${findClang().cxx.replace(/clang\+\+/, 'llvm-symbolizer')} || command -v llvm-symbolizer`], { encoding: 'utf8' }).stdout.trim();
+    expect(symb, 'llvm-symbolizer (Debian: llvm-19) is needed to name .metal lines').not.toBe('');
+    const env = { ...process.env, ASAN_OPTIONS: 'detect_leaks=0', UBSAN_OPTIONS: 'print_stacktrace=1', ASAN_SYMBOLIZER_PATH: symb };
+    const tg = spawnSync(bin, ['--oob', 'tg_oob'], { encoding: 'utf8', env });
+    expect(tg.status).not.toBe(0);
+    expect(tg.stderr).toContain('AddressSanitizer: use-after-poison');
+    expect(tg.stderr).toContain('tools/mslemu/tests/oob.metal:9');
+    const dev = spawnSync(bin, ['--oob', 'dev_oob'], { encoding: 'utf8', env });
+    expect(dev.status).not.toBe(0);
+    expect(dev.stderr).toContain('AddressSanitizer: heap-buffer-overflow');
+    expect(dev.stderr).toContain('tools/mslemu/tests/oob.metal:13');
+    // the whole self-test is clean under ASan + UBSan
+    const all = spawnSync(bin, [], { encoding: 'utf8', env });
+    expect(all.stderr).not.toMatch(/runtime error|AddressSanitizer/);
+    expect(all.stdout).toMatch(/ 0 failed/);
+  });
+});

@@ -1,0 +1,149 @@
+// Builds the MSL emulator with clang (specs/metal-on-linux.md §2.2, §7). Run by `npm install` after
+// node-gyp; a no-op that says why when no clang >= 15 exists (users never need clang: the addon then
+// reports `metal-emulated` as unavailable). Outputs, under build/mslemu/:
+//   libtessera_mslemu.so   the runtime + every metal/*.metal kernel + the C API the addon dlopens
+//   selftest               the emulator's self-test (shim unit tests, sample kernels, planted bugs)
+//   status.json            { available, cxx, reason }
+// Options: --asan (also build asan/ variants with -fsanitize=address,undefined), --require (exit 1
+// without clang), --quiet.
+import { spawn, spawnSync } from 'node:child_process';
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { ROOT, generate, metalFiles } from './prepass.mjs';
+
+const args = new Set(process.argv.slice(2));
+const quiet = args.has('--quiet');
+const log = (m) => { if (!quiet) console.log(`mslemu: ${m}`); };
+const OUT = path.join(ROOT, 'build', 'mslemu');
+
+export function findClang() {
+  const cands = process.env.MSLEMU_CXX ? [process.env.MSLEMU_CXX] : ['clang++-19', 'clang++-16', 'clang++-15', 'clang++-17', 'clang++-18', 'clang++'];
+  const tried = [];
+  for (const c of cands) {
+    const r = spawnSync(c, ['-dumpversion'], { encoding: 'utf8' });
+    if (r.error || r.status !== 0) { tried.push(`${c}: not found`); continue; }
+    const v = parseInt(r.stdout.trim(), 10);
+    const isClang = /clang/.test(spawnSync(c, ['--version'], { encoding: 'utf8' }).stdout || '');
+    if (!isClang) { tried.push(`${c}: not clang`); continue; }
+    if (v < 15) { tried.push(`${c}: clang ${v} (needs >= 15 for _Float16 on x86-64)`); continue; }
+    return { cxx: c, version: v };
+  }
+  return { cxx: null, reason: `no clang >= 15 (${tried.join('; ')}); install clang-19 (Debian: apt-get install clang-19)` };
+}
+
+const HALF = ['-Xclang', '-ffloat16-excess-precision=none'];  // round every half op, as MSL does (§5)
+const INC = ['-I', path.join(ROOT, 'tools/mslemu/include'), '-I', path.join(ROOT, 'metal'), '-I', path.join(ROOT, 'native')];
+const RUN_FLAGS = ['-std=c++17', '-O2', '-fPIC', '-ffp-contract=off', '-Wno-unknown-attributes', ...HALF, ...INC];
+const HOST_FLAGS = ['-std=c++17', '-O2', '-fPIC', '-ffp-contract=off', '-Wall', '-Wextra', ...HALF, ...INC];
+const ASAN = ['-O1', '-g', '-fno-omit-frame-pointer', '-fsanitize=address,undefined'];
+export const LINT_FLAGS = ['-std=c++17', '-fsyntax-only', '-DMSLEMU_LINT', '-Werror', '-Wall', '-Werror=double-promotion',
+  '-Wno-unknown-attributes', '-Wno-undefined-inline', '-Wno-unused-function', '-Wno-unused-variable', ...HALF, ...INC];
+
+const RUNTIME = ['fiber.cpp', 'scheduler.cpp', 'run.cpp'].map((f) => path.join(ROOT, 'tools/mslemu/src', f));
+const HEADERS = [
+  ...fs.readdirSync(path.join(ROOT, 'tools/mslemu/include')).filter((f) => !fs.statSync(path.join(ROOT, 'tools/mslemu/include', f)).isDirectory()).map((f) => path.join(ROOT, 'tools/mslemu/include', f)),
+  ...fs.readdirSync(path.join(ROOT, 'tools/mslemu/include/mslemu')).map((f) => path.join(ROOT, 'tools/mslemu/include/mslemu', f)),
+  ...fs.readdirSync(path.join(ROOT, 'tools/mslemu/src')).filter((f) => f.endsWith('.h')).map((f) => path.join(ROOT, 'tools/mslemu/src', f)),
+  path.join(ROOT, 'native/metal/mslemu_api.h'),
+];
+const mtime = (p) => { try { return fs.statSync(p).mtimeMs; } catch { return -1; } };
+const newest = (ps) => Math.max(...ps.map(mtime));
+const stale = (out, ins) => mtime(out) < 0 || newest(ins) > mtime(out);
+
+async function pool(jobs, n) {
+  const errors = [];
+  let next = 0;
+  async function worker() {
+    while (next < jobs.length) {
+      const j = jobs[next++];
+      const r = await new Promise((res) => {
+        const p = spawn(j.cmd, j.args, { stdio: ['ignore', 'pipe', 'pipe'] });
+        let out = '';
+        p.stdout.on('data', (d) => { out += d; });
+        p.stderr.on('data', (d) => { out += d; });
+        p.on('close', (code) => res({ code, out }));
+        p.on('error', (e) => res({ code: -1, out: String(e) }));
+      });
+      if (r.code !== 0) errors.push(`${j.what}:\n${r.out}`);
+    }
+  }
+  await Promise.all(Array.from({ length: n }, worker));
+  if (errors.length) throw new Error(errors.join('\n'));
+}
+
+// Prepasses every kernel file of `files` into gen/, returns the .cpp paths.
+function prepassAll(files, gendir) {
+  fs.mkdirSync(gendir, { recursive: true });
+  return files.map((f) => {
+    const out = path.join(gendir, path.basename(f).replace(/\.metal$/, '.cpp'));
+    const deps = [path.join(ROOT, f), path.join(ROOT, 'tools/mslemu/prepass.mjs')];
+    if (stale(out, deps)) fs.writeFileSync(out, generate(fs.readFileSync(path.join(ROOT, f), 'utf8'), f).code);
+    return out;
+  });
+}
+
+export async function build({ asan = false } = {}) {
+  const tc = findClang();
+  fs.mkdirSync(OUT, { recursive: true });
+  if (!tc.cxx) {
+    fs.writeFileSync(path.join(OUT, 'status.json'), JSON.stringify({ available: false, reason: tc.reason }, null, 2));
+    return { available: false, reason: tc.reason };
+  }
+  const { cxx } = tc;
+  const kernelFiles = metalFiles();
+  const testFiles = fs.readdirSync(path.join(ROOT, 'tools/mslemu/tests')).filter((f) => f.endsWith('.metal') && !f.startsWith('bad_')).map((f) => path.join('tools/mslemu/tests', f));
+  const metalHeaders = fs.readdirSync(path.join(ROOT, 'metal/shared')).map((f) => path.join(ROOT, 'metal/shared', f))
+    .concat(fs.readdirSync(path.join(ROOT, 'metal')).filter((f) => f.endsWith('.h')).map((f) => path.join(ROOT, 'metal', f)));
+  const variants = [{ dir: OUT, extra: [] }];
+  if (asan) variants.push({ dir: path.join(OUT, 'asan'), extra: ASAN });
+  const jobs = [];
+  const objs = {};
+  for (const v of variants) {
+    const objdir = path.join(v.dir, 'obj');
+    fs.mkdirSync(objdir, { recursive: true });
+    const kcpp = prepassAll(kernelFiles, path.join(OUT, 'gen'));
+    const tcpp = prepassAll(testFiles, path.join(OUT, 'gen-tests'));
+    const o = { kernels: [], tests: {}, runtime: [], capi: null, selftest: null };
+    const add = (src, flags, deps) => {
+      const obj = path.join(objdir, path.basename(path.dirname(src)) + '_' + path.basename(src).replace(/\.\w+$/, '.o'));
+      if (stale(obj, [src, ...deps])) jobs.push({ cmd: cxx, args: [...flags, ...v.extra, '-c', src, '-o', obj], what: `compile ${path.relative(ROOT, src)}` });
+      return obj;
+    };
+    for (const c of kcpp) o.kernels.push(add(c, RUN_FLAGS, [...HEADERS, ...metalHeaders]));
+    for (const c of tcpp) o.tests[path.basename(c, '.cpp')] = add(c, RUN_FLAGS, [...HEADERS, ...metalHeaders]);
+    for (const c of RUNTIME) o.runtime.push(add(c, HOST_FLAGS, HEADERS));
+    o.capi = add(path.join(ROOT, 'tools/mslemu/src/capi.cpp'), HOST_FLAGS, HEADERS);
+    o.selftest = add(path.join(ROOT, 'tools/mslemu/tests/selftest.cpp'), HOST_FLAGS, HEADERS);
+    objs[v.dir] = o;
+  }
+  log(`${cxx}: ${jobs.length} file(s) to compile`);
+  await pool(jobs, Math.max(1, Math.min(os.cpus().length, 4)));
+  const links = [];
+  for (const v of variants) {
+    const o = objs[v.dir];
+    const lib = path.join(v.dir, 'libtessera_mslemu.so');
+    const libIn = [...o.runtime, o.capi, ...o.kernels];
+    if (stale(lib, libIn)) links.push({ cmd: cxx, args: ['-shared', ...v.extra, '-o', lib, ...libIn, '-lpthread'], what: 'link libtessera_mslemu.so' });
+    const st = path.join(v.dir, 'selftest');
+    const stIn = [...o.runtime, o.selftest, ...Object.values(o.tests)];
+    if (stale(st, stIn)) links.push({ cmd: cxx, args: [...v.extra, '-o', st, ...stIn, '-lpthread'], what: 'link selftest' });
+  }
+  await pool(links, 2);
+  const status = { available: true, cxx, version: tc.version, lib: path.join(OUT, 'libtessera_mslemu.so'), kernels: kernelFiles };
+  fs.writeFileSync(path.join(OUT, 'status.json'), JSON.stringify(status, null, 2));
+  return status;
+}
+
+if (process.argv[1] && path.resolve(process.argv[1]) === path.resolve(new URL(import.meta.url).pathname)) {
+  build({ asan: args.has('--asan') }).then((s) => {
+    if (!s.available) {
+      log(`skipped: ${s.reason}`);
+      process.exit(args.has('--require') ? 1 : 0);
+    }
+    log(`built ${path.relative(ROOT, s.lib)} (${s.kernels.length} kernel files)`);
+  }, (e) => {
+    console.error(`mslemu: build failed\n${e.message}`);
+    process.exit(1);
+  });
+}

@@ -1,0 +1,47 @@
+// The MSL lint (specs/metal-on-linux.md §2.2): for each .metal file, the pre-pass's textual rules, then
+// clang -fsyntax-only on the generated C++ in lint mode, where device/constant/threadgroup are real clang
+// address spaces: passing a pointer to the wrong space, a thread array to a device pointer, or computing in
+// double is an error at the .metal line.
+//   node tools/mslemu/lint.mjs [file.metal...]    default: every metal/*.metal; exit 1 on any error
+import { spawnSync } from 'node:child_process';
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { findClang, LINT_FLAGS } from './build.mjs';
+import { ROOT, generate, lintText, metalFiles } from './prepass.mjs';
+
+// Returns { ok, errors: [...lines] } for one file (path relative to the repository root or absolute).
+export function lintFile(file, cxx) {
+  const rel = path.relative(ROOT, path.resolve(ROOT, file));
+  const src = fs.readFileSync(path.resolve(ROOT, file), 'utf8');
+  let errors;
+  try {
+    errors = lintText(src, rel).map((e) => `${e} [mslemu lint]`);
+  } catch (e) {
+    return { ok: false, errors: [`${e.message} [mslemu prepass]`], output: '' };
+  }
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'mslemu-lint-'));
+  const gen = path.join(dir, path.basename(rel).replace(/\.metal$/, '.cpp'));
+  fs.writeFileSync(gen, generate(src, rel).code);
+  const r = spawnSync(cxx, [...LINT_FLAGS, gen], { encoding: 'utf8', cwd: ROOT });
+  fs.rmSync(dir, { recursive: true, force: true });
+  const out = (r.stdout || '') + (r.stderr || '');
+  for (const l of out.split('\n')) if (/ error: /.test(l) || / note: candidate function not viable: (cannot pass pointer|no known conversion)/.test(l)) errors.push(l.trim());
+  if (r.status !== 0 && !errors.length) errors.push(out.trim() || `${cxx} exited with ${r.status}`);
+  return { ok: errors.length === 0, errors, output: out };
+}
+
+if (process.argv[1] && path.resolve(process.argv[1]) === path.resolve(new URL(import.meta.url).pathname)) {
+  const tc = findClang();
+  if (!tc.cxx) { console.error(`lint:msl skipped: ${tc.reason}`); process.exit(process.argv.includes('--require') ? 1 : 0); }
+  const files = process.argv.slice(2).filter((a) => !a.startsWith('--'));
+  const list = files.length ? files : metalFiles();
+  let bad = 0;
+  for (const f of list) {
+    const r = lintFile(f, tc.cxx);
+    if (r.ok) console.log(`ok    ${f}`);
+    else { bad++; console.log(`FAIL  ${f}`); for (const e of r.errors) console.log(`      ${e}`); }
+  }
+  console.log(`${list.length - bad} passed, ${bad} failed`);
+  process.exit(bad ? 1 : 0);
+}
