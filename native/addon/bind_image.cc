@@ -248,11 +248,40 @@ Napi::Value ImageResize(const Napi::CallbackInfo& info) {
   });
 }
 
+Napi::Value ImageToRgb(const Napi::CallbackInfo& info) {
+  return async_entry(info, [&](Napi::Env env) -> Napi::Value {
+    if (info.Length() < 2 || !info[1].IsObject()) fail(Code::InvalidArgument, "imageToRgb(pixels, { width, height, format })");
+    Napi::Object o = info[1].As<Napi::Object>();
+    Bytes px = typed_bytes(info[0], "pixels");
+    const image::PixelFormat f = image::parse_pixel_format(str(o, "format"));
+    const int w = int_arg(o, "width", 1, 1 << 20), h = int_arg(o, "height", 1, 1 << 20);
+    const size_t need = size_t(w) * h * image::channels_of(f) * image::bytes_per_sample(f);
+    if (px.length != need)
+      fail(Code::InvalidArgument, "imageToRgb: pixels hold " + std::to_string(px.length) + " bytes, expected " +
+                                      std::to_string(need));
+    const size_t n = size_t(w) * h * 3;
+    Napi::ArrayBuffer out = Napi::ArrayBuffer::New(env, n);
+    if (env.IsExceptionPending()) fail(Code::OutOfMemory, "image: cannot allocate the result buffer");
+    uint8_t* dst = static_cast<uint8_t*>(out.Data());
+    const void* src = px.data;
+    auto* wk = new ImageWorker(
+        env, [src, f, w, h, dst] { image::to_rgb8(src, f, w, h, dst, nullptr); },
+        [n](Napi::Env e, const std::vector<Napi::ObjectReference>& refs) -> Napi::Value {
+          return Napi::Uint8Array::New(e, n, refs[1].Value().As<Napi::ArrayBuffer>(), 0);
+        },
+        {info[0], out});
+    Napi::Promise p = wk->promise();
+    wk->Queue();
+    return p;
+  });
+}
+
 }  // namespace
 
 void RegisterImage(Napi::Env env, Napi::Object exports) {
   exports.Set("imagePreprocess", Napi::Function::New(env, ImagePreprocess, "imagePreprocess"));
   exports.Set("imageResize", Napi::Function::New(env, ImageResize, "imageResize"));
+  exports.Set("imageToRgb", Napi::Function::New(env, ImageToRgb, "imageToRgb"));
 }
 
 }  // namespace tessera::addon

@@ -13,6 +13,8 @@ namespace tessera::addon {
 //     positions: Int32Array (x, y) pairs for layout 'gemma'.
 //   imageResize(rgb: Uint8Array, width, height, targetWidth, targetHeight) -> Promise<Uint8Array>
 //     the bare Pillow-exact bicubic resize of packed RGB8 (for tests and tools).
+//   imageToRgb(pixels: TypedArray, { width, height, format }) -> Promise<Uint8Array>
+//     decoded pixels to packed RGB8 by PIL's convert("RGB") rules (image/convert.h).
 // Work runs on a libuv worker; results land in JS-allocated ArrayBuffers; failures reject with an
 // Error whose `code` is one of DESIGN §2.2's codes.
 void RegisterImage(Napi::Env env, Napi::Object exports);

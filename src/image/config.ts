@@ -68,8 +68,7 @@ export const QwenPreprocessConfigSchema = z
     rescaleFactor: c.rescale_factor,
     doNormalize: c.do_normalize,
     doConvertRgb: c.do_convert_rgb,
-  }))
-  .refine((c) => c.minPixels <= c.maxPixels, { message: 'min pixels (size.shortest_edge) exceeds max pixels (size.longest_edge)' });
+  }));
 
 export type QwenPreprocessConfig = z.output<typeof QwenPreprocessConfigSchema>;
 

@@ -12,6 +12,7 @@ export {
 export { DEFAULT_MAX_INPUT_PIXELS, decodeImage, readImageHeader, type AdmissionOptions, type DecodedImage, type ImageHeader, type ImageInput, type PixelFormat } from './decode.js';
 export { resizeRgb8 } from './native.js';
 export {
+  decodeRgb8,
   planGemma,
   planQwen,
   preprocessGemma,

@@ -29,11 +29,12 @@ export interface NativePreprocessResult<T extends Float32Array | Uint8Array> {
 interface ImageBindings {
   imagePreprocess(pixels: Uint8Array | Uint16Array, args: NativePreprocessArgs): Promise<NativePreprocessResult<Float32Array | Uint8Array>>;
   imageResize(rgb: Uint8Array, width: number, height: number, targetWidth: number, targetHeight: number): Promise<Uint8Array>;
+  imageToRgb(pixels: Uint8Array | Uint16Array, args: { width: number; height: number; format: PixelFormat }): Promise<Uint8Array>;
 }
 
 function bindings(): ImageBindings {
   const a = addon() as unknown as Partial<ImageBindings>;
-  if (typeof a.imagePreprocess !== 'function' || typeof a.imageResize !== 'function') {
+  if (typeof a.imagePreprocess !== 'function' || typeof a.imageResize !== 'function' || typeof a.imageToRgb !== 'function') {
     throw new TesseraError('ERR_BACKEND_UNAVAILABLE', 'the native addon was built without the image bindings: rebuild with npm install');
   }
   return a as ImageBindings;
@@ -54,6 +55,15 @@ export async function nativePreprocess(
 export async function resizeRgb8(rgb: Uint8Array, width: number, height: number, targetWidth: number, targetHeight: number): Promise<Uint8Array> {
   try {
     return await bindings().imageResize(rgb, width, height, targetWidth, targetHeight);
+  } catch (err) {
+    throw toTesseraError(err);
+  }
+}
+
+/** Decoded pixels to packed RGB8 by PIL's convert("RGB") rules. */
+export async function toRgb8(pixels: Uint8Array | Uint16Array, width: number, height: number, format: PixelFormat): Promise<Uint8Array> {
+  try {
+    return await bindings().imageToRgb(pixels, { width, height, format });
   } catch (err) {
     throw toTesseraError(err);
   }

@@ -4,8 +4,8 @@
 import { performance } from 'node:perf_hooks';
 import { TesseraError } from '../errors.js';
 import type { GemmaPreprocessConfig, QwenPreprocessConfig } from './config.js';
-import { decodeImage, type ImageInput } from './decode.js';
-import { nativePreprocess, type NativePreprocessArgs } from './native.js';
+import { decodeImage, type AdmissionOptions, type ImageInput } from './decode.js';
+import { nativePreprocess, toRgb8, type NativePreprocessArgs } from './native.js';
 import { QWEN_MAX_ASPECT, checkSoftTokenBudget, gemmaTargetSize, smartResize, type Size } from './sizing.js';
 
 export interface QwenPreprocessOptions {
@@ -87,7 +87,7 @@ function checkPixels(name: string, v: number | undefined): number | undefined {
 export function planQwen(decoded: WidthHeight, cfg: QwenPreprocessConfig, opts: QwenPreprocessOptions = {}): QwenPlan {
   const minPixels = checkPixels('minPixels', opts.minPixels) ?? cfg.minPixels;
   const maxPixels = checkPixels('maxPixels', opts.maxPixels) ?? cfg.maxPixels;
-  if (minPixels > maxPixels) throw new TesseraError('ERR_INVALID_ARGUMENT', `minPixels ${minPixels} exceeds maxPixels ${maxPixels}`);
+  // min > max is not refused (HF does not either): smart_resize tests the max bound first.
   const factor = cfg.patchSize * cfg.mergeSize;
   const size: Size = cfg.doResize
     ? smartResize(decoded.height, decoded.width, factor, minPixels, maxPixels)
@@ -223,4 +223,13 @@ export function preprocessGemma(input: ImageInput, cfg: GemmaPreprocessConfig, o
 /** The same rows with rescale off: the uint8 pixels HF's processor starts from. */
 export function preprocessGemmaBytes(input: ImageInput, cfg: GemmaPreprocessConfig, opts: GemmaPreprocessOptions = {}): Promise<GemmaPreprocessResult<Uint8Array>> {
   return runGemma<Uint8Array>(input, cfg, opts, 'uint8');
+}
+
+/**
+ * The upright 8-bit RGB image HF's PIL path starts from (Image.open, exif_transpose,
+ * convert("RGB")): packed rows, 3 bytes per pixel.
+ */
+export async function decodeRgb8(input: ImageInput, opts: AdmissionOptions = {}): Promise<{ rgb: Uint8Array } & WidthHeight> {
+  const img = await decodeImage(input, opts);
+  return { rgb: await toRgb8(img.pixels, img.width, img.height, img.pixelFormat), width: img.width, height: img.height };
 }
