@@ -93,6 +93,18 @@ describe('Gemma 4 spec: the three sources', () => {
   });
 });
 
+describe('Gemma 4 spec: hub layout', () => {
+  it("reads the budget from processor_config.json's image_processor when there is no preprocessor_config.json", async () => {
+    const copy = join(dir, 'hub');
+    cpSync(GEMMA4_MODEL, copy, { recursive: true });
+    const pre = JSON.parse(readFileSync(join(copy, 'preprocessor_config.json'), 'utf8'));
+    rmSync(join(copy, 'preprocessor_config.json'));
+    writeFileSync(join(copy, 'processor_config.json'), JSON.stringify({ image_processor: { ...pre, max_soft_tokens: 560 }, image_seq_length: 280 }));
+    const { spec } = await loadModel(copy);
+    expect(spec.dims['max_soft_tokens']).toBe(560);
+  });
+});
+
 describe('Gemma 4 spec: refusals', () => {
   it('a quantised tower tensor → ERR_MODEL_FORMAT naming the tensor and its type', async () => {
     const e = await refused(

@@ -62,7 +62,12 @@ export async function readHfFolder(dir: string): Promise<HfFolder> {
   if (!info.isDirectory()) throw new TesseraError('ERR_MODEL_FORMAT', `${dir} is neither a folder nor a GGUF file`);
   const config = await readJson(join(dir, 'config.json'), 'config.json');
   if (!config) throw new TesseraError('ERR_MODEL_NOT_FOUND', `${dir}: no config.json`);
-  const preprocessorConfig = await readJson(join(dir, 'preprocessor_config.json'), 'preprocessor_config.json');
+  // Newer hub checkpoints (Gemma 4) keep the image processor's settings in processor_config.json.
+  const processor = await readJson(join(dir, 'processor_config.json'), 'processor_config.json');
+  const nested = processor?.['image_processor'];
+  const preprocessorConfig =
+    (await readJson(join(dir, 'preprocessor_config.json'), 'preprocessor_config.json')) ??
+    (typeof nested === 'object' && nested !== null && !Array.isArray(nested) ? (nested as Record<string, unknown>) : undefined);
 
   const names = await weightFiles(dir);
   const files = names.map((n) => join(dir, n));

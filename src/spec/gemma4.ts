@@ -38,7 +38,7 @@ import { configError, towerTensor } from './tensors.js';
 import type { SourceKind, StageSpec, TensorSpec, TowerSpec } from './types.js';
 
 export const GEMMA4_SOFT_TOKEN_BUDGETS = [70, 140, 280, 560, 1120] as const;
-const ROPE_THETA = 100; // §1: the rotary module knows only this (GGUF files never store it)
+const ROPE_THETA = 100; // §1: every checkpoint's value; GGUF files never store it (llama.cpp hardcodes it)
 const DEFAULT_POOLING_KERNEL = 3;
 const DEFAULT_SOFT_TOKENS = 280;
 
@@ -142,7 +142,6 @@ export function buildGemma4Spec(folder: HfFolder): TowerSpec {
   };
   if (v.num_key_value_heads !== undefined && v.num_key_value_heads !== v.num_attention_heads)
     cfgFail(`vision_config.num_key_value_heads ${v.num_key_value_heads} differs from num_attention_heads ${v.num_attention_heads} (grouped-query vision attention is not supported)`);
-  if (v.rope_parameters.rope_theta !== ROPE_THETA) cfgFail(`vision_config.rope_parameters.rope_theta ${v.rope_parameters.rope_theta}: the axial rope uses ${ROPE_THETA}`);
   if (v.head_dim % 4 !== 0) cfgFail(`vision_config.head_dim ${v.head_dim} must be a multiple of 4 (two rope axes of pairs)`);
   if (p.patch_size !== undefined && p.patch_size !== v.patch_size)
     cfgFail(`preprocessor patch_size ${p.patch_size} differs from vision_config.patch_size ${v.patch_size}`);
@@ -202,7 +201,7 @@ export function buildGemma4Spec(folder: HfFolder): TowerSpec {
     name: 'projected', kind: 'projector', index: 0,
     tensors: [t.need('proj.weight', 'embed_vision.embedding_projection.weight', [d.out_hidden, D])],
   });
-  return finish('hf-folder', d, v.standardize, false, index.files, stages);
+  return finish('hf-folder', d, v.rope_parameters.rope_theta, v.standardize, false, index.files, stages);
 }
 
 function linearShapes(d: Dims): Record<(typeof LINEARS)[number]['role'], number[]> {
@@ -244,6 +243,7 @@ function sameShape(a: number[], b: number[]): boolean {
 function finish(
   source: SourceKind,
   d: Dims,
+  ropeTheta: number,
   standardize: boolean,
   patchKernelChw: boolean,
   files: string[],
@@ -254,7 +254,7 @@ function finish(
     source,
     dims: {
       ...d,
-      rope_theta: ROPE_THETA,
+      rope_theta: ropeTheta,
       standardize: standardize ? 1 : 0,
       patch_kernel_chw: patchKernelChw ? 1 : 0,
     },
@@ -402,5 +402,5 @@ export function buildGemma4FromGguf(h: GgufHeader, maxSoftTokens = DEFAULT_SOFT_
   const proj: TensorSpec[] = [pk.need('proj.weight', 'mm.input_projection.weight', [outHidden, D])];
   clamps(proj, 'proj', 'mm.input_projection', 7 * d.depth);
   stages.push({ name: 'projected', kind: 'projector', index: 0, tensors: proj });
-  return finish(source, d, hasStd, true, [h.path], stages);
+  return finish(source, d, ROPE_THETA, hasStd, true, [h.path], stages);
 }
