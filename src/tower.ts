@@ -6,6 +6,9 @@ import { z } from 'zod';
 import { TesseraError, toTesseraError } from './errors.js';
 import { addon, type NativeEncodeResult, type NativeTower } from './native.js';
 import { loadModel } from './spec/load.js';
+import { headerSize, makePreprocessor, type Plan, type Prepared, type PreprocessOptions, type Preprocessor } from './prepare.js';
+import type { ImageInput } from './image/index.js';
+import { activationBudget, splitBatch } from './residency/index.js';
 import { chooseResidency, heldWeightBytes, type Residency, type WeightMemory } from './residency/index.js';
 import type { Family, SourceKind, TowerSpec } from './spec/types.js';
 
@@ -30,7 +33,7 @@ export interface Progress {
   blocks: number;
 }
 
-export interface EncodeOptions {
+export interface EncodeOptions extends PreprocessOptions {
   stages?: boolean;
   signal?: AbortSignal;
   onProgress?: (p: Progress) => void;
@@ -57,6 +60,18 @@ export interface EncodeResult {
   deepstack?: Float32Array[];
   stages?: Record<string, Float32Array>;
   timings: { decodeMs: number; preprocessMs: number; encodeMs: number };
+}
+
+/** What tower.estimate() predicts for one image, before any work (same formulas as the allocator). */
+export interface Estimate extends Plan {
+  /** Activations the addon allocates for this image (its scratch plan). */
+  scratchBytes: number;
+  /** Weights this tower holds under its residency. */
+  weightBytes: number;
+  /** The tower's input and output for this image. */
+  ioBytes: number;
+  /** weightBytes + scratchBytes + ioBytes: what encoding this image alone adds up to. */
+  peakBytes: number;
 }
 
 export interface TowerInfo {
@@ -155,12 +170,21 @@ export class VisionTower {
   #native: NativeTower | undefined;
   #queue: Promise<unknown> = Promise.resolve();
   #closing: Promise<void> | undefined;
+  #preprocessor: Preprocessor | undefined;
+  #memoryBudget: number | undefined;
 
-  private constructor(native: NativeTower, spec: TowerSpec, info: TowerInfo, pre: Record<string, unknown> | undefined) {
+  private constructor(
+    native: NativeTower,
+    spec: TowerSpec,
+    info: TowerInfo,
+    pre: Record<string, unknown> | undefined,
+    memoryBudget: number | undefined,
+  ) {
     this.#native = native;
     this.spec = spec;
     this.info = info;
     this.preprocessorConfig = pre;
+    this.#memoryBudget = memoryBudget;
   }
 
   static async open(path: string, options: OpenOptions = {}): Promise<VisionTower> {
@@ -206,7 +230,7 @@ export class VisionTower {
       peakRss: peakRss(),
     };
     const info = describe(model.spec, path, backend, memory, lib.simdLevel);
-    return new VisionTower(native, model.spec, info, model.preprocessorConfig);
+    return new VisionTower(native, model.spec, info, model.preprocessorConfig, o.memoryBudget);
   }
 
   /** Runs fn after every earlier call on this tower; calls after close() reject with ERR_CLOSED. */
@@ -280,6 +304,155 @@ export class VisionTower {
       signal?.removeEventListener('abort', onAbort);
       this.info.memory.peakRss = peakRss();
     }
+  }
+
+  get #pre(): Preprocessor {
+    this.#preprocessor ??= makePreprocessor(this.spec.family, this.preprocessorConfig, this.info.path);
+    return this.#preprocessor;
+  }
+
+  #checkOpen(): NativeTower {
+    if (!this.#native || this.#closing) throw new TesseraError('ERR_CLOSED', 'the tower is closed');
+    return this.#native;
+  }
+
+  /** Predicts sizes and memory for an image (its header is read; nothing is decoded) or a size. */
+  async estimate(input: ImageInput | { width: number; height: number }, options: PreprocessOptions = {}): Promise<Estimate> {
+    const native = this.#checkOpen();
+    const size =
+      typeof input === 'object' && !(input instanceof Uint8Array) && 'width' in input
+        ? input
+        : await headerSize(input as ImageInput, options.maxInputPixels);
+    const plan = this.#pre.plan(size, options);
+    const scratchBytes = native.scratchBytes(plan.patches);
+    const weightBytes = this.info.memory.weightBytes;
+    const ioBytes = 4 * (plan.patches * this.#patchWidth() + plan.tokens * this.info.outHidden);
+    return { ...plan, scratchBytes, weightBytes, ioBytes, peakBytes: weightBytes + scratchBytes + ioBytes };
+  }
+
+  /** What HF's processor (PIL backend) returns for this image: pixel rows plus grid or positions. */
+  async preprocess(input: ImageInput, options: PreprocessOptions = {}): Promise<Prepared> {
+    this.#checkOpen();
+    if (this.#memoryBudget !== undefined) {
+      const e = await this.estimate(input, options);
+      if (e.peakBytes > this.#memoryBudget)
+        throw new TesseraError(
+          'ERR_IMAGE_TOO_LARGE',
+          `encoding this image needs about ${e.peakBytes} bytes (${e.patches} patches), over memoryBudget ${this.#memoryBudget}`,
+        );
+    }
+    return this.#pre.run(input, options);
+  }
+
+  /** Decodes, preprocesses and encodes one image (a path, Buffer or Uint8Array). */
+  async encode(input: ImageInput, options: EncodeOptions = {}): Promise<EncodeResult> {
+    const item = (await this.encodeBatch([input], options))[0]!;
+    if (item instanceof TesseraError) throw item;
+    return item;
+  }
+
+  /**
+   * Encodes many images block-major (DESIGN §5.3): each group of images whose activations fit the
+   * budget passes every stage together, so the weights are read once per group, not per image.
+   * Groups are preprocessed one ahead of the encode. An image that cannot be decoded or encoded
+   * gets its TesseraError in its place in the result; the others are still encoded. Aborting or
+   * closing rejects the whole call.
+   */
+  async encodeBatch(inputs: readonly ImageInput[], options: EncodeOptions = {}): Promise<(EncodeResult | TesseraError)[]> {
+    this.#checkOpen();
+    if (!Array.isArray(inputs)) throw new TesseraError('ERR_INVALID_ARGUMENT', 'encodeBatch expects an array of images');
+    const out: (EncodeResult | TesseraError)[] = new Array(inputs.length);
+    const prepare = (i: number) =>
+      this.preprocess(inputs[i]!, options).then(
+        (p) => p,
+        (e) => {
+          const err = toTesseraError(e, 'ERR_IMAGE_DECODE');
+          if (err.code === 'ERR_CLOSED') throw err;
+          return new TesseraError(err.code, `input ${i}${typeof inputs[i] === 'string' ? ` (${inputs[i]})` : ''}: ${err.message}`, { cause: err });
+        },
+      );
+    const budget = () =>
+      activationBudget({ memoryBudget: this.#memoryBudget, weightBytes: this.info.memory.weightBytes, freeMem: freemem() });
+    let next = 0;
+    let pending: Promise<Prepared | TesseraError> | undefined = inputs.length ? prepare(0) : undefined;
+    while (next < inputs.length) {
+      // Fill a group: images in order while their activations fit (always at least one).
+      const group: { index: number; prepared: Prepared }[] = [];
+      let rows = 0;
+      const limit = budget();
+      while (next < inputs.length) {
+        const p = await pending!;
+        if (!(p instanceof TesseraError) && group.length && this.scratchBytes(rows + p.patches) > limit) break;
+        next++;
+        pending = next < inputs.length ? prepare(next) : undefined;
+        if (p instanceof TesseraError) out[next - 1] = p;
+        else group.push({ index: next - 1, prepared: p }), (rows += p.patches);
+      }
+      if (group.length) await this.#encodeGroup(group, inputs.length, options, out);
+    }
+    return out;
+  }
+
+  async #encodeGroup(
+    group: { index: number; prepared: Prepared }[],
+    images: number,
+    options: EncodeOptions,
+    out: (EncodeResult | TesseraError)[],
+  ): Promise<void> {
+    const items = group.map((g) => g.prepared);
+    const pixels = new Float32Array(items.reduce((a, p) => a + p.pixelValues.length, 0));
+    let off = 0;
+    for (const p of items) pixels.set(p.pixelValues, off), (off += p.pixelValues.length);
+    const gemma = items[0]!.positions !== undefined;
+    const positions = gemma ? new Int32Array(items.reduce((a, p) => a + p.positions!.length, 0)) : undefined;
+    if (positions) {
+      off = 0;
+      for (const p of items) positions.set(p.positions!, off), (off += p.positions!.length);
+    }
+    const started = performance.now();
+    let raw: NativeEncodeResult;
+    try {
+      raw = await this.#enqueue((native) =>
+        this.#run(native, { ...options, onProgress: options.onProgress && ((p) => options.onProgress!({ ...p, image: group[0]!.index, images })) }, group.length, {
+          pixels,
+          cols: this.#patchWidth(),
+          ...(positions
+            ? { positions, imageRows: items.map((p) => p.patches) }
+            : { grids: Int32Array.from(items.flatMap((p) => [p.grid!.t, p.grid!.h, p.grid!.w])) }),
+        }),
+      );
+    } catch (e) {
+      const err = toTesseraError(e);
+      if (err.code === 'ERR_ABORTED' || err.code === 'ERR_CLOSED') throw err;
+      for (const g of group) out[g.index] = err;
+      return;
+    }
+    const encodeMs = performance.now() - started;
+    // Split the group's rows back per image: patch-row stages by patches, token stages by tokens.
+    const totalPatches = items.reduce((a, p) => a + p.patches, 0);
+    let patchRow = 0;
+    let tokenRow = 0;
+    group.forEach((g) => {
+      const p = g.prepared;
+      const slice = (data: Float32Array, rowsTotal: number, cols: number) => {
+        const [start, n] = rowsTotal === totalPatches && rowsTotal !== raw.tokens ? [patchRow, p.patches] : [tokenRow, p.tokens];
+        return data.slice(start * cols, (start + n) * cols);
+      };
+      const r: EncodeResult = {
+        embeddings: group.length === 1 ? raw.embeddings : slice(raw.embeddings, raw.tokens, raw.width),
+        tokens: p.tokens,
+        width: raw.width,
+        timings: { decodeMs: p.timings.decodeMs, preprocessMs: p.timings.preprocessMs, encodeMs },
+      };
+      if (p.grid) r.grid = [p.grid];
+      if (p.positions) r.positions = p.positions;
+      if (raw.deepstack.length) r.deepstack = raw.deepstack.map((d) => (group.length === 1 ? d : slice(d, raw.tokens, raw.width)));
+      if (options.stages)
+        r.stages = Object.fromEntries(raw.stages.map((s) => [s.name, group.length === 1 ? s.data : slice(s.data, s.rows, s.cols)]));
+      out[g.index] = r;
+      patchRow += p.patches;
+      tokenRow += p.tokens;
+    });
   }
 
   /** Scratch bytes the addon would allocate to encode `patches` patch rows (its own formula). */

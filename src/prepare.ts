@@ -1,0 +1,85 @@
+// Image → tower input, per family: the preprocessor a tower uses (its preprocessor_config.json,
+// parsed once), and the one shape both families' inputs take on their way to the addon.
+import { TesseraError } from './errors.js';
+import {
+  parseGemmaPreprocessConfig,
+  parseQwenPreprocessConfig,
+  planGemma,
+  planQwen,
+  preprocessGemma,
+  preprocessQwen,
+  readImageHeader,
+  type ImageInput,
+} from './image/index.js';
+import type { Family } from './spec/types.js';
+
+export interface PreprocessOptions {
+  /** Qwen: override the pixel-area bounds of preprocessor_config.json. */
+  minPixels?: number;
+  maxPixels?: number;
+  /** Gemma 4: 70, 140, 280, 560 or 1120. */
+  maxSoftTokens?: number;
+  /** Admission: refuse images whose header declares more pixels (default 100 MP). */
+  maxInputPixels?: number;
+}
+
+export interface Prepared {
+  pixelValues: Float32Array;
+  /** Qwen: the patch grid (t = 1). */
+  grid?: { t: number; h: number; w: number };
+  /** Gemma 4: (x, y) per patch row. */
+  positions?: Int32Array;
+  /** Patch rows, and embedding rows the tower will return for them. */
+  patches: number;
+  tokens: number;
+  decoded: { width: number; height: number };
+  resized: { width: number; height: number };
+  timings: { decodeMs: number; preprocessMs: number };
+}
+
+export interface Plan {
+  resized: { width: number; height: number };
+  grid?: { t: number; h: number; w: number };
+  patches: number;
+  tokens: number;
+}
+
+export interface Preprocessor {
+  /** Sizes for an upright image of this size, no pixels touched. */
+  plan(size: { width: number; height: number }, opts: PreprocessOptions): Plan;
+  run(input: ImageInput, opts: PreprocessOptions): Promise<Prepared>;
+}
+
+export function makePreprocessor(family: Family, config: Record<string, unknown> | undefined, where: string): Preprocessor {
+  if (family === 'gemma4') {
+    const cfg = parseGemmaPreprocessConfig(config ?? {}, where);
+    return {
+      plan: (size, opts) => {
+        const p = planGemma(size, cfg, opts);
+        return { resized: p.resized, patches: p.patches, tokens: p.tokens };
+      },
+      run: async (input, opts) => {
+        const r = await preprocessGemma(input, cfg, opts);
+        return { pixelValues: r.pixelValues, positions: r.positions, patches: r.patches, tokens: r.tokens, decoded: r.decoded, resized: r.resized, timings: r.timings };
+      },
+    };
+  }
+  if (!config) throw new TesseraError('ERR_MODEL_NOT_FOUND', `${where}: no preprocessor_config.json (needed to size images)`);
+  const cfg = parseQwenPreprocessConfig(config, where);
+  return {
+    plan: (size, opts) => {
+      const p = planQwen(size, cfg, opts);
+      return { resized: p.resized, grid: p.grid, patches: p.patches, tokens: p.tokens };
+    },
+    run: async (input, opts) => {
+      const r = await preprocessQwen(input, cfg, opts);
+      return { pixelValues: r.pixelValues, grid: r.grid, patches: r.patches, tokens: r.tokens, decoded: r.decoded, resized: r.resized, timings: r.timings };
+    },
+  };
+}
+
+/** An image's upright size from its header alone (EXIF orientation applied), for estimates. */
+export async function headerSize(input: ImageInput, maxInputPixels?: number): Promise<{ width: number; height: number }> {
+  const h = await readImageHeader(input, maxInputPixels === undefined ? {} : { maxInputPixels });
+  return { width: h.width, height: h.height };
+}

@@ -1,0 +1,74 @@
+// From image files to embeddings: tower.encode(file) and encodeBatch(files) — decode, HF-exact
+// preprocessing, then the tower — against HF's expected outputs for every fixture case of all
+// three tiny towers, within 1e-4. encodeBatch runs block-major and keeps going past a bad input.
+import { describe, expect, it, beforeAll, afterAll } from 'vitest';
+import { readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { TesseraError, VisionTower, type EncodeResult } from '../src/index.js';
+import { FIXTURES, readJson, readTensors, relErr } from './helpers/fixtures.js';
+
+const TOL = 1e-4;
+const IMAGES = join(FIXTURES, 'images');
+
+interface Case {
+  name: string;
+  image: string;
+  options: { max_pixels?: number; min_pixels?: number; max_soft_tokens?: number };
+}
+
+function encodeOptions(c: Case) {
+  return {
+    ...(c.options.max_pixels ? { maxPixels: c.options.max_pixels } : {}),
+    ...(c.options.min_pixels ? { minPixels: c.options.min_pixels } : {}),
+    ...(c.options.max_soft_tokens ? { maxSoftTokens: c.options.max_soft_tokens } : {}),
+  };
+}
+
+const FINAL: Record<string, string> = { 'qwen3_5-tiny': 'merged', 'qwen3_vl-tiny': 'merged', 'gemma4-tiny': 'projected' };
+
+for (const family of ['qwen3_5-tiny', 'qwen3_vl-tiny', 'gemma4-tiny']) {
+  describe(`${family}: encode(file)`, () => {
+    const dir = join(FIXTURES, family);
+    const cases = readJson<{ cases: Case[] }>(join(dir, 'cases.json')).cases;
+    let tower: VisionTower;
+    beforeAll(async () => {
+      tower = await VisionTower.open(join(dir, 'model'), { backend: 'cpu' });
+    });
+    afterAll(() => tower?.close());
+
+    for (const c of cases) {
+      it(`${c.name}: preprocess equals HF's pixel_values exactly, embeddings within ${TOL}`, async () => {
+        const ref = readTensors(join(dir, 'expected', `${c.name}.safetensors`));
+        const pre = await tower.preprocess(join(IMAGES, c.image), encodeOptions(c));
+        expect(Buffer.from(pre.pixelValues.buffer).equals(Buffer.from(ref['pixel_values']!.f32().buffer))).toBe(true);
+        const r = await tower.encode(join(IMAGES, c.image), encodeOptions(c));
+        const err = relErr(r.embeddings, ref[FINAL[family]!]!.f32());
+        expect(err, `rel err ${err}`).toBeLessThan(TOL);
+        expect(r.timings.decodeMs).toBeGreaterThan(0);
+        // A Buffer gives the same result as the path.
+        const fromBuffer = await tower.encode(readFileSync(join(IMAGES, c.image)), encodeOptions(c));
+        expect(fromBuffer.embeddings).toEqual(r.embeddings);
+      });
+    }
+
+    it('encodeBatch: one block-major pass, per-image results equal encode(), a bad input in place', async () => {
+      const same = cases.filter((c) => JSON.stringify(c.options) === JSON.stringify(cases[0]!.options));
+      const inputs = [...same.map((c) => join(IMAGES, c.image)), Buffer.from('not an image'), join(IMAGES, same[0]!.image)];
+      const blocksSeen: number[] = [];
+      const results = await tower.encodeBatch(inputs, { ...encodeOptions(same[0]!), onProgress: (p) => blocksSeen.push(p.block) });
+      expect(results).toHaveLength(inputs.length);
+      const bad = results[same.length];
+      expect(bad).toBeInstanceOf(TesseraError);
+      expect((bad as TesseraError).code).toBe('ERR_IMAGE_DECODE');
+      expect((bad as TesseraError).message).toContain(`input ${same.length}`);
+      for (const [i, c] of same.entries()) {
+        const ref = readTensors(join(dir, 'expected', `${c.name}.safetensors`));
+        const r = results[i] as EncodeResult;
+        expect(relErr(r.embeddings, ref[FINAL[family]!]!.f32())).toBeLessThan(TOL);
+      }
+      expect((results.at(-1) as EncodeResult).embeddings).toEqual((results[0] as EncodeResult).embeddings);
+      // All good images fit one group under the default budget: one pass over the stages.
+      expect(blocksSeen).toEqual([...blocksSeen].sort((a, b) => a - b));
+    });
+  });
+}
