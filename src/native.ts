@@ -15,7 +15,7 @@ export interface NativeEncodeArgs {
   stages?: boolean;
   checkFinite?: boolean;
   cancel?: Int32Array;
-  onProgress?: (e: { block: number; blocks: number }) => void;
+  onProgress?: (e: { block: number; blocks: number; ms: number }) => void;
 }
 
 export interface NativeStage {

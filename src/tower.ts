@@ -31,6 +31,8 @@ export interface Progress {
   /** Stages done (patch embedding, each block, each merger) and their total. */
   block: number;
   blocks: number;
+  /** Wall time of the stage just done, in ms (waiting for its weights included). */
+  ms: number;
 }
 
 export interface EncodeOptions extends PreprocessOptions {
@@ -296,7 +298,7 @@ export class VisionTower {
         stages: options.stages ?? false,
         checkFinite: options.checkFinite ?? true,
         cancel,
-        ...(onProgress ? { onProgress: (e) => onProgress({ image: 0, images, block: e.block, blocks: e.blocks }) } : {}),
+        ...(onProgress ? { onProgress: (e) => onProgress({ image: 0, images, block: e.block, blocks: e.blocks, ms: e.ms }) } : {}),
       });
     } catch (e) {
       throw toTesseraError(e);

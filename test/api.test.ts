@@ -69,14 +69,19 @@ describe('VisionTower API', () => {
     expect((await rejection(tower.encodePixels({ pixelValues: PIXELS, grid: GRID }, { signal: pre.signal }))).code).toBe(
       'ERR_ABORTED',
     );
+    // Between stages: abort at the first progress event of an encode whose stages take tens of
+    // ms each (4,096 patches), so the worker is still mid-tower when the flag is set.
+    const big = new Float32Array(4096 * 1536).map((_, i) => Math.sin(i * 0.001));
     const during = new AbortController();
+    const seen: number[] = [];
     const e = await rejection(
       tower.encodePixels(
-        { pixelValues: PIXELS, grid: GRID },
-        { signal: during.signal, onProgress: (p) => p.block === 2 && during.abort() },
+        { pixelValues: big, grid: { t: 1, h: 64, w: 64 } },
+        { signal: during.signal, onProgress: (p) => (seen.push(p.block), during.abort()) },
       ),
     );
     expect(e.code).toBe('ERR_ABORTED');
+    expect(seen.length).toBeLessThan(8);
     // The tower still works afterwards.
     const ok = await tower.encodePixels({ pixelValues: PIXELS, grid: GRID });
     expect(ok.tokens).toBe(24);

@@ -5,6 +5,7 @@
 #include <napi.h>
 
 #include <atomic>
+#include <chrono>
 #include <cstring>
 #include <memory>
 
@@ -72,6 +73,7 @@ class OpenWorker : public Napi::AsyncWorker {
 
 struct ProgressEvent {
   int done, total;
+  double ms;  // wall time of the stage just done (weights wait + compute + checks)
 };
 
 class EncodeWorker : public Napi::AsyncProgressQueueWorker<ProgressEvent> {
@@ -94,8 +96,11 @@ class EncodeWorker : public Napi::AsyncProgressQueueWorker<ProgressEvent> {
       if (core_->closed) fail(Code::Closed, "the tower is closed");
       const int32_t* flag = cancel_flag;
       control.cancelled = [flag] { return flag && __atomic_load_n(flag, __ATOMIC_RELAXED) != 0; };
-      control.progress = [&progress](int done, int total) {
-        ProgressEvent e{done, total};
+      auto last = std::chrono::steady_clock::now();
+      control.progress = [&progress, &last](int done, int total) {
+        auto now = std::chrono::steady_clock::now();
+        ProgressEvent e{done, total, std::chrono::duration<double, std::milli>(now - last).count()};
+        last = now;
         progress.Send(&e, 1);
       };
       core_->model->encode(input, control, out_);
@@ -109,6 +114,7 @@ class EncodeWorker : public Napi::AsyncProgressQueueWorker<ProgressEvent> {
       Napi::Object e = Napi::Object::New(env);
       e.Set("block", events[i].done);
       e.Set("blocks", events[i].total);
+      e.Set("ms", events[i].ms);
       on_progress.Call({e});
       if (env.IsExceptionPending()) env.GetAndClearPendingException();  // a throwing callback must not kill the encode
     }
