@@ -2,11 +2,13 @@
 // resident, mapped and stream with K = 1..4, on every fixture family and source (a sharded bf16
 // folder, an f16 folder with deepstack, an f32 Gemma folder and its f16 GGUF); a block-major call
 // reads the weights once however many images it carries; tower.info.memory and TESSERA_RESIDENCY.
+import { rmSync, truncateSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { VisionTower } from '../src/index.js';
 import { FIXTURES, readTensors } from './helpers/fixtures.js';
 import { GEMMA4_DIR, GEMMA4_MMPROJ, GEMMA4_MODEL } from './helpers/gemma4-fixtures.js';
+import { copyModel } from './helpers/model-copy.js';
 
 type Input = Parameters<VisionTower['encodePixels']>[0];
 
@@ -136,5 +138,44 @@ describe('tower.info.memory and TESSERA_RESIDENCY', () => {
     await t.close();
     process.env['TESSERA_RESIDENCY'] = 'floppy';
     await expect(VisionTower.open(path, { backend: 'cpu' })).rejects.toMatchObject({ code: 'ERR_INVALID_ARGUMENT' });
+  });
+});
+
+describe('stream failures through the API', () => {
+  it('a weights file truncated after open: ERR_WEIGHTS_CORRUPT naming it, and the tower still closes', async () => {
+    const dir = copyModel(join(FIXTURES, 'qwen3_vl-tiny', 'model'));
+    try {
+      const tower = await VisionTower.open(dir, { backend: 'cpu', residency: 'stream', slots: 2 });
+      const file = tower.spec.files[0]!;
+      const last = tower.spec.stages.at(-1)!.tensors[0]!;
+      truncateSync(file, last.offset + 1);
+      const e = await tower.encodePixels(qwenInput('qwen3_vl-tiny', 'tiny')).catch((x: unknown) => x);
+      expect(e).toMatchObject({ code: 'ERR_WEIGHTS_CORRUPT' });
+      expect((e as Error).message).toContain(file);
+      await tower.close();
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+
+  it('an encode aborted mid-pass leaves the ring usable: the next encode is bit-identical', async () => {
+    const path = join(FIXTURES, 'qwen3_vl-tiny', 'model');
+    // Sixteen images in one call: long enough that the abort (sent from the JS thread at the
+    // first progress event) lands between stages, well before the last one.
+    const one = qwenInput('qwen3_vl-tiny', 'coffee') as { pixelValues: Float32Array; grid: { t: number; h: number; w: number } };
+    const pixels = new Float32Array(one.pixelValues.length * 16);
+    for (let i = 0; i < 16; i++) pixels.set(one.pixelValues, i * one.pixelValues.length);
+    const input = { pixelValues: pixels, grid: Array.from({ length: 16 }, () => one.grid) };
+    const tower = await VisionTower.open(path, { backend: 'cpu', residency: 'stream', slots: 2 });
+    try {
+      const reference = await tower.encodePixels(input);
+      const ctl = new AbortController();
+      const aborted = tower.encodePixels(input, { signal: ctl.signal, onProgress: (p) => p.block === 1 && ctl.abort() });
+      await expect(aborted).rejects.toMatchObject({ code: 'ERR_ABORTED' });
+      const again = await tower.encodePixels(input);
+      expect(Buffer.from(again.embeddings.buffer).equals(Buffer.from(reference.embeddings.buffer))).toBe(true);
+    } finally {
+      await tower.close();
+    }
   });
 });

@@ -23,11 +23,11 @@ class ResidentStore final : public WeightStore {
     for (const auto& stage : spec.stages) {
       StageLayout layout = stage_layout(stage);
       AlignedBuffer mem(layout.bytes ? layout.bytes : 1);
-      for (size_t i = 0; i < stage.tensors.size(); ++i) {
-        const auto& t = stage.tensors[i];
-        files.read(t.file, t.offset, t.length, mem.as<char>() + layout.offsets[i]);
+      for (const auto& run : layout.runs) {  // one pread per contiguous file range
+        files.read(run.file, run.file_offset, run.length, mem.as<char>() + run.slot_offset);
+        stats_.bytes_read += run.length;
+        ++stats_.reads;
       }
-      stats_.bytes_read += stage.bytes();
       stats_.resident_bytes += layout.bytes;
       gpu::Buffer* buf = backend_.wrap_host(mem.data(), mem.size());
       buffers_.push_back(buf);

@@ -218,6 +218,7 @@ WeightStoreStats StreamStore::stats() const {
   WeightStoreStats st;
   st.bytes_read = bytes_read_;
   st.resident_bytes = slot_bytes_ * slots_.size();
+  st.reads = ring_.preads;
   return st;
 }
 

@@ -62,6 +62,7 @@ StageLayout stage_layout(const StageSpec& stage);
 struct WeightStoreStats {
   uint64_t bytes_read = 0;      // bytes read from files so far (pread / copies from mappings)
   uint64_t resident_bytes = 0;  // bytes of weights held in memory by the store itself
+  uint64_t reads = 0;           // positional reads issued (one per run of stage_layout)
 };
 
 class WeightStore {
