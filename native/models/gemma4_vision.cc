@@ -318,17 +318,10 @@ void Gemma4Vision::encode(const PixelInput& in, const EncodeControl& ctl, Encode
   const int64_t n = int64_t(keep.size());
   Plan p = plan(n);
   const int64_t m = p.pooled_rows;
-  struct ScratchGuard {
-    gpu::Backend& b;
-    gpu::Buffer* buf;
-    ~ScratchGuard() {
-      b.finish();
-      b.release(buf);
-    }
-  } scratch{backend_, backend_.alloc(p.plan.bytes())}, pos_lookup{backend_, backend_.alloc(p.pos_lookup_bytes)},
-      pool_lookup{backend_, backend_.alloc(p.pool_lookup_bytes)};
+  ScopedBuffer scratch(backend_, p.plan.bytes()), pos_lookup(backend_, p.pos_lookup_bytes),
+      pool_lookup(backend_, p.pool_lookup_bytes);
   auto tensor = [&](size_t region, int64_t rows, int64_t cols) {
-    return gpu::make_tensor(scratch.buf, p.plan.offset(region), DType::F32, rows, cols);
+    return gpu::make_tensor(scratch.get(), p.plan.offset(region), DType::F32, rows, cols);
   };
   const int64_t D = d_.hidden;
   const gpu::Tensor pixels = tensor(p.pixels, n, d_.patch_dim), half = tensor(p.half, 1, d_.patch_dim),
@@ -338,27 +331,13 @@ void Gemma4Vision::encode(const PixelInput& in, const EncodeControl& ctl, Encode
                     cos = tensor(p.cos, n, d_.head_dim), sin = tensor(p.sin, n, d_.head_dim),
                     pooled = tensor(p.pooled, m, D), normed = tensor(p.normed, m, D),
                     projected = tensor(p.projected, m, d_.out);
-  upload_inputs(in, keep, images, scratch.buf, pos_lookup.buf, pool_lookup.buf, p);
+  upload_inputs(in, keep, images, scratch.get(), pos_lookup.get(), pool_lookup.get(), p);
 
   std::vector<gpu::Segment> segments;  // one per image: images never attend to each other
   for (const Image& im : images) segments.push_back({im.begin, im.rows});
 
-  const int total = int(spec_.stages.size());
-  store_.begin_pass();
-  struct PassGuard {
-    WeightStore& s;
-    gpu::Backend& b;
-    ~PassGuard() {
-      b.finish();
-      s.end_pass();
-    }
-  } pass{store_, backend_};
   bool projected_done = false;
-  for (int si = 0; si < total; ++si) {
-    const StageSpec& stage = spec_.stages[size_t(si)];
-    if (ctl.cancelled && ctl.cancelled()) fail(Code::Aborted, "encode aborted before stage '" + stage.name + "'");
-    const StageWeights& w = store_.acquire(size_t(si));
-    gpu::Tensor result;
+  auto run = [&](const StageSpec& stage, const StageWeights& w) -> gpu::Tensor {
     if (stage.kind == "embed") {
       // §3.1: v = 2·(pixel − 0.5) in f32, then the patch matmul; §3.2: + (Tab_x[x] + Tab_y[y]),
       // the two taps summed first (into h) as HF adds the tables before adding them to e.
@@ -366,38 +345,38 @@ void Gemma4Vision::encode(const PixelInput& in, const EncodeControl& ctl, Encode
       backend_.linear(x, pixels, w.get("patch.weight"), gpu::LinearArgs{});
       const gpu::Tensor& table = w.get("pos.table");  // [2, rows·D] → [2·rows, D], x table first
       const gpu::Tensor hD = h.cols_view(0, D);
-      backend_.gather_sum(hD, table.reshaped(D), pos_lookup.buf, 2, false);
+      backend_.gather_sum(hD, table.reshaped(D), pos_lookup.get(), 2, false);
       backend_.add(x, x, hD);
-      result = x;
-    } else if (stage.kind == "block") {
+      return x;
+    }
+    if (stage.kind == "block") {
       run_block(w, x, h, q, k, v, attn, gate, up, cos, sin, segments);
-      result = x;
-    } else if (stage.kind == "pooler") {
+      return x;
+    }
+    if (stage.kind == "pooler") {
       // §3.6-§3.7: mean of each k×k bucket, · √D in f32, then standardise.
-      backend_.gather_sum(pooled, x, pool_lookup.buf, d_.pool * d_.pool, false);
+      backend_.gather_sum(pooled, x, pool_lookup.get(), d_.pool * d_.pool, false);
       backend_.affine(pooled, pooled, nullptr, nullptr, float(std::sqrt(double(D))));
       if (d_.standardize) backend_.affine(pooled, pooled, &w.get("std.bias"), &w.get("std.scale"), 1.0f);
-      result = pooled;
-    } else if (stage.kind == "projector") {
+      return pooled;
+    }
+    if (stage.kind == "projector") {
       // §3.8: weightless RMSNorm over D, then the projection (Ollama's reversed order is not HF's).
       backend_.rms_norm(normed, pooled, nullptr, D, d_.eps);
       backend_.linear(projected, normed, w.get("proj.weight"), clamps(w, "proj"));
-      result = projected;
       projected_done = true;
-    } else {
-      fail(Code::ModelFormat, "stage '" + stage.name + "' has a kind the Gemma 4 tower does not know: " + stage.kind);
+      return projected;
     }
-    WeightStore* store = &store_;
-    backend_.submit([store, si] { store->release(size_t(si)); });
-    if (ctl.check_finite) check_finite(backend_, result, stage.name);
-    if (ctl.keep_stages) out.stages.push_back(download_stage(backend_, result, stage.name));
+    fail(Code::ModelFormat, "stage '" + stage.name + "' has a kind the Gemma 4 tower does not know: " + stage.kind);
+  };
+  auto collect = [&](const StageSpec& stage, const gpu::Tensor& result) {
     if (stage.kind == "projector") {
       out.tokens = m;
       out.width = d_.out;
       out.embeddings = download_stage(backend_, result, stage.name).data;
     }
-    if (ctl.progress) ctl.progress(si + 1, total);
-  }
+  };
+  walk_stages(spec_, backend_, store_, ctl, out, run, collect);
   if (!projected_done) fail(Code::ModelFormat, "the Gemma 4 tower spec has no projector stage");
 }
 

@@ -215,74 +215,49 @@ void QwenVision::encode(const PixelInput& in, const EncodeControl& ctl, EncodeOu
   validate(in);
   const int64_t n = in.rows, groups = n / (d_.merge * d_.merge);
   Plan p = plan(n);
-  struct ScratchGuard {
-    gpu::Backend& b;
-    gpu::Buffer* buf;
-    ~ScratchGuard() {
-      b.finish();
-      b.release(buf);
-    }
-  } scratch{backend_, backend_.alloc(p.plan.bytes())}, lookup{backend_, backend_.alloc(p.lookup_bytes)};
+  ScopedBuffer scratch(backend_, p.plan.bytes()), lookup(backend_, p.lookup_bytes);
   auto tensor = [&](size_t region, int64_t rows, int64_t cols) {
-    return gpu::make_tensor(scratch.buf, p.plan.offset(region), DType::F32, rows, cols);
+    return gpu::make_tensor(scratch.get(), p.plan.offset(region), DType::F32, rows, cols);
   };
   const gpu::Tensor pixels = tensor(p.pixels, n, d_.patch_dim), x = tensor(p.x, n, d_.hidden),
                     h = tensor(p.h, n, d_.hidden), qkv = tensor(p.qkv, n, 3 * d_.hidden),
                     attn = tensor(p.attn, n, d_.hidden), mlp = tensor(p.mlp, n, d_.inter),
                     cos = tensor(p.cos, n, d_.head_dim), sin = tensor(p.sin, n, d_.head_dim),
                     merged = tensor(p.merged, groups, d_.out);
-  backend_.upload(scratch.buf, p.plan.offset(p.pixels), in.pixels, size_t(n) * size_t(d_.patch_dim) * 4);
-  upload_positions(in, scratch.buf, lookup.buf, p);
+  backend_.upload(scratch.get(), p.plan.offset(p.pixels), in.pixels, size_t(n) * size_t(d_.patch_dim) * 4);
+  upload_positions(in, scratch.get(), lookup.get(), p);
 
   std::vector<gpu::Segment> segments;  // one per frame (§3.4)
   for (int64_t row = 0; const auto& g : in.grids)
     for (int64_t f = 0; f < g[0]; ++f, row += g[1] * g[2]) segments.push_back({row, g[1] * g[2]});
 
-  const int total = int(spec_.stages.size());
-  store_.begin_pass();
-  struct PassGuard {
-    WeightStore& s;
-    gpu::Backend& b;
-    ~PassGuard() {
-      b.finish();
-      s.end_pass();
-    }
-  } pass{store_, backend_};
-  for (int si = 0; si < total; ++si) {
-    if (ctl.cancelled && ctl.cancelled()) fail(Code::Aborted, "encode aborted before stage '" + spec_.stages[size_t(si)].name + "'");
-    const StageSpec& stage = spec_.stages[size_t(si)];
-    const StageWeights& w = store_.acquire(size_t(si));
-    gpu::Tensor result;
+  auto run = [&](const StageSpec& stage, const StageWeights& w) -> gpu::Tensor {
     if (stage.kind == "embed") {
       gpu::LinearArgs a;
       a.bias = &w.get("patch_embed.proj.bias");
       backend_.linear(x, pixels, w.get("patch_embed.proj.weight"), a);
-      backend_.gather_sum(x, w.get("pos_embed.weight"), lookup.buf, 4, true);
-      result = x;
-    } else if (stage.kind == "block") {
-      run_block(w, x, h, qkv, attn, mlp, cos, sin, segments);
-      result = x;
-    } else if (stage.kind == "deepstack") {
-      run_merger(w, false, x, h, attn, merged);
-      result = merged;
-    } else if (stage.kind == "merger") {
-      run_merger(w, true, x, h, attn, merged);
-      result = merged;
-    } else {
-      fail(Code::ModelFormat, "stage '" + stage.name + "' has a kind the Qwen tower does not know: " + stage.kind);
+      backend_.gather_sum(x, w.get("pos_embed.weight"), lookup.get(), 4, true);
+      return x;
     }
-    WeightStore* store = &store_;
-    backend_.submit([store, si] { store->release(size_t(si)); });
-    if (ctl.check_finite) check_finite(backend_, result, stage.name);
-    if (ctl.keep_stages) out.stages.push_back(download_stage(backend_, result, stage.name));
+    if (stage.kind == "block") {
+      run_block(w, x, h, qkv, attn, mlp, cos, sin, segments);
+      return x;
+    }
+    if (stage.kind == "deepstack" || stage.kind == "merger") {
+      run_merger(w, stage.kind == "merger", x, h, attn, merged);
+      return merged;
+    }
+    fail(Code::ModelFormat, "stage '" + stage.name + "' has a kind the Qwen tower does not know: " + stage.kind);
+  };
+  auto collect = [&](const StageSpec& stage, const gpu::Tensor& result) {
     if (stage.kind == "deepstack") out.deepstack.push_back(download_stage(backend_, result, stage.name).data);
     if (stage.kind == "merger") {
       out.tokens = groups;
       out.width = d_.out;
       out.embeddings = download_stage(backend_, result, stage.name).data;
     }
-    if (ctl.progress) ctl.progress(si + 1, total);
-  }
+  };
+  walk_stages(spec_, backend_, store_, ctl, out, run, collect);
   if (out.embeddings.empty()) fail(Code::ModelFormat, "the tower spec has no merger stage");
 }
 

@@ -30,6 +30,31 @@ void check_finite(gpu::Backend& backend, const gpu::Tensor& t, const std::string
                           ", channel " + std::to_string(first % t.cols));
 }
 
+void walk_stages(const TowerSpec& spec, gpu::Backend& backend, WeightStore& store, const EncodeControl& ctl,
+                 EncodeOutput& out, const StageOps& run, const StageSink& collect) {
+  struct Pass {
+    WeightStore& s;
+    gpu::Backend& b;
+    ~Pass() {
+      b.finish();
+      s.end_pass();
+    }
+  } pass{store, backend};
+  store.begin_pass();
+  const int total = int(spec.stages.size());
+  for (int si = 0; si < total; ++si) {
+    const StageSpec& stage = spec.stages[size_t(si)];
+    if (ctl.cancelled && ctl.cancelled()) fail(Code::Aborted, "encode aborted before stage '" + stage.name + "'");
+    gpu::Tensor result = run(stage, store.acquire(size_t(si)));
+    WeightStore* s = &store;
+    backend.submit([s, si] { s->release(size_t(si)); });
+    if (ctl.check_finite) check_finite(backend, result, stage.name);
+    if (ctl.keep_stages) out.stages.push_back(download_stage(backend, result, stage.name));
+    collect(stage, result);
+    if (ctl.progress) ctl.progress(si + 1, total);
+  }
+}
+
 StageOutput download_stage(gpu::Backend& backend, const gpu::Tensor& t, const std::string& name) {
   StageOutput s;
   s.name = name;

@@ -70,6 +70,33 @@ class ScratchPlan {
   uint64_t total_ = 0;
 };
 
+// A backend buffer owned for one encode: finishes the device's work before releasing it, so an
+// early exit (error, abort) never frees memory a queued kernel still reads.
+class ScopedBuffer {
+ public:
+  ScopedBuffer(gpu::Backend& backend, size_t bytes) : backend_(backend), buf_(backend.alloc(bytes)) {}
+  ~ScopedBuffer() {
+    backend_.finish();
+    backend_.release(buf_);
+  }
+  ScopedBuffer(const ScopedBuffer&) = delete;
+  ScopedBuffer& operator=(const ScopedBuffer&) = delete;
+  gpu::Buffer* get() const { return buf_; }
+
+ private:
+  gpu::Backend& backend_;
+  gpu::Buffer* buf_;
+};
+
+// The pass every tower makes over its stages, in spec order: check for cancellation, acquire the
+// stage's weights, let `run` issue its ops and return the stage's output, submit (the weights are
+// released when the device completes), scan the output for inf/NaN, keep it if asked, hand it to
+// `collect` (deepstack and final outputs), report progress.
+using StageOps = std::function<gpu::Tensor(const StageSpec&, const StageWeights&)>;
+using StageSink = std::function<void(const StageSpec&, const gpu::Tensor&)>;
+void walk_stages(const TowerSpec& spec, gpu::Backend& backend, WeightStore& store, const EncodeControl& ctl,
+                 EncodeOutput& out, const StageOps& run, const StageSink& collect);
+
 // Scans a stage output for inf/NaN and fails with ERR_NUMERIC naming the stage, the count, and
 // the first bad token and channel.
 void check_finite(gpu::Backend& backend, const gpu::Tensor& t, const std::string& stage);
