@@ -63,6 +63,8 @@ describe('packed folders', () => {
         expect(packed.info.source).toBe('packed');
         expect(packed.info.depth).toBe(original.info.depth);
         expectIdentical(original.result, packed.result, `${s.label} ${opts.residency}`);
+        // A packed stage is one contiguous range: one pread per stage (K = 2 keeps none between passes).
+        if (opts.residency !== 'mapped') expect(packed.stats.reads, opts.residency).toBe(manifest.blocks.entries.length + manifest.stages.length);
       }
     });
 
