@@ -8,8 +8,8 @@ import { addon, type NativeEncodeResult, type NativeTower } from './native.js';
 import { loadModel } from './spec/load.js';
 import { headerSize, makePreprocessor, type Plan, type Prepared, type PreprocessOptions, type Preprocessor } from './prepare.js';
 import type { ImageInput } from './image/index.js';
-import { activationBudget, splitBatch } from './residency/index.js';
-import { chooseResidency, heldWeightBytes, type Residency, type WeightMemory } from './residency/index.js';
+import { activationBudget, chooseResidency, heldWeightBytes, splitBatch, type Residency, type WeightMemory } from './residency/index.js';
+import { concatPrepared, splitResult } from './batch.js';
 import type { Family, SourceKind, TowerSpec } from './spec/types.js';
 
 const OpenOptionsSchema = z
@@ -274,6 +274,13 @@ export class VisionTower {
     });
   }
 
+  /** The tower's input and output for `patches` rows (f32): pixel rows in, embedding rows out. */
+  #ioBytes(patches: number): number {
+    const d = this.spec.dims;
+    const group = this.spec.family === 'gemma4' ? d['pooling_kernel']! ** 2 : d['merge_size']! ** 2;
+    return 4 * (patches * this.#patchWidth() + (patches / group) * this.info.outHidden);
+  }
+
   #patchWidth(): number {
     const d = this.spec.dims;
     return (d['in_channels'] ?? 3) * (d['temporal_patch_size'] ?? 1) * d['patch_size']! * d['patch_size']!;
@@ -328,7 +335,7 @@ export class VisionTower {
     const plan = this.#pre.plan(size, options);
     const scratchBytes = native.scratchBytes(plan.patches);
     const weightBytes = this.info.memory.weightBytes;
-    const ioBytes = 4 * (plan.patches * this.#patchWidth() + plan.tokens * this.info.outHidden);
+    const ioBytes = this.#ioBytes(plan.patches);
     return { ...plan, scratchBytes, weightBytes, ioBytes, peakBytes: weightBytes + scratchBytes + ioBytes };
   }
 
@@ -354,43 +361,46 @@ export class VisionTower {
   }
 
   /**
-   * Encodes many images block-major (DESIGN §5.3): each group of images whose activations fit the
-   * budget passes every stage together, so the weights are read once per group, not per image.
-   * Groups are preprocessed one ahead of the encode. An image that cannot be decoded or encoded
-   * gets its TesseraError in its place in the result; the others are still encoded. Aborting or
-   * closing rejects the whole call.
+   * Encodes many images block-major (DESIGN §5.3). Every image is first sized from its header
+   * alone; the images are then cut into groups whose activations fit the budget (splitBatch, from
+   * the addon's own scratch formula), and each group passes every stage together, so the weights
+   * are read once per group, not once per image. The next group is decoded while the current one
+   * encodes. An image that cannot be read or encoded gets its TesseraError in its place in the
+   * result; the others are still encoded. Aborting or closing rejects the whole call.
    */
   async encodeBatch(inputs: readonly ImageInput[], options: EncodeOptions = {}): Promise<(EncodeResult | TesseraError)[]> {
     this.#checkOpen();
     if (!Array.isArray(inputs)) throw new TesseraError('ERR_INVALID_ARGUMENT', 'encodeBatch expects an array of images');
     const out: (EncodeResult | TesseraError)[] = new Array(inputs.length);
-    const prepare = (i: number) =>
-      this.preprocess(inputs[i]!, options).then(
-        (p) => p,
-        (e) => {
-          const err = toTesseraError(e, 'ERR_IMAGE_DECODE');
-          if (err.code === 'ERR_CLOSED') throw err;
-          return new TesseraError(err.code, `input ${i}${typeof inputs[i] === 'string' ? ` (${inputs[i]})` : ''}: ${err.message}`, { cause: err });
-        },
-      );
-    const budget = () =>
-      activationBudget({ memoryBudget: this.#memoryBudget, weightBytes: this.info.memory.weightBytes, freeMem: freemem() });
-    let next = 0;
-    let pending: Promise<Prepared | TesseraError> | undefined = inputs.length ? prepare(0) : undefined;
-    while (next < inputs.length) {
-      // Fill a group: images in order while their activations fit (always at least one).
-      const group: { index: number; prepared: Prepared }[] = [];
-      let rows = 0;
-      const limit = budget();
-      while (next < inputs.length) {
-        const p = await pending!;
-        if (!(p instanceof TesseraError) && group.length && this.scratchBytes(rows + p.patches) > limit) break;
-        next++;
-        pending = next < inputs.length ? prepare(next) : undefined;
-        if (p instanceof TesseraError) out[next - 1] = p;
-        else group.push({ index: next - 1, prepared: p }), (rows += p.patches);
-      }
-      if (group.length) await this.#encodeGroup(group, inputs.length, options, out);
+    const named = (i: number, e: unknown) => {
+      const err = toTesseraError(e, 'ERR_IMAGE_DECODE');
+      if (err.code === 'ERR_CLOSED' || err.code === 'ERR_INVALID_ARGUMENT') throw err;
+      const what = typeof inputs[i] === 'string' ? ` (${inputs[i]})` : '';
+      return new TesseraError(err.code, `input ${i}${what}: ${err.message}`, { cause: err });
+    };
+    const plans = await Promise.all(inputs.map((input, i) => this.estimate(input, options).catch((e) => named(i, e))));
+    const ok: number[] = [];
+    plans.forEach((p, i) => (p instanceof TesseraError ? (out[i] = p) : ok.push(i)));
+    const budget = activationBudget({ memoryBudget: this.#memoryBudget, weightBytes: this.info.memory.weightBytes, freeMem: freemem() });
+    const groups = splitBatch(
+      ok.map((i) => (plans[i] as Estimate).patches),
+      (rows) => this.scratchBytes(rows) + this.#ioBytes(rows),
+      budget,
+    ).map((g) => g.map((k) => ok[k]!));
+
+    const prepare = (group: number[]) =>
+      Promise.all(group.map((i) => this.preprocess(inputs[i]!, options).catch((e) => named(i, e))));
+    let next = groups.length ? prepare(groups[0]!) : undefined;
+    for (let g = 0; g < groups.length; g++) {
+      const prepared = await next!;
+      next = g + 1 < groups.length ? prepare(groups[g + 1]!) : undefined;
+      const members: { index: number; prepared: Prepared }[] = [];
+      groups[g]!.forEach((index, k) => {
+        const p = prepared[k]!;
+        if (p instanceof TesseraError) out[index] = p;
+        else members.push({ index, prepared: p });
+      });
+      if (members.length) await this.#encodeGroup(members, inputs.length, options, out);
     }
     return out;
   }
@@ -402,26 +412,12 @@ export class VisionTower {
     out: (EncodeResult | TesseraError)[],
   ): Promise<void> {
     const items = group.map((g) => g.prepared);
-    const pixels = new Float32Array(items.reduce((a, p) => a + p.pixelValues.length, 0));
-    let off = 0;
-    for (const p of items) pixels.set(p.pixelValues, off), (off += p.pixelValues.length);
-    const gemma = items[0]!.positions !== undefined;
-    const positions = gemma ? new Int32Array(items.reduce((a, p) => a + p.positions!.length, 0)) : undefined;
-    if (positions) {
-      off = 0;
-      for (const p of items) positions.set(p.positions!, off), (off += p.positions!.length);
-    }
+    const onProgress = options.onProgress && ((p: Progress) => options.onProgress!({ ...p, image: group[0]!.index, images }));
     const started = performance.now();
     let raw: NativeEncodeResult;
     try {
       raw = await this.#enqueue((native) =>
-        this.#run(native, { ...options, onProgress: options.onProgress && ((p) => options.onProgress!({ ...p, image: group[0]!.index, images })) }, group.length, {
-          pixels,
-          cols: this.#patchWidth(),
-          ...(positions
-            ? { positions, imageRows: items.map((p) => p.patches) }
-            : { grids: Int32Array.from(items.flatMap((p) => [p.grid!.t, p.grid!.h, p.grid!.w])) }),
-        }),
+        this.#run(native, { ...options, onProgress }, group.length, concatPrepared(items, this.#patchWidth())),
       );
     } catch (e) {
       const err = toTesseraError(e);
@@ -430,30 +426,13 @@ export class VisionTower {
       return;
     }
     const encodeMs = performance.now() - started;
-    // Split the group's rows back per image: patch-row stages by patches, token stages by tokens.
-    const totalPatches = items.reduce((a, p) => a + p.patches, 0);
-    let patchRow = 0;
-    let tokenRow = 0;
-    group.forEach((g) => {
-      const p = g.prepared;
-      const slice = (data: Float32Array, rowsTotal: number, cols: number) => {
-        const [start, n] = rowsTotal === totalPatches && rowsTotal !== raw.tokens ? [patchRow, p.patches] : [tokenRow, p.tokens];
-        return data.slice(start * cols, (start + n) * cols);
-      };
-      const r: EncodeResult = {
-        embeddings: group.length === 1 ? raw.embeddings : slice(raw.embeddings, raw.tokens, raw.width),
-        tokens: p.tokens,
-        width: raw.width,
+    splitResult(raw, items, options.stages ?? false).forEach((r, k) => {
+      const p = items[k]!;
+      out[group[k]!.index] = {
+        ...r,
+        ...(p.grid ? { grid: [p.grid] } : { positions: p.positions! }),
         timings: { decodeMs: p.timings.decodeMs, preprocessMs: p.timings.preprocessMs, encodeMs },
       };
-      if (p.grid) r.grid = [p.grid];
-      if (p.positions) r.positions = p.positions;
-      if (raw.deepstack.length) r.deepstack = raw.deepstack.map((d) => (group.length === 1 ? d : slice(d, raw.tokens, raw.width)));
-      if (options.stages)
-        r.stages = Object.fromEntries(raw.stages.map((s) => [s.name, group.length === 1 ? s.data : slice(s.data, s.rows, s.cols)]));
-      out[g.index] = r;
-      patchRow += p.patches;
-      tokenRow += p.tokens;
     });
   }
 

@@ -72,3 +72,32 @@ for (const family of ['qwen3_5-tiny', 'qwen3_vl-tiny', 'gemma4-tiny']) {
     });
   });
 }
+
+describe('encodeBatch under a memoryBudget', () => {
+  it('splits the batch where activations would pass the budget; results are unchanged', async () => {
+    const model = join(FIXTURES, 'qwen3_5-tiny', 'model');
+    const files = ['coffee.png', 'astronaut.jpg', 'camera_gray.png'].map((f) => join(IMAGES, f));
+    const free = await VisionTower.open(model, { backend: 'cpu', residency: 'resident' });
+    const whole = await free.encodeBatch(files);
+    const estimates = await Promise.all(files.map((f) => free.estimate(f)));
+    const one = estimates.reduce((a, b) => (a.peakBytes >= b.peakBytes ? a : b));
+    const firstImages = new Set<number>();
+    await free.encodeBatch(files, { onProgress: (p) => firstImages.add(p.image) });
+    expect([...firstImages]).toEqual([0]); // no budget: one group
+    await free.close();
+
+    // Room for the weights and the largest image's activations, never two images'.
+    const tight = await VisionTower.open(model, { backend: 'cpu', residency: 'resident', memoryBudget: one.peakBytes + 1024 });
+    const seen = new Set<number>();
+    const split = await tight.encodeBatch(files, { onProgress: (p) => seen.add(p.image) });
+    expect([...seen]).toEqual([0, 1, 2]); // three groups, one image each
+    split.forEach((r, i) => expect((r as EncodeResult).embeddings).toEqual((whole[i] as EncodeResult).embeddings));
+    // An image whose own peak passes the budget is refused before any work.
+    const small = await VisionTower.open(model, { backend: 'cpu', residency: 'resident', memoryBudget: one.weightBytes + 4096 });
+    const refused = await small.encodeBatch([files[0]!]);
+    expect(estimates[0]!.peakBytes).toBeGreaterThan(one.weightBytes + 4096);
+    expect((refused[0] as TesseraError).code).toBe('ERR_IMAGE_TOO_LARGE');
+    await tight.close();
+    await small.close();
+  });
+});
