@@ -1,0 +1,103 @@
+#!/usr/bin/env node
+// Writes a synthetic 26B/31B-style Gemma 4 vision tower (27 blocks, hidden 1152, 16 heads of 72,
+// MLP 4304, position tables 2 x 10240, standardisation on, no clamps, projection to 2816; random
+// bf16 weights) as an HF checkpoint folder, for benchmarks. Never committed:
+//   node scripts/make-synthetic-gemma4.mjs [outdir]     (default bench/out/gemma4-synthetic)
+import { closeSync, existsSync, mkdirSync, openSync, writeFileSync, writeSync } from 'node:fs';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+
+const root = fileURLToPath(new URL('..', import.meta.url));
+const defaultOut = join(root, 'bench', 'out', 'gemma4-synthetic');
+
+/** The 26B-A4B / 31B vision config (specs/gemma4-vision.md §1); T = 26B-A4B's text width. */
+export const GEMMA4_LARGE = {
+  hidden_size: 1152, intermediate_size: 4304, num_hidden_layers: 27, num_attention_heads: 16, num_key_value_heads: 16,
+  head_dim: 72, position_embedding_size: 10240, text_hidden: 2816,
+};
+
+export function gemma4Tensors(v = GEMMA4_LARGE) {
+  const D = v.hidden_size, F = v.intermediate_size, Q = v.num_attention_heads * v.head_dim, hd = v.head_dim;
+  const t = [
+    ['vision_tower.patch_embedder.input_proj.weight', [D, 768], 'w'],
+    ['vision_tower.patch_embedder.position_embedding_table', [2, v.position_embedding_size, D], 'e'],
+  ];
+  for (let l = 0; l < v.num_hidden_layers; l++) {
+    const p = `vision_tower.encoder.layers.${l}.`;
+    t.push(
+      [p + 'input_layernorm.weight', [D], 'one'], [p + 'post_attention_layernorm.weight', [D], 'one'],
+      [p + 'pre_feedforward_layernorm.weight', [D], 'one'], [p + 'post_feedforward_layernorm.weight', [D], 'one'],
+      [p + 'self_attn.q_proj.linear.weight', [Q, D], 'w'], [p + 'self_attn.k_proj.linear.weight', [Q, D], 'w'],
+      [p + 'self_attn.v_proj.linear.weight', [Q, D], 'w'], [p + 'self_attn.o_proj.linear.weight', [D, Q], 'w'],
+      [p + 'self_attn.q_norm.weight', [hd], 'one'], [p + 'self_attn.k_norm.weight', [hd], 'one'],
+      [p + 'mlp.gate_proj.linear.weight', [F, D], 'w'], [p + 'mlp.up_proj.linear.weight', [F, D], 'w'],
+      [p + 'mlp.down_proj.linear.weight', [D, F], 'w'],
+    );
+  }
+  t.push(
+    ['vision_tower.std_bias', [D], 'b'], ['vision_tower.std_scale', [D], 'one'],
+    ['embed_vision.embedding_projection.weight', [v.text_hidden, D], 'w'],
+  );
+  return t.map(([name, shape, kind]) => ({ name: 'model.' + name, shape, kind }));
+}
+
+// xorshift32: fast, deterministic. Weights ~ U(-a, a) with a = sqrt(3 / fan_in) (unit-variance outputs).
+function fill(buf, kind, fanIn, seed) {
+  let s = seed >>> 0 || 1;
+  const scale = kind === 'w' ? Math.sqrt(3 / fanIn) : kind === 'e' ? 0.5 : 0.02;
+  const f32 = new Float32Array(1);
+  const u32 = new Uint32Array(f32.buffer);
+  for (let i = 0; i < buf.length / 2; i++) {
+    s ^= s << 13; s >>>= 0; s ^= s >>> 17; s ^= s << 5; s >>>= 0;
+    f32[0] = kind === 'one' ? 1 : ((s / 4294967296) * 2 - 1) * scale;
+    buf.writeUInt16LE(u32[0] >>> 16, i * 2);
+  }
+}
+
+function writeSafetensorsBf16(path, tensors, seed = 1) {
+  const header = {};
+  let offset = 0;
+  for (const t of tensors) {
+    const bytes = t.shape.reduce((a, b) => a * b, 1) * 2;
+    header[t.name] = { dtype: 'BF16', shape: t.shape, data_offsets: [offset, offset + bytes] };
+    offset += bytes;
+  }
+  let text = JSON.stringify(header);
+  text += ' '.repeat((8 - (text.length % 8)) % 8);
+  const fd = openSync(path, 'w');
+  const len = Buffer.alloc(8);
+  len.writeBigUInt64LE(BigInt(text.length));
+  writeSync(fd, len);
+  writeSync(fd, Buffer.from(text));
+  tensors.forEach((t, i) => {
+    const n = t.shape.reduce((a, b) => a * b, 1);
+    const buf = Buffer.alloc(n * 2);
+    fill(buf, t.kind, t.shape.length > 1 ? t.shape.at(-1) : 1, seed * 7919 + i);
+    writeSync(fd, buf);
+  });
+  closeSync(fd);
+}
+
+export function makeSyntheticGemma4(dir = defaultOut, v = GEMMA4_LARGE) {
+  if (existsSync(join(dir, 'model.safetensors'))) return dir;
+  mkdirSync(dir, { recursive: true });
+  const { text_hidden, ...vision } = v;
+  writeFileSync(join(dir, 'config.json'), JSON.stringify({
+    model_type: 'gemma4',
+    vision_config: {
+      model_type: 'gemma4_vision', ...vision, hidden_activation: 'gelu_pytorch_tanh', rms_norm_eps: 1e-6,
+      rope_parameters: { rope_theta: 100.0, rope_type: 'default' }, patch_size: 16, pooling_kernel_size: 3,
+      use_clipped_linears: false, standardize: true,
+    },
+    text_config: { model_type: 'gemma4_text', hidden_size: text_hidden },
+  }, null, 2));
+  writeFileSync(join(dir, 'preprocessor_config.json'), JSON.stringify({
+    patch_size: 16, max_soft_tokens: 280, pooling_kernel_size: 3, do_resize: true, resample: 3, do_rescale: true,
+    rescale_factor: 1 / 255, do_normalize: false, image_mean: [0, 0, 0], image_std: [1, 1, 1], do_convert_rgb: true,
+    image_processor_type: 'Gemma4ImageProcessor', processor_class: 'Gemma4Processor',
+  }, null, 2));
+  writeSafetensorsBf16(join(dir, 'model.safetensors'), gemma4Tensors(v));
+  return dir;
+}
+
+if (import.meta.url === `file://${process.argv[1]}`) console.log(makeSyntheticGemma4(process.argv[2]));
