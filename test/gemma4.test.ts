@@ -2,7 +2,7 @@
 // every stage of every fixture case from HF's pixel_values within 1e-4 (max abs error over max abs
 // reference), from the HF folder, the llama.cpp mmproj GGUF (f16 matrices: expected_gguf/) and
 // Ollama-layout GGUF files written here (per-linear and packed clamps).
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 
@@ -199,5 +199,43 @@ describe('gemma4-tiny packed clamps: all-zero entries mean "no clamp"', () => {
     const zeros = await run('packed-zeros');
     expect(relErr(zeros, none)).toBe(0);
     expect(relErr(none, ref['projected']!.f32())).toBeGreaterThan(1e-3);
+  });
+});
+
+describe('gemma4-tiny mmproj fuzz through the tower', () => {
+  it('byte-flipped files either encode or fail with a TesseraError, never crash', async () => {
+    let seed = 12345;
+    const rand = () => {
+      seed ^= seed << 13;
+      seed ^= seed >>> 17;
+      seed ^= seed << 5;
+      return (seed >>> 0) / 2 ** 32;
+    };
+    const fixture = readFileSync(GEMMA4_MMPROJ);
+    const { pixelValues, positions } = input('rocket_thin');
+    const outcomes: string[] = [];
+    for (let i = 0; i < 16; i++) {
+      const b = Buffer.from(fixture);
+      for (let f = 0; f < 3; f++) {
+        // Mostly the header (metadata, tensor infos), sometimes the data.
+        const at = Math.floor(rand() * (rand() < 0.7 ? 8256 : b.length));
+        b[at] = Math.floor(rand() * 256);
+      }
+      const path = join(tmp, `fuzz-${i}.gguf`);
+      writeFileSync(path, b);
+      try {
+        const tower = await VisionTower.open(path, { backend: 'cpu' });
+        try {
+          await tower.encodePixels({ pixelValues, positions });
+          outcomes.push('ok');
+        } finally {
+          await tower.close();
+        }
+      } catch (e) {
+        expect(e).toBeInstanceOf(TesseraError);
+        outcomes.push((e as TesseraError).code);
+      }
+    }
+    expect(outcomes.length).toBe(16);
   });
 });
