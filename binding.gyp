@@ -7,7 +7,8 @@
       ],
       "include_dirs": [
         "<!(node -p \"require('node-addon-api').include_dir\")",
-        "native"
+        "native",
+        "<!(node tools/mslemu/prepass.mjs headers)"
       ],
       "defines": [
         "NAPI_VERSION=8",
@@ -72,7 +73,8 @@
     {
       "include_dirs": [
         "native",
-        "test/native"
+        "test/native",
+        "<!(node tools/mslemu/prepass.mjs headers)"
       ],
       "defines": [],
       "cflags!": [

@@ -8,12 +8,12 @@ kernel void gather_sum(device float* y [[buffer(0)]], device const uchar* table 
                        constant kargs::Gather& p [[buffer(4)]], uint2 gid [[thread_position_in_grid]])
 {
     if (gid.x >= p.cols || gid.y >= p.rows) return;
-    float s = 0.0f;
+    device float* out = y + gid.y * p.ldy + gid.x;
+    float s = p.accumulate != 0 ? *out : 0.0f;   // the CPU backend's order: y, then each tap in turn
     for (uint t = 0; t < p.taps; t++) {
         const int r = idx[gid.y * p.taps + t];
         if (r < 0 || uint(r) >= p.table_rows) continue;
         s += wt[gid.y * p.taps + t] * load_any(table, p.table_type, uint(r) * p.ldt + gid.x);
     }
-    device float* out = y + gid.y * p.ldy + gid.x;
-    *out = p.accumulate != 0 ? *out + s : s;
+    *out = s;
 }

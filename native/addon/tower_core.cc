@@ -3,11 +3,13 @@
 #include "common/error.h"
 #include "cpu/cpu_backend.h"
 #include "io/weight_store_factory.h"
+#include "metal/metal_backend.h"
 
 namespace tessera::addon {
 
 std::unique_ptr<gpu::Backend> make_backend(const std::string& name, int threads) {
   if (name == "cpu") return cpu::make_cpu_backend(threads);
+  if (name == "metal" || name == "metal-emulated") return mtl::make_metal_backend(name);
   fail(Code::BackendUnavailable, "backend '" + name + "' is not available in this build");
 }
 

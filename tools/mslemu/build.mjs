@@ -13,7 +13,8 @@ import path from 'node:path';
 import { ROOT, generate, metalFiles } from './prepass.mjs';
 
 const args = new Set(process.argv.slice(2));
-const quiet = args.has('--quiet');
+
+let quiet = args.has('--quiet');
 const log = (m) => { if (!quiet) console.log(`mslemu: ${m}`); };
 const OUT = path.join(ROOT, 'build', 'mslemu');
 
@@ -83,7 +84,8 @@ function prepassAll(files, gendir) {
   });
 }
 
-export async function build({ asan = false } = {}) {
+export async function build({ asan = false, quiet: q = quiet } = {}) {
+  quiet = q;
   const tc = findClang();
   fs.mkdirSync(OUT, { recursive: true });
   if (!tc.cxx) {

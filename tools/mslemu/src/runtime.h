@@ -1,8 +1,6 @@
 // Internal state of the emulator's runtime, shared by scheduler.cpp (one threadgroup at a time on one
 // worker) and run.cpp (dispatch, groups, workers, watchdog, signals).
 #pragma once
-#include <ucontext.h>
-
 #include <atomic>
 #include <map>
 #include <random>
@@ -16,7 +14,7 @@ namespace mslemu {
 
 enum LaneState { RUNNABLE, AT_BARRIER, AT_COLL, DONE, FAILED };
 struct Lane {
-  ucontext_t ctx;
+  Fiber ctx;
   Invocation inv;
   LaneState st = RUNNABLE;
   Site site{nullptr, 0};  // last barrier or collective reached
@@ -37,7 +35,7 @@ constexpr size_t kTgMemory = 32 * 1024;  // Apple silicon's maxThreadgroupMemory
 
 struct Group {
   std::vector<Lane> lanes;
-  ucontext_t sched;
+  Fiber sched;
   KernelFn fn = nullptr;
   const Dispatch* d = nullptr;
   const RunOptions* opt = nullptr;

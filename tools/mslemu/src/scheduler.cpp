@@ -47,21 +47,23 @@ static bool same_site(const Site& a, const Site& b) {
 static void lane_entry() {
   Lane* me = L;
   G->fn(me->inv);
-  me->st = DONE;  // uc_link returns to the scheduler
+  me->st = DONE;
+  fiber_switch(&me->ctx, &G->sched);  // never resumed
+  __builtin_trap();
 }
 
 [[noreturn]] void kernel_fail(const char* msg) {
   if (!L) throw Abort{msg};
   G->error = msg;
   L->st = FAILED;
-  swapcontext(&L->ctx, &G->sched);
+  fiber_switch(&L->ctx, &G->sched);
   __builtin_trap();  // a failed lane is never resumed
 }
 
 static void park() {
   g_switches.fetch_add(1, std::memory_order_relaxed);
   g_progress.fetch_add(1, std::memory_order_relaxed);
-  swapcontext(&L->ctx, &G->sched);
+  fiber_switch(&L->ctx, &G->sched);
 }
 
 void collective(Coll op, Site s, void* in, void* out, long arg, CollFn fn) {
@@ -207,7 +209,7 @@ void run_group(U3 gpos, std::vector<void*>& bufs, std::vector<size_t>& sizes) {
                        U3{gpos.x * d.threads.x + tp.x, gpos.y * d.threads.y + tp.y, gpos.z * d.threads.z + tp.z}, tp, gpos,
                        d.threads, d.groups, U3{d.groups.x * d.threads.x, d.groups.y * d.threads.y, d.groups.z * d.threads.z},
                        ui, ui % 32, ui / 32, nsg, 32};
-    fiber_make(&l.ctx, G->stacks.stack(size_t(i)), &G->sched, lane_entry);
+    fiber_make(&l.ctx, G->stacks.stack(size_t(i)), lane_entry);
   }
   std::vector<int> all(static_cast<size_t>(n));
   for (int i = 0; i < n; i++) all[size_t(i)] = i;
@@ -219,7 +221,7 @@ void run_group(U3 gpos, std::vector<void*>& bufs, std::vector<size_t>& sizes) {
       if (l.st != RUNNABLE) continue;
       L = &l;
       g_switches.fetch_add(1, std::memory_order_relaxed);
-      swapcontext(&G->sched, &l.ctx);
+      fiber_switch(&G->sched, &l.ctx);
       L = nullptr;
       if (l.st == FAILED) throw Abort{G->error + " (thread " + std::to_string(i) + ")"};
       if (l.st == AT_COLL) try_simd(i / 32);

@@ -1,0 +1,13 @@
+// make_metal_executor() where device.mm is not built (every platform but macOS): `metal` is unavailable.
+#include "common/error.h"
+#include "metal/device.h"
+
+#if !defined(TESSERA_HAVE_METAL)
+namespace tessera::mtl {
+
+std::unique_ptr<Executor> make_metal_executor() {
+  fail(Code::BackendUnavailable, "backend 'metal' needs macOS with a Metal GPU; on Linux use 'metal-emulated' (the same kernels on the MSL emulator)");
+}
+
+}  // namespace tessera::mtl
+#endif

@@ -1,0 +1,208 @@
+#include "metal/emu_executor.h"
+
+#include <dlfcn.h>
+
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <map>
+#include <cstring>
+#include <fstream>
+#include <mutex>
+#include <sstream>
+#include <thread>
+
+#include "common/aligned.h"
+#include "common/error.h"
+#include "metal/mslemu_api.h"
+
+namespace tessera::mtl {
+namespace {
+
+struct Library {
+  mslemu_run_fn run = nullptr;
+  mslemu_kernel_fn kernel = nullptr;
+  std::string error;  // why it could not be loaded
+  std::string path;
+};
+
+// build/Release/<addon or native_tests> -> build/mslemu/libtessera_mslemu.so
+std::string default_path() {
+  Dl_info info{};
+  if (!dladdr(reinterpret_cast<void*>(&default_path), &info) || !info.dli_fname) return "build/mslemu/libtessera_mslemu.so";
+  std::string self = info.dli_fname;
+  const size_t slash = self.rfind('/');
+  const std::string dir = slash == std::string::npos ? "." : self.substr(0, slash);
+  return dir + "/../mslemu/libtessera_mslemu.so";
+}
+
+const Library& library() {
+  static Library lib;
+  static std::once_flag once;
+  std::call_once(once, [] {
+    const char* env = std::getenv("TESSERA_MSLEMU_LIB");
+    lib.path = env && *env ? env : default_path();
+    void* h = dlopen(lib.path.c_str(), RTLD_NOW | RTLD_LOCAL);
+    if (!h) {
+      std::string reason;
+      std::ifstream st(lib.path.substr(0, lib.path.rfind('/') + 1) + "status.json");
+      if (st) {
+        std::stringstream ss;
+        ss << st.rdbuf();
+        const std::string s = ss.str();
+        const size_t r = s.find("\"reason\": \"");
+        if (r != std::string::npos) reason = s.substr(r + 11, s.find('"', r + 11) - r - 11);
+      }
+      lib.error = "backend 'metal-emulated' needs the MSL emulator library " + lib.path + ", which `node tools/mslemu/build.mjs` builds with clang >= 15" +
+                  (reason.empty() ? std::string(" (") + dlerror() + ")" : " (" + reason + ")");
+      return;
+    }
+    auto abi = reinterpret_cast<mslemu_abi_fn>(dlsym(h, "mslemu_abi"));
+    lib.run = reinterpret_cast<mslemu_run_fn>(dlsym(h, "mslemu_run"));
+    lib.kernel = reinterpret_cast<mslemu_kernel_fn>(dlsym(h, "mslemu_kernel"));
+    if (!abi || !lib.run || !lib.kernel || abi() != TESSERA_MSLEMU_ABI) {
+      lib.error = "the MSL emulator library " + lib.path + " is from another version of tessera: rebuild it with `node tools/mslemu/build.mjs`";
+      lib.run = nullptr;
+    }
+  });
+  return lib;
+}
+
+struct EmuBuffer : gpu::Buffer {
+  AlignedBuffer storage;  // empty when wrapping host memory
+};
+
+class EmuExecutor final : public Executor {
+ public:
+  explicit EmuExecutor(const EmuOptions& o) : opt_(o), lib_(library()) {
+    if (!lib_.run) fail(Code::BackendUnavailable, lib_.error);
+    lim_.max_buffer = uint64_t(1) << 40;
+  }
+  ~EmuExecutor() override {
+    for (gpu::Buffer* b : live_) delete b;
+    if (!profile_.empty()) {  // TESSERA_MSLEMU_PROFILE=1: where the emulator's time went
+      for (auto& kv : profile_) std::fprintf(stderr, "mslemu profile: %-20s %6d dispatches %9.1f ms\n", kv.first.c_str(), kv.second.first, kv.second.second);
+    }
+  }
+  const char* name() const override { return "mslemu"; }
+  const DeviceLimits& limits() const override { return lim_; }
+
+  gpu::Buffer* wrap(void* host, size_t bytes) override {
+    auto* b = new EmuBuffer();
+    b->host = host;
+    b->bytes = bytes;
+    live_.push_back(b);
+    return b;
+  }
+  gpu::Buffer* alloc(size_t bytes) override {
+    auto* b = new EmuBuffer();
+    try {
+      b->storage = AlignedBuffer(std::max<size_t>(bytes, 16));
+    } catch (...) {
+      delete b;
+      throw;
+    }
+    std::memset(b->storage.data(), opt_.poison, b->storage.size());  // "uninitialised": poisoned
+    b->host = b->storage.data();
+    b->bytes = bytes;
+    live_.push_back(b);
+    return b;
+  }
+  void release(gpu::Buffer* buf) override {
+    for (size_t i = 0; i < live_.size(); i++)
+      if (live_[i] == buf) {
+        live_.erase(live_.begin() + long(i));
+        delete buf;
+        return;
+      }
+    fail(Code::Internal, "internal: release of a buffer this executor does not own");
+  }
+  uint32_t max_threads(const KernelInfo& k) override {
+    MslemuKernel info{};
+    if (!lib_.kernel(k.name, &info))
+      fail(Code::Internal, std::string("internal: the MSL emulator library has no kernel ") + k.name + ": rebuild it with `node tools/mslemu/build.mjs`");
+    return info.max_threads;
+  }
+  void record(const Dispatch& d) override { batch_.push_back(d); }
+  void commit(std::function<void(const std::string&)> done) override {
+    std::vector<Dispatch> work;
+    work.swap(batch_);
+    std::string err;
+    for (const Dispatch& d : work) {
+      err = run(d);
+      if (!err.empty()) break;
+    }
+    if (done) done(err);
+  }
+  void wait_all() override {}  // commit runs synchronously
+
+  void set_options(const EmuOptions& o) { opt_ = o; }
+
+ private:
+  std::string run(const Dispatch& d) {
+    std::vector<MslemuBuffer> bufs;
+    for (const BufferBinding& b : d.buffers) {
+      char* p = static_cast<char*>(b.buf->host) + b.offset;
+      if (b.access == Access::Write) std::memset(p, opt_.poison, b.bytes);
+      bufs.push_back({b.index, p, b.bytes});
+    }
+    for (const BytesBinding& b : d.bytes) bufs.push_back({b.index, const_cast<uint8_t*>(b.data), b.size});
+    std::vector<MslemuTgMem> tg;
+    for (const TgMemBinding& t : d.tgmem) tg.push_back({t.index, t.bytes});
+    MslemuDispatch md{d.kernel->name, bufs.data(), uint32_t(bufs.size()), tg.data(), uint32_t(tg.size()),
+                      {d.groups.x, d.groups.y, d.groups.z}, {d.threads.x, d.threads.y, d.threads.z}};
+    MslemuOptions mo{opt_.schedule, opt_.seed, opt_.poison, opt_.workers};
+    char err[4096] = {0};
+    const auto t0 = std::chrono::steady_clock::now();
+    const int32_t rc = lib_.run(&md, &mo, err, sizeof err);
+    if (profiling_) {
+      auto& e = profile_[d.kernel->name];
+      e.first++;
+      e.second += std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+    }
+    return rc == 0 ? std::string() : std::string(err);
+  }
+
+  EmuOptions opt_;
+  const Library& lib_;
+  DeviceLimits lim_;
+  std::vector<gpu::Buffer*> live_;
+  std::vector<Dispatch> batch_;
+  bool profiling_ = std::getenv("TESSERA_MSLEMU_PROFILE") != nullptr;
+  std::map<std::string, std::pair<int, double>> profile_;
+};
+
+}  // namespace
+
+EmuOptions EmuOptions::from_env() {
+  EmuOptions o;
+  if (const char* s = std::getenv("TESSERA_MSLEMU_SCHEDULE")) {
+    const std::string v = s;
+    if (v == "reverse") o.schedule = 1;
+    else if (v.rfind("shuffled", 0) == 0) {
+      o.schedule = 2;
+      if (v.size() > 9) o.seed = std::strtoull(v.c_str() + 9, nullptr, 10);
+    }
+  }
+  if (const char* s = std::getenv("TESSERA_MSLEMU_POISON")) o.poison = uint8_t(std::strtoul(s, nullptr, 16));
+  const unsigned hw = std::max(1u, std::thread::hardware_concurrency());
+  o.workers = int(std::min(hw, 2u));
+  if (const char* s = std::getenv("MSLEMU_WORKERS")) o.workers = std::max(1, std::atoi(s));
+  return o;
+}
+
+bool emulator_available(std::string* why) {
+  const Library& lib = library();
+  if (why) *why = lib.run ? lib.path : lib.error;
+  return lib.run != nullptr;
+}
+
+std::unique_ptr<Executor> make_emu_executor(const EmuOptions& o) { return std::make_unique<EmuExecutor>(o); }
+
+void set_emu_options(Executor& ex, const EmuOptions& o) {
+  auto* e = dynamic_cast<EmuExecutor*>(&ex);
+  if (!e) fail(Code::Internal, "internal: set_emu_options on a non-emulator executor");
+  e->set_options(o);
+}
+
+}  // namespace tessera::mtl

@@ -1,0 +1,30 @@
+// EmuExecutor: runs dispatches on the MSL emulator (build/mslemu/libtessera_mslemu.so, dlopened at run
+// time so the addon itself never needs clang). Scratch is filled with the poison byte, outputs the op layer
+// marks write-only are re-poisoned before each dispatch, so a kernel that reads what it never wrote, or
+// forgets to write something, gives different results under the two poisons.
+#pragma once
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "metal/dispatch.h"
+
+namespace tessera::mtl {
+
+struct EmuOptions {
+  int schedule = 0;  // 0 forward, 1 reverse, 2 shuffled (seeded)
+  uint64_t seed = 1;
+  uint8_t poison = 0xFF;
+  int workers = 2;  // threads for a dispatch's threadgroups (forward schedule only)
+  // TESSERA_MSLEMU_SCHEDULE=forward|reverse|shuffled:SEED, TESSERA_MSLEMU_POISON=ff|55, MSLEMU_WORKERS=N
+  static EmuOptions from_env();
+};
+
+// ERR_BACKEND_UNAVAILABLE (saying why and how to build it) when the emulator library is missing.
+std::unique_ptr<Executor> make_emu_executor(const EmuOptions& o);
+// Where the library is looked for; "" with *why set when it cannot be loaded.
+bool emulator_available(std::string* why);
+// Changes the schedule/poison of an executor made by make_emu_executor (tests: the four-run check).
+void set_emu_options(Executor& ex, const EmuOptions& o);
+
+}  // namespace tessera::mtl

@@ -1,0 +1,139 @@
+#include "metal/metal_backend.h"
+
+#include <cmath>
+#include <cstring>
+#include <mutex>
+
+#include "common/error.h"
+#include "metal/device.h"
+#include "metal/emu_executor.h"
+#include "metal/ops.h"
+
+namespace tessera::mtl {
+namespace {
+
+class MetalBackend final : public gpu::Backend {
+ public:
+  MetalBackend(std::unique_ptr<Executor> ex, std::string name) : ex_(std::move(ex)), name_(std::move(name)) {}
+  ~MetalBackend() override {
+    try {
+      flush();
+      ex_->wait_all();
+    } catch (...) {
+    }
+  }
+
+  const char* name() const override { return name_.c_str(); }
+
+  gpu::Buffer* alloc(size_t bytes) override { return ex_->alloc(bytes); }
+  gpu::Buffer* wrap_host(void* host, size_t bytes) override { return ex_->wrap(host, bytes); }
+  void release(gpu::Buffer* buf) override {
+    if (buf) ex_->release(buf);
+  }
+  void upload(gpu::Buffer* dst, size_t offset, const void* src, size_t bytes) override {
+    detail::require(dst && (bytes == 0 || dst->host), "upload", "destination has no host memory");
+    detail::require(offset <= dst->bytes && bytes <= dst->bytes - offset, "upload",
+                    std::to_string(bytes) + " bytes at offset " + std::to_string(offset) + " pass the end of a " + std::to_string(dst->bytes) +
+                        "-byte buffer");
+    finish();  // recorded work may still read the old contents (shared memory, no staging copy)
+    if (bytes) std::memcpy(static_cast<char*>(dst->host) + offset, src, bytes);
+  }
+  void download(void* dst, const gpu::Tensor& src) override {
+    detail::require_tensor(src, "download", "src");
+    finish();
+    const size_t row = size_t(src.cols) * dtype_size(src.dtype);
+    for (int64_t r = 0; r < src.rows; ++r) std::memcpy(static_cast<char*>(dst) + size_t(r) * row, src.host_ptr<char>(r), row);
+  }
+
+  void linear(const gpu::Tensor& y, const gpu::Tensor& x, const gpu::Tensor& w, const gpu::LinearArgs& a) override { rec([&] { encode_linear(*ex_, y, x, w, a); }); }
+  void layer_norm(const gpu::Tensor& y, const gpu::Tensor& x, const gpu::Tensor& g, const gpu::Tensor& b, float eps) override {
+    rec([&] { encode_layer_norm(*ex_, y, x, g, b, eps); });
+  }
+  void rms_norm(const gpu::Tensor& y, const gpu::Tensor& x, const gpu::Tensor* w, int64_t group, float eps) override {
+    rec([&] { encode_rms_norm(*ex_, y, x, w, group, eps); });
+  }
+  void activation(const gpu::Tensor& y, const gpu::Tensor& x, gpu::Act act) override { rec([&] { encode_activation(*ex_, y, x, act); }); }
+  void add(const gpu::Tensor& y, const gpu::Tensor& a, const gpu::Tensor& b) override { rec([&] { encode_add(*ex_, y, a, b); }); }
+  void mul(const gpu::Tensor& y, const gpu::Tensor& a, const gpu::Tensor& b) override { rec([&] { encode_mul(*ex_, y, a, b); }); }
+  void affine(const gpu::Tensor& y, const gpu::Tensor& x, const gpu::Tensor* sub, const gpu::Tensor* m, float scale) override {
+    rec([&] { encode_affine(*ex_, y, x, sub, m, scale); });
+  }
+  void clamp(const gpu::Tensor& y, const gpu::Tensor& x, float lo, float hi) override { rec([&] { encode_clamp(*ex_, y, x, lo, hi); }); }
+  void rope(const gpu::Tensor& x, const gpu::Tensor& c, const gpu::Tensor& s, int64_t heads, int64_t hd, int64_t sections) override {
+    rec([&] { encode_rope(*ex_, x, c, s, heads, hd, sections); });
+  }
+  void attention(const gpu::Tensor& out, const gpu::Tensor& q, const gpu::Tensor& k, const gpu::Tensor& v, int64_t heads, int64_t hd, float scale,
+                 const std::vector<gpu::Segment>& segments) override {
+    rec([&] { encode_attention(*ex_, out, q, k, v, heads, hd, scale, segments); });
+  }
+  void gather_sum(const gpu::Tensor& y, const gpu::Tensor& table, gpu::Buffer* lookup, int64_t taps, bool accumulate) override {
+    rec([&] { encode_gather_sum(*ex_, y, table, lookup, taps, accumulate); });
+  }
+
+  // Shared memory: the scan runs on the host once the GPU is done (N x D, next to a block's GEMMs).
+  int64_t count_nonfinite(const gpu::Tensor& x, int64_t* first) override {
+    detail::require_f32(x, "count_nonfinite", "x");
+    finish();
+    int64_t n = 0;
+    for (int64_t r = 0; r < x.rows; ++r) {
+      const float* row = x.host_ptr<float>(r);
+      for (int64_t c = 0; c < x.cols; ++c)
+        if (!std::isfinite(row[c])) {
+          if (n == 0 && first) *first = r * x.cols + c;
+          ++n;
+        }
+    }
+    return n;
+  }
+
+  void submit(std::function<void()> on_complete) override {
+    dirty_ = false;
+    ex_->commit([this, cb = std::move(on_complete)](const std::string& err) {
+      if (!err.empty()) {
+        std::lock_guard<std::mutex> lock(mu_);
+        if (error_.empty()) error_ = err;
+      }
+      if (cb) cb();  // slots are released even after a failure; the error surfaces at the next wait
+    });
+  }
+  void finish() override {
+    flush();
+    ex_->wait_all();
+    std::string err;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      err.swap(error_);
+    }
+    if (!err.empty()) fail(Code::Gpu, name_ + ": " + err);
+  }
+
+ private:
+  template <class F>
+  void rec(F f) {
+    f();
+    dirty_ = true;
+  }
+  void flush() {
+    if (dirty_) submit(nullptr);
+  }
+
+  std::unique_ptr<Executor> ex_;
+  std::string name_;
+  bool dirty_ = false;
+  std::mutex mu_;
+  std::string error_;
+};
+
+}  // namespace
+
+std::unique_ptr<gpu::Backend> make_metal_backend(std::unique_ptr<Executor> ex, const std::string& name) {
+  return std::make_unique<MetalBackend>(std::move(ex), name);
+}
+
+std::unique_ptr<gpu::Backend> make_metal_backend(const std::string& name) {
+  if (name == "metal-emulated") return make_metal_backend(make_emu_executor(EmuOptions::from_env()), name);
+  if (name == "metal") return make_metal_backend(make_metal_executor(), name);
+  fail(Code::BackendUnavailable, "unknown Metal backend '" + name + "'");
+}
+
+}  // namespace tessera::mtl

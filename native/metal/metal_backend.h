@@ -1,0 +1,19 @@
+// The Metal backend: gpu::Backend over an Executor. `metal` drives the GPU through device.mm (macOS);
+// `metal-emulated` runs the same MSL kernels through the same op layer on the MSL emulator (Linux, when
+// build/mslemu/libtessera_mslemu.so was built with clang >= 15). Ops are recorded into one batch per stage
+// and run on submit(); download / count_nonfinite / upload wait for the work issued before them.
+#pragma once
+#include <memory>
+#include <string>
+
+#include "gpu/backend.h"
+#include "metal/dispatch.h"
+
+namespace tessera::mtl {
+
+// name: "metal" or "metal-emulated"; ERR_BACKEND_UNAVAILABLE (saying why) where it cannot run.
+std::unique_ptr<gpu::Backend> make_metal_backend(const std::string& name);
+// The backend over a given executor (tests: an EmuExecutor with chosen schedule and poison).
+std::unique_ptr<gpu::Backend> make_metal_backend(std::unique_ptr<Executor> ex, const std::string& name);
+
+}  // namespace tessera::mtl

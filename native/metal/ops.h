@@ -1,0 +1,43 @@
+// The Metal op layer: one encode function per op of gpu/backend.h. Each checks shapes (ERR_INVALID_ARGUMENT
+// naming the op and the operand), picks the kernel variant and grid, fills Dispatches, validate()s them and
+// records them on the executor. Never includes Metal or emulator headers: the same code drives the GPU and
+// the emulator.
+#pragma once
+#include <string>
+#include <vector>
+
+#include "gpu/backend.h"
+#include "metal/dispatch.h"
+
+namespace tessera::mtl {
+
+void encode_linear(Executor& ex, const gpu::Tensor& y, const gpu::Tensor& x, const gpu::Tensor& w, const gpu::LinearArgs& a);
+void encode_layer_norm(Executor& ex, const gpu::Tensor& y, const gpu::Tensor& x, const gpu::Tensor& gamma, const gpu::Tensor& beta, float eps);
+void encode_rms_norm(Executor& ex, const gpu::Tensor& y, const gpu::Tensor& x, const gpu::Tensor* weight, int64_t group, float eps);
+void encode_activation(Executor& ex, const gpu::Tensor& y, const gpu::Tensor& x, gpu::Act act);
+void encode_clamp(Executor& ex, const gpu::Tensor& y, const gpu::Tensor& x, float lo, float hi);
+void encode_add(Executor& ex, const gpu::Tensor& y, const gpu::Tensor& a, const gpu::Tensor& b);
+void encode_mul(Executor& ex, const gpu::Tensor& y, const gpu::Tensor& a, const gpu::Tensor& b);
+void encode_affine(Executor& ex, const gpu::Tensor& y, const gpu::Tensor& x, const gpu::Tensor* sub, const gpu::Tensor* mul, float scale);
+void encode_rope(Executor& ex, const gpu::Tensor& x, const gpu::Tensor& cos, const gpu::Tensor& sin, int64_t heads, int64_t head_dim,
+                 int64_t sections);
+void encode_attention(Executor& ex, const gpu::Tensor& out, const gpu::Tensor& q, const gpu::Tensor& k, const gpu::Tensor& v,
+                      int64_t heads, int64_t head_dim, float scale, const std::vector<gpu::Segment>& segments);
+void encode_gather_sum(Executor& ex, const gpu::Tensor& y, const gpu::Tensor& table, gpu::Buffer* lookup, int64_t taps, bool accumulate);
+
+namespace detail {
+// Shared by the encode functions.
+[[noreturn]] void bad_arg(const char* op, const std::string& what);
+void require(bool cond, const char* op, const std::string& what);
+void require_tensor(const gpu::Tensor& t, const char* op, const char* name);            // bound, non-negative, ld >= cols
+void require_f32(const gpu::Tensor& t, const char* op, const char* name);
+void require_shape(const gpu::Tensor& t, int64_t rows, int64_t cols, const char* op, const char* name);
+std::string shape(const gpu::Tensor& t);
+uint32_t u32(int64_t v, const char* op, const char* what);                              // range-checked
+uint32_t div_up(uint64_t a, uint64_t b);
+// Marks Write bindings that overlap a read binding of the same buffer as ReadWrite (in-place ops), then
+// validates and records.
+void submit(Executor& ex, Dispatch& d);
+}  // namespace detail
+
+}  // namespace tessera::mtl

@@ -1,0 +1,56 @@
+// attention: one dispatch per segment (the rows of one image attend to each other only), tiled with an
+// online softmax in attention.metal. The key tile is 32 rows, or 16 when 32 would not fit in 32 KiB.
+#include "metal/ops.h"
+#include "tessera_kargs.h"  // metal/shared/args.h (build/metal, generated)
+
+namespace tessera::mtl {
+using namespace detail;
+
+static constexpr int64_t kMaxHeadDim = 128;  // lanes own 4 output dims each
+
+static uint32_t tg_bytes(uint32_t kblock, uint32_t hd) { return (2 * kblock * hd + 4 * hd + 4 * kblock) * 4; }
+
+void encode_attention(Executor& ex, const gpu::Tensor& out, const gpu::Tensor& q, const gpu::Tensor& k, const gpu::Tensor& v,
+                      int64_t heads, int64_t head_dim, float scale, const std::vector<gpu::Segment>& segments) {
+  const char* op = "attention";
+  for (auto [t, name] : {std::pair{&out, "out"}, std::pair{&q, "q"}, std::pair{&k, "k"}, std::pair{&v, "v"}}) {
+    require_f32(*t, op, name);
+    require(t->cols == heads * head_dim && t->rows == q.rows, op,
+            std::string(name) + " is " + shape(*t) + ", expected [" + std::to_string(q.rows) + ", " + std::to_string(heads * head_dim) + "]");
+  }
+  require(heads > 0 && head_dim > 0 && head_dim <= kMaxHeadDim, op, "head_dim " + std::to_string(head_dim) + " outside 1.." + std::to_string(kMaxHeadDim));
+  const uint32_t hd = uint32_t(head_dim);
+  uint32_t kblock = 32;
+  if (uint64_t(tg_bytes(kblock, hd) + 15) / 16 * 16 > ex.limits().max_tg_memory) kblock = 16;
+  const uint32_t tg = (tg_bytes(kblock, hd) + 15) / 16 * 16;
+  int64_t covered = 0;
+  for (const gpu::Segment& s : segments) {
+    require(s.begin >= 0 && s.length >= 0 && s.begin + s.length <= q.rows, op,
+            "segment [" + std::to_string(s.begin) + ", +" + std::to_string(s.length) + ") outside the " + std::to_string(q.rows) + " rows");
+    covered += s.length;
+    if (s.length == 0) continue;
+    kargs::Attention p{};
+    p.n = u32(s.length, op, "segment length");
+    p.heads = u32(heads, op, "heads");
+    p.head_dim = hd;
+    p.ldq = u32(q.ld, op, "q.ld");
+    p.ldk = u32(k.ld, op, "k.ld");
+    p.ldv = u32(v.ld, op, "v.ld");
+    p.ldo = u32(out.ld, op, "out.ld");
+    p.kblock = kblock;
+    p.scale = scale;
+    Dispatch d("attention_segment");
+    d.bind(0, q.rows_view(s.begin, s.length), Access::Read);
+    d.bind(1, k.rows_view(s.begin, s.length), Access::Read);
+    d.bind(2, v.rows_view(s.begin, s.length), Access::Read);
+    d.bind(3, out.rows_view(s.begin, s.length), Access::Write);
+    d.args(4, p);
+    d.tg(0, tg);
+    d.threads = {128, 1, 1};
+    d.groups = {div_up(p.n, 4), p.heads, 1};
+    submit(ex, d);
+  }
+  require(covered <= q.rows, op, "segments cover more rows than q has");
+}
+
+}  // namespace tessera::mtl

@@ -1,0 +1,49 @@
+// Helpers of the encode functions: argument checks with messages that name the op and operand, and the
+// final step every dispatch goes through (in-place detection, validate(), record).
+#include <algorithm>
+#include <limits>
+
+#include "common/error.h"
+#include "metal/ops.h"
+
+namespace tessera::mtl::detail {
+
+void bad_arg(const char* op, const std::string& what) { fail(Code::InvalidArgument, std::string(op) + " (metal): " + what); }
+void require(bool cond, const char* op, const std::string& what) {
+  if (!cond) bad_arg(op, what);
+}
+std::string shape(const gpu::Tensor& t) { return "[" + std::to_string(t.rows) + ", " + std::to_string(t.cols) + "]"; }
+void require_tensor(const gpu::Tensor& t, const char* op, const char* name) {
+  require(t.buf != nullptr, op, std::string(name) + " has no buffer");
+  require(t.rows >= 0 && t.cols >= 0 && t.ld >= t.cols, op, std::string(name) + " has a bad shape " + shape(t) + " with ld " + std::to_string(t.ld));
+}
+void require_f32(const gpu::Tensor& t, const char* op, const char* name) {
+  require_tensor(t, op, name);
+  require(t.dtype == DType::F32, op, std::string(name) + " must be f32, is " + dtype_name(t.dtype));
+}
+void require_shape(const gpu::Tensor& t, int64_t rows, int64_t cols, const char* op, const char* name) {
+  require(t.rows == rows && t.cols == cols, op,
+          std::string(name) + " is " + shape(t) + ", expected [" + std::to_string(rows) + ", " + std::to_string(cols) + "]");
+}
+uint32_t u32(int64_t v, const char* op, const char* what) {
+  require(v >= 0 && uint64_t(v) <= std::numeric_limits<uint32_t>::max(), op, std::string(what) + " out of range");
+  return uint32_t(v);
+}
+uint32_t div_up(uint64_t a, uint64_t b) { return uint32_t((a + b - 1) / b); }
+
+static bool overlaps(const BufferBinding& a, const BufferBinding& b) {
+  return a.buf == b.buf && a.offset < b.offset + b.bytes && b.offset < a.offset + a.bytes;
+}
+
+void submit(Executor& ex, Dispatch& d) {
+  for (auto& w : d.buffers) {
+    if (w.access != Access::Write) continue;
+    for (auto& r : d.buffers)
+      if (&r != &w && r.access != Access::Write && overlaps(w, r)) w.access = Access::ReadWrite;
+  }
+  const std::string err = validate(d, ex.limits(), ex.max_threads(*d.kernel));
+  if (!err.empty()) fail(Code::Internal, "internal: " + err);
+  ex.record(d);
+}
+
+}  // namespace tessera::mtl::detail

@@ -1,0 +1,100 @@
+// activation, clamp, add, mul, affine: one thread per element, threadgroups of 64 x 1.
+#include "metal/ops.h"
+#include "tessera_kargs.h"  // metal/shared/args.h (build/metal, generated)
+
+namespace tessera::mtl {
+using namespace detail;
+
+static void grid2d(Dispatch& d, uint32_t cols, uint32_t rows) {
+  d.threads = {64, 1, 1};
+  d.groups = {div_up(cols, 64), rows, 1};
+}
+
+static void unary(Executor& ex, const char* op, const gpu::Tensor& y, const gpu::Tensor& x, uint32_t code, float lo, float hi) {
+  require_f32(x, op, "x");
+  require_f32(y, op, "y");
+  require_shape(y, x.rows, x.cols, op, "y");
+  if (x.rows == 0 || x.cols == 0) return;
+  kargs::Unary p{};
+  p.rows = u32(x.rows, op, "rows");
+  p.cols = u32(x.cols, op, "cols");
+  p.ldx = u32(x.ld, op, "x.ld");
+  p.ldy = u32(y.ld, op, "y.ld");
+  p.op = code;
+  p.lo = lo;
+  p.hi = hi;
+  Dispatch d("ew_unary");
+  d.bind(0, x, Access::Read);
+  d.bind(1, y, Access::Write);
+  d.args(2, p);
+  grid2d(d, p.cols, p.rows);
+  submit(ex, d);
+}
+
+void encode_activation(Executor& ex, const gpu::Tensor& y, const gpu::Tensor& x, gpu::Act act) {
+  unary(ex, "activation", y, x, act == gpu::Act::GeluTanh ? kargs::kGeluTanh : act == gpu::Act::GeluErf ? kargs::kGeluErf : kargs::kCopy, 0, 0);
+}
+
+void encode_clamp(Executor& ex, const gpu::Tensor& y, const gpu::Tensor& x, float lo, float hi) {
+  require(!(lo > hi), "clamp", "lo " + std::to_string(lo) + " > hi " + std::to_string(hi));
+  unary(ex, "clamp", y, x, kargs::kClamp, lo, hi);
+}
+
+static void binary(Executor& ex, const char* op, const gpu::Tensor& y, const gpu::Tensor& a, const gpu::Tensor& b, uint32_t code) {
+  require_f32(a, op, "a");
+  require_f32(b, op, "b");
+  require_f32(y, op, "y");
+  require_shape(b, a.rows, a.cols, op, "b");
+  require_shape(y, a.rows, a.cols, op, "y");
+  if (a.rows == 0 || a.cols == 0) return;
+  kargs::Binary p{};
+  p.rows = u32(a.rows, op, "rows");
+  p.cols = u32(a.cols, op, "cols");
+  p.lda = u32(a.ld, op, "a.ld");
+  p.ldb = u32(b.ld, op, "b.ld");
+  p.ldy = u32(y.ld, op, "y.ld");
+  p.op = code;
+  Dispatch d("ew_binary");
+  d.bind(0, a, Access::Read);
+  d.bind(1, b, Access::Read);
+  d.bind(2, y, Access::Write);
+  d.args(3, p);
+  grid2d(d, p.cols, p.rows);
+  submit(ex, d);
+}
+
+void encode_add(Executor& ex, const gpu::Tensor& y, const gpu::Tensor& a, const gpu::Tensor& b) { binary(ex, "add", y, a, b, kargs::kAdd); }
+void encode_mul(Executor& ex, const gpu::Tensor& y, const gpu::Tensor& a, const gpu::Tensor& b) { binary(ex, "mul", y, a, b, kargs::kMul); }
+
+void encode_affine(Executor& ex, const gpu::Tensor& y, const gpu::Tensor& x, const gpu::Tensor* sub, const gpu::Tensor* mul, float scale) {
+  const char* op = "affine";
+  require_f32(x, op, "x");
+  require_f32(y, op, "y");
+  require_shape(y, x.rows, x.cols, op, "y");
+  for (auto [t, name] : {std::pair{sub, "sub"}, std::pair{mul, "mul"}})
+    if (t) {
+      require_tensor(*t, op, name);
+      require(t->rows * t->cols == x.cols && t->contiguous(), op, std::string(name) + " is " + shape(*t) + ", expected [1, " + std::to_string(x.cols) + "]");
+    }
+  if (x.rows == 0 || x.cols == 0) return;
+  kargs::Affine p{};
+  p.rows = u32(x.rows, op, "rows");
+  p.cols = u32(x.cols, op, "cols");
+  p.ldx = u32(x.ld, op, "x.ld");
+  p.ldy = u32(y.ld, op, "y.ld");
+  p.has_sub = sub != nullptr;
+  p.sub_type = sub ? uint32_t(sub->dtype) : 0;
+  p.has_mul = mul != nullptr;
+  p.mul_type = mul ? uint32_t(mul->dtype) : 0;
+  p.scale = scale;
+  Dispatch d("ew_affine");
+  d.bind(0, x, Access::Read);
+  d.bind(1, y, Access::Write);
+  d.bind(2, sub ? *sub : x, Access::Read);  // placeholders when absent: never read
+  d.bind(3, mul ? *mul : x, Access::Read);
+  d.args(4, p);
+  grid2d(d, p.cols, p.rows);
+  submit(ex, d);
+}
+
+}  // namespace tessera::mtl

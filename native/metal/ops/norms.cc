@@ -1,0 +1,75 @@
+// layer_norm and rms_norm (whole row, or per `group` columns: Gemma's per-head q/k/v norms).
+#include <algorithm>
+
+#include "metal/ops.h"
+#include "tessera_kargs.h"  // metal/shared/args.h (build/metal, generated)
+
+namespace tessera::mtl {
+using namespace detail;
+
+// One simdgroup per 32 columns up to 8 (256 threads): the reduction order depends only on this.
+static uint32_t row_threads(int64_t cols) { return 32u * uint32_t(std::clamp<int64_t>((cols + 31) / 32, 1, 8)); }
+
+static void require_vector(const gpu::Tensor& t, int64_t n, const char* op, const char* name) {
+  require_tensor(t, op, name);
+  require(t.rows * t.cols == n && t.contiguous(), op, std::string(name) + " is " + shape(t) + ", expected [1, " + std::to_string(n) + "]");
+}
+
+void encode_layer_norm(Executor& ex, const gpu::Tensor& y, const gpu::Tensor& x, const gpu::Tensor& gamma, const gpu::Tensor& beta, float eps) {
+  const char* op = "layer_norm";
+  require_f32(x, op, "x");
+  require_f32(y, op, "y");
+  require_shape(y, x.rows, x.cols, op, "y");
+  require_vector(gamma, x.cols, op, "gamma");
+  require_vector(beta, x.cols, op, "beta");
+  if (x.rows == 0 || x.cols == 0) return;
+  kargs::Norm p{};
+  p.rows = u32(x.rows, op, "rows");
+  p.cols = p.group = u32(x.cols, op, "cols");
+  p.ldx = u32(x.ld, op, "x.ld");
+  p.ldy = u32(y.ld, op, "y.ld");
+  p.has_weight = 1;
+  p.weight_type = uint32_t(gamma.dtype);
+  p.has_bias = 1;
+  p.bias_type = uint32_t(beta.dtype);
+  p.eps = eps;
+  Dispatch d("norm_layer");
+  d.bind(0, x, Access::Read);
+  d.bind(1, y, Access::Write);
+  d.bind(2, gamma, Access::Read);
+  d.bind(3, beta, Access::Read);
+  d.args(4, p);
+  d.threads = {row_threads(x.cols), 1, 1};
+  d.groups = {p.rows, 1, 1};
+  submit(ex, d);
+}
+
+void encode_rms_norm(Executor& ex, const gpu::Tensor& y, const gpu::Tensor& x, const gpu::Tensor* weight, int64_t group, float eps) {
+  const char* op = "rms_norm";
+  require_f32(x, op, "x");
+  require_f32(y, op, "y");
+  require_shape(y, x.rows, x.cols, op, "y");
+  require(group > 0 && x.cols % group == 0, op, "group " + std::to_string(group) + " does not divide the " + std::to_string(x.cols) + " columns");
+  if (weight) require_vector(*weight, group, op, "weight");
+  if (x.rows == 0 || x.cols == 0) return;
+  kargs::Norm p{};
+  p.rows = u32(x.rows, op, "rows");
+  p.cols = u32(x.cols, op, "cols");
+  p.group = u32(group, op, "group");
+  p.ldx = u32(x.ld, op, "x.ld");
+  p.ldy = u32(y.ld, op, "y.ld");
+  p.has_weight = weight != nullptr;
+  p.weight_type = weight ? uint32_t(weight->dtype) : 0;
+  p.eps = eps;
+  const bool row = group == x.cols;
+  Dispatch d(row ? "norm_rms_row" : "norm_rms_group");
+  d.bind(0, x, Access::Read);
+  d.bind(1, y, Access::Write);
+  d.bind(2, weight ? *weight : x, Access::Read);  // placeholder when weightless: never read
+  d.args(3, p);
+  d.threads = {row ? row_threads(x.cols) : 32u * uint32_t(std::clamp<int64_t>(x.cols / group, 1, 8)), 1, 1};
+  d.groups = {p.rows, 1, 1};
+  submit(ex, d);
+}
+
+}  // namespace tessera::mtl

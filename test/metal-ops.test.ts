@@ -1,0 +1,75 @@
+// `metal-emulated`: the real MSL kernels through the real op layer (native/metal) on the MSL emulator.
+//   - every op table-driven against the CPU backend, bit-identical under the four schedule/poison runs
+//     (test/native/test_metal_ops.cc, run here with TESSERA_METAL_OPS=1)
+//   - the tiny fixture towers of all three families (their smallest case) through
+//     VisionTower.open(path, { backend: 'metal-emulated' }), every stage within 5e-3 of HF (DESIGN §4)
+// Needs the emulator library (clang >= 15, built by `npm install`); without it these tests say why they skip.
+import { spawnSync } from 'node:child_process';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { describe, expect, it } from 'vitest';
+import { TesseraError, VisionTower } from '../src/index.js';
+import { FIXTURES, readJson, readTensors, relErr } from './helpers/fixtures.js';
+// @ts-expect-error: plain ESM build script, no type declarations
+import { build } from '../tools/mslemu/build.mjs';
+
+const TOL = 5e-3;  // DESIGN §4: Metal agreement with HF
+const status = await build({ quiet: true });
+const title = status.available ? 'metal-emulated' : `metal-emulated (skipped: ${status.reason})`;
+const BIN = fileURLToPath(new URL('../build/Release/native_tests', import.meta.url));
+
+// Every stage of one fixture case through metal-emulated; returns the worst error per stage.
+async function towerCase(family: string, caseName: string, gemma: boolean): Promise<Record<string, number>> {
+  const dir = join(FIXTURES, family);
+  const ref = readTensors(join(dir, 'expected', `${caseName}.safetensors`));
+  const tower = await VisionTower.open(join(dir, 'model'), { backend: 'metal-emulated' });
+  try {
+    expect(tower.info.backend).toBe('metal-emulated');
+    const pixelValues = ref['pixel_values']!.f32();
+    const input = gemma
+      ? { pixelValues, positions: Int32Array.from(ref['positions']!.i64()) }
+      : (() => {
+          const [t, h, w] = ref['image_grid_thw']!.i64();
+          return { pixelValues, grid: { t: t!, h: h!, w: w! } };
+        })();
+    const r = await tower.encodePixels(input, { stages: true });
+    const names = Object.keys(ref).filter((k) => !['pixel_values', 'image_grid_thw', 'positions'].includes(k));
+    expect(names.length).toBeGreaterThan(3);
+    const errs: Record<string, number> = {};
+    for (const name of names) {
+      const ours = name.startsWith('deepstack.') ? r.deepstack![Number(name.split('.')[1])] : r.stages![name];
+      expect(ours, `stage ${name}`).toBeDefined();
+      errs[name] = relErr(ours!, ref[name]!.f32());
+    }
+    return errs;
+  } finally {
+    await tower.close();
+  }
+}
+
+describe.skipIf(!status.available)(title, () => {
+  it('every op vs the CPU backend (odd sizes, dtypes, strides), bit-identical under 4 schedule/poison runs', () => {
+    const r = spawnSync(BIN, ['metal:'], { env: { ...process.env, TESSERA_METAL_OPS: '1' }, encoding: 'utf8', timeout: 170_000 });
+    const out = r.stdout + r.stderr;
+    expect(r.status, out.split('\n').filter((l) => !l.startsWith('ok')).join('\n')).toBe(0);
+    expect(out).toMatch(/^[1-9]\d* passed, 0 failed$/m);
+    expect(out).toContain('ok   metal: attention');
+  }, 180_000);
+
+  for (const [family, gemma] of [['qwen3_5-tiny', false], ['qwen3_vl-tiny', false], ['gemma4-tiny', true]] as const) {
+    it(`${family}: the smallest fixture case, every stage within ${TOL} of HF`, async () => {
+      const cases = readJson<{ cases: { name: string; patches: number }[] }>(join(FIXTURES, family, 'cases.json')).cases;
+      const smallest = [...cases].sort((a, b) => a.patches - b.patches)[0]!;
+      const errs = await towerCase(family, smallest.name, gemma);
+      for (const [name, err] of Object.entries(errs)) expect(err, `${family}/${smallest.name} stage ${name}: rel err ${err}`).toBeLessThan(TOL);
+    }, 120_000);
+  }
+});
+
+describe('metal backends that cannot run here', () => {
+  it.skipIf(process.platform === 'darwin')("backend 'metal' off macOS is ERR_BACKEND_UNAVAILABLE", async () => {
+    const err = await VisionTower.open(join(FIXTURES, 'qwen3_5-tiny', 'model'), { backend: 'metal' }).catch((e: unknown) => e);
+    expect(err).toBeInstanceOf(TesseraError);
+    expect((err as TesseraError).code).toBe('ERR_BACKEND_UNAVAILABLE');
+  });
+});

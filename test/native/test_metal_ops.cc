@@ -1,0 +1,320 @@
+// The Metal op layer + MSL kernels on the emulator (`metal-emulated`), table-driven against the CPU backend:
+// odd sizes around the kernels' tiles (31/32/33), ragged tails, every weight dtype, strided views, in-place
+// use, each activation, attention segments and head sizes. Every case runs four times (forward/ff,
+// reverse/ff, shuffled:1/ff, shuffled:2/55) and the four outputs must be bit-identical.
+// Runs only with TESSERA_METAL_OPS=1 (test/metal-ops.test.ts sets it when the emulator library was built:
+// it needs clang >= 15); without the library, that test says why it is skipped.
+#include <algorithm>
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+#include <functional>
+#include <memory>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "common/error.h"
+#include "cpu/cpu_backend.h"
+#include "harness.h"
+#include "metal/emu_executor.h"
+#include "metal/metal_backend.h"
+
+using tessera::DType;
+using namespace tessera::gpu;
+namespace mtl = tessera::mtl;
+
+namespace {
+
+bool enabled() {
+  const char* e = std::getenv("TESSERA_METAL_OPS");
+  if (!e || std::string(e) != "1") return false;
+  std::string why;
+  if (!mtl::emulator_available(&why)) harness::failed(__FILE__, __LINE__, "TESSERA_METAL_OPS=1 but " + why);
+  return true;
+}
+
+struct HostMat {
+  int64_t rows = 0, cols = 0, ld = 0;
+  DType dtype = DType::F32;
+  std::vector<char> bytes;  // rows * ld elements
+};
+
+HostMat make(std::mt19937& g, int64_t rows, int64_t cols, DType dt = DType::F32, int64_t pad = 0, float lo = -1, float hi = 1) {
+  HostMat m{rows, cols, cols + pad, dt, {}};
+  const size_t es = tessera::dtype_size(dt);
+  m.bytes.assign(size_t(std::max<int64_t>(rows * m.ld, 1)) * es, 0);
+  std::uniform_real_distribution<float> u(lo, hi);
+  for (int64_t i = 0; i < rows * m.ld; i++) {
+    const float x = u(g);
+    char* p = m.bytes.data() + size_t(i) * es;
+    if (dt == DType::F32) std::memcpy(p, &x, 4);
+    else {
+      const uint16_t h = dt == DType::BF16 ? tessera::f32_to_bf16(x) : tessera::f32_to_f16(x);
+      std::memcpy(p, &h, 2);
+    }
+  }
+  return m;
+}
+HostMat raw(const void* data, size_t n) {
+  HostMat m{1, int64_t((n + 3) / 4), int64_t((n + 3) / 4), DType::F32, {}};
+  m.bytes.assign(size_t(m.cols) * 4, 0);
+  std::memcpy(m.bytes.data(), data, n);
+  return m;
+}
+
+struct Case {
+  std::string name;
+  std::vector<HostMat> in;
+  std::function<void(Backend&, std::vector<Tensor>&)> op;
+  int out;            // the tensor compared
+  double tol = 2e-5;  // max |metal - cpu| / max |cpu|
+};
+
+std::vector<float> run_on(Backend& b, const Case& c) {
+  std::vector<Buffer*> bufs;
+  std::vector<Tensor> ts;
+  for (const HostMat& m : c.in) {
+    Buffer* buf = b.alloc(m.bytes.size());
+    b.upload(buf, 0, m.bytes.data(), m.bytes.size());
+    bufs.push_back(buf);
+    ts.push_back(make_tensor(buf, 0, m.dtype, m.rows, m.ld).cols_view(0, m.cols));
+  }
+  c.op(b, ts);
+  b.submit(nullptr);
+  const Tensor& o = ts[size_t(c.out)];
+  std::vector<float> out(size_t(o.rows * o.cols));
+  b.download(out.data(), o);
+  b.finish();
+  for (Buffer* buf : bufs) b.release(buf);
+  return out;
+}
+
+void check(const Case& c) {
+  auto cpu = tessera::cpu::make_cpu_backend(1);
+  const std::vector<float> ref = run_on(*cpu, c);
+  const mtl::EmuOptions runs[4] = {{0, 0, 0xFF, 1}, {1, 0, 0xFF, 1}, {2, 1, 0xFF, 1}, {2, 2, 0x55, 1}};
+  const char* names[4] = {"forward/ff", "reverse/ff", "shuffled:1/ff", "shuffled:2/55"};
+  std::vector<float> first;
+  for (int r = 0; r < 4; r++) {
+    auto mb = mtl::make_metal_backend(mtl::make_emu_executor(runs[r]), "metal-emulated");
+    std::vector<float> got;
+    try {
+      got = run_on(*mb, c);
+    } catch (const tessera::Error& e) {
+      harness::failed(__FILE__, __LINE__, c.name + " under " + names[r] + ": " + e.what());
+    }
+    if (r == 0) first = got;
+    else
+      EXPECT_MSG(got.size() == first.size() && std::memcmp(got.data(), first.data(), got.size() * 4) == 0,
+                 c.name << ": output under " << names[r] << " differs from forward/ff (a race or a read of unwritten memory)");
+  }
+  double err = 0, mx = 0;
+  size_t worst = 0;
+  for (size_t i = 0; i < ref.size(); i++) {
+    const double e = std::fabs(double(first[i]) - double(ref[i]));
+    if (!(e <= err)) err = e, worst = i;
+    mx = std::max(mx, std::fabs(double(ref[i])));
+  }
+  EXPECT_MSG(err <= c.tol * std::max(mx, 1e-30), c.name << ": max |metal - cpu| " << err << " at " << worst << " (metal " << first[worst] << ", cpu "
+                                                        << ref[worst] << "), max |cpu| " << mx << ", tol " << c.tol);
+}
+
+const char* dn(DType d) { return tessera::dtype_name(d); }
+
+}  // namespace
+
+TEST("metal: linear vs cpu (matmul + matvec paths, 31/32/33 tails, f32/f16/bf16 weights, bias, act, residual, clamps, strides)") {
+  if (!enabled()) return;
+  std::mt19937 g(11);
+  struct S {
+    int64_t m, k, n;
+  };
+  const S shapes[] = {{1, 33, 31}, {3, 32, 33}, {4, 65, 17}, {5, 31, 32}, {31, 33, 32}, {32, 32, 33}, {33, 31, 31}, {40, 96, 70}};
+  int variant = 0;
+  for (const S& s : shapes)
+    for (DType wd : {DType::F32, DType::F16, DType::BF16}) {
+      ++variant;
+      const Act act = Act(variant % 3);
+      const bool bias = variant % 2 == 0, res = variant % 4 != 1, alias = variant % 4 == 2, clamps = variant % 5 == 0;
+      const DType bd = variant % 3 == 0 ? DType::BF16 : DType::F32;
+      Case c;
+      c.name = "linear " + std::to_string(s.m) + "x" + std::to_string(s.k) + "->" + std::to_string(s.n) + " w=" + dn(wd) + " act=" + std::to_string(int(act)) +
+               (bias ? " bias" : "") + (res ? (alias ? " residual=y" : " residual") : "") + (clamps ? " clamps" : "");
+      c.in = {make(g, s.m, s.k, DType::F32, variant % 3), make(g, s.n, s.k, wd), make(g, 1, s.n, bd), make(g, s.m, s.n), make(g, s.m, s.n, DType::F32, variant % 2)};
+      c.out = 4;
+      c.op = [=](Backend& b, std::vector<Tensor>& t) {
+        LinearArgs a;
+        a.act = act;
+        if (bias) a.bias = &t[2];
+        if (res) a.residual = alias ? &t[4] : &t[3];
+        if (clamps) a.in_min = -0.5f, a.in_max = 0.7f, a.out_min = -0.9f, a.out_max = 1.1f;
+        b.linear(t[4], t[0], t[1], a);
+      };
+      c.tol = wd == DType::F32 ? 2e-5 : 5e-5;
+      check(c);
+    }
+}
+
+TEST("metal: layer_norm and rms_norm vs cpu (row and per-head groups, weight dtypes, weightless, in place)") {
+  if (!enabled()) return;
+  std::mt19937 g(12);
+  for (int64_t cols : {31, 32, 33, 300})
+    for (DType wd : {DType::F32, DType::F16, DType::BF16}) {
+      Case c;
+      c.name = "layer_norm cols=" + std::to_string(cols) + " w=" + dn(wd);
+      c.in = {make(g, 5, cols, DType::F32, 3, -2, 3), make(g, 1, cols, wd, 0, 0.5f, 1.5f), make(g, 1, cols, wd), make(g, 5, cols)};
+      c.out = 3;
+      c.op = [](Backend& b, std::vector<Tensor>& t) { b.layer_norm(t[3], t[0], t[1], t[2], 1e-6f); };
+      check(c);
+      Case r;
+      r.name = "rms_norm row cols=" + std::to_string(cols) + " w=" + dn(wd) + " in place";
+      r.in = {make(g, 4, cols, DType::F32, 0, -2, 3), make(g, 1, cols, wd, 0, 0.5f, 1.5f)};
+      r.out = 0;
+      r.op = [](Backend& b, std::vector<Tensor>& t) { b.rms_norm(t[0], t[0], &t[1], t[0].cols, 1e-6f); };
+      check(r);
+    }
+  for (int64_t group : {16, 64, 72})
+    for (int weighted = 0; weighted < 2; weighted++) {
+      Case c;
+      c.name = "rms_norm group=" + std::to_string(group) + (weighted ? " weighted bf16" : " weightless");
+      c.in = {make(g, 7, group * 5, DType::F32, 2, -2, 2), make(g, 1, group, DType::BF16, 0, 0.5f, 1.5f), make(g, 7, group * 5)};
+      c.out = 2;
+      c.op = [weighted](Backend& b, std::vector<Tensor>& t) { b.rms_norm(t[2], t[0], weighted ? &t[1] : nullptr, t[1].cols, 1e-6f); };
+      check(c);
+    }
+}
+
+TEST("metal: element-wise ops vs cpu (activations, clamp, add, mul, affine with any-dtype vectors)") {
+  if (!enabled()) return;
+  std::mt19937 g(13);
+  for (Act act : {Act::None, Act::GeluTanh, Act::GeluErf}) {
+    Case c;
+    c.name = "activation " + std::to_string(int(act));
+    c.in = {make(g, 33, 65, DType::F32, 1, -6, 6), make(g, 33, 65)};
+    c.out = 1;
+    c.op = [act](Backend& b, std::vector<Tensor>& t) { b.activation(t[1], t[0], act); };
+    check(c);
+  }
+  {
+    Case c;
+    c.name = "clamp in place";
+    c.in = {make(g, 31, 33, DType::F32, 0, -3, 3)};
+    c.out = 0;
+    c.op = [](Backend& b, std::vector<Tensor>& t) { b.clamp(t[0], t[0], -1.25f, 0.5f); };
+    check(c);
+  }
+  for (int which = 0; which < 2; which++) {
+    Case c;
+    c.name = which ? "mul (strided b, y = a)" : "add (strided b, y = a)";
+    c.in = {make(g, 32, 33), make(g, 32, 33, DType::F32, 5)};
+    c.out = 0;
+    c.op = [which](Backend& b, std::vector<Tensor>& t) {
+      if (which) b.mul(t[0], t[0], t[1]);
+      else b.add(t[0], t[0], t[1]);
+    };
+    check(c);
+  }
+  for (DType sd : {DType::F32, DType::F16, DType::BF16})
+    for (int mask = 0; mask < 4; mask++) {
+      Case c;
+      c.name = std::string("affine sub/mul ") + dn(sd) + " mask " + std::to_string(mask);
+      c.in = {make(g, 9, 31), make(g, 1, 31, sd), make(g, 1, 31, sd, 0, 0.5f, 2.0f), make(g, 9, 31)};
+      c.out = 3;
+      c.op = [mask](Backend& b, std::vector<Tensor>& t) { b.affine(t[3], t[0], mask & 1 ? &t[1] : nullptr, mask & 2 ? &t[2] : nullptr, 1.75f); };
+      check(c);
+    }
+}
+
+TEST("metal: rope vs cpu (Qwen 1 section, Gemma 2 sections; head_dim 16, 64, 72; strided q inside qkv)") {
+  if (!enabled()) return;
+  std::mt19937 g(14);
+  for (int64_t hd : {16, 64, 72})
+    for (int64_t sections : {1, 2}) {
+      Case c;
+      c.name = "rope hd=" + std::to_string(hd) + " sections=" + std::to_string(sections);
+      const int64_t heads = 3, rows = 33;
+      c.in = {make(g, rows, 3 * heads * hd), make(g, rows, hd), make(g, rows, hd)};
+      c.out = 0;
+      c.op = [=](Backend& b, std::vector<Tensor>& t) { b.rope(t[0].cols_view(heads * hd, heads * hd), t[1], t[2], heads, hd, sections); };
+      check(c);
+    }
+}
+
+TEST("metal: attention vs cpu (head_dim 16/64/72/128, segments incl. 1 row and ragged tiles, q/k/v inside qkv)") {
+  if (!enabled()) return;
+  std::mt19937 g(15);
+  struct A {
+    int64_t heads, hd;
+    std::vector<Segment> segs;
+  };
+  const A cases[] = {{4, 16, {{0, 31}, {31, 33}}}, {2, 64, {{0, 1}, {1, 40}}}, {2, 72, {{0, 64}}}, {1, 128, {{0, 20}, {20, 17}}}};
+  for (const A& a : cases) {
+    int64_t rows = 0;
+    for (auto& s : a.segs) rows = std::max(rows, s.begin + s.length);
+    Case c;
+    c.name = "attention heads=" + std::to_string(a.heads) + " hd=" + std::to_string(a.hd) + " segments=" + std::to_string(a.segs.size());
+    const int64_t w = a.heads * a.hd;
+    c.in = {make(g, rows, 3 * w, DType::F32, 0, -2, 2), make(g, rows, w, DType::F32, 3)};
+    c.out = 1;
+    const float scale = float(1.0 / std::sqrt(double(a.hd)));
+    c.op = [=](Backend& b, std::vector<Tensor>& t) {
+      b.attention(t[1], t[0].cols_view(0, w), t[0].cols_view(w, w), t[0].cols_view(2 * w, w), a.heads, a.hd, scale, a.segs);
+    };
+    check(c);
+  }
+}
+
+TEST("metal: gather_sum vs cpu (1/4/9 taps, table dtypes, accumulate, negative indices)") {
+  if (!enabled()) return;
+  std::mt19937 g(16);
+  for (int64_t taps : {1, 4, 9})
+    for (DType td : {DType::F32, DType::F16, DType::BF16})
+      for (int acc = 0; acc < 2; acc++) {
+        const int64_t rows = 33, cols = 65, trows = 40;
+        std::vector<int32_t> idx(size_t(rows * taps));
+        std::vector<float> wt(size_t(rows * taps));
+        for (size_t i = 0; i < idx.size(); i++) {
+          idx[i] = int32_t(g() % (trows + 3)) - 3;  // some negative: no contribution
+          wt[i] = float(int(g() % 1000) - 500) / 500.0f;
+        }
+        std::vector<char> lookup(idx.size() * 8);
+        std::memcpy(lookup.data(), idx.data(), idx.size() * 4);
+        std::memcpy(lookup.data() + idx.size() * 4, wt.data(), wt.size() * 4);
+        Case c;
+        c.name = "gather_sum taps=" + std::to_string(taps) + " table=" + dn(td) + (acc ? " accumulate" : "");
+        c.in = {make(g, rows, cols), make(g, trows, cols, td, 2), raw(lookup.data(), lookup.size())};
+        c.out = 0;
+        c.op = [=](Backend& b, std::vector<Tensor>& t) { b.gather_sum(t[0], t[1], t[2].buf, taps, acc); };
+        check(c);
+      }
+}
+
+TEST("metal: count_nonfinite and bad arguments are coded errors") {
+  if (!enabled()) return;
+  auto b = mtl::make_metal_backend("metal-emulated");
+  Buffer* buf = b->alloc(4 * 12);
+  std::vector<float> v(12, 1.0f);
+  v[7] = NAN;
+  v[9] = INFINITY;
+  b->upload(buf, 0, v.data(), 48);
+  int64_t first = -1;
+  EXPECT(b->count_nonfinite(make_tensor(buf, 0, DType::F32, 3, 4), &first) == 2);
+  EXPECT(first == 7);
+  Tensor x = make_tensor(buf, 0, DType::F32, 3, 4), w = make_tensor(buf, 0, DType::F32, 2, 3);
+  bool threw = false;
+  try {
+    b->linear(x, x, w, LinearArgs{});
+  } catch (const tessera::Error& e) {
+    threw = e.code() == tessera::Code::InvalidArgument && std::string(e.what()).find("linear") != std::string::npos;
+  }
+  EXPECT(threw);
+  threw = false;
+  try {
+    b->attention(x, x, x, x, 1, 4, 1.0f, {{0, 5}});
+  } catch (const tessera::Error& e) {
+    threw = e.code() == tessera::Code::InvalidArgument && std::string(e.what()).find("segment") != std::string::npos;
+  }
+  EXPECT(threw);
+  b->release(buf);
+}
