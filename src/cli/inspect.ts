@@ -1,0 +1,107 @@
+// `tessera inspect <model> [--json]`: what a tower is, from its files alone (opened mapped, so
+// nothing is read beyond headers and pages touched): family, source, dimensions, dtypes, the
+// tensors of each kind of stage with their shapes, and the bytes each residency holds.
+import { parseArgs } from 'node:util';
+import { toTesseraError } from '../errors.js';
+import type { StageSpec } from '../spec/types.js';
+import { VisionTower } from '../tower.js';
+import { EXIT_OK, EXIT_USAGE, formatBytes, table, type CliIo } from './io.js';
+
+export const INSPECT_USAGE = 'usage: tessera inspect <model> [--json]';
+
+interface StageSummary {
+  name: string;
+  kind: string;
+  bytes: number;
+  tensors: { role: string; name: string; dtype: string; shape: number[] }[];
+}
+
+function summarise(s: StageSpec): StageSummary {
+  return {
+    name: s.name,
+    kind: s.kind,
+    bytes: s.tensors.reduce((a, t) => a + t.length, 0),
+    tensors: s.tensors.map((t) => ({ role: t.role, name: t.name, dtype: t.dtype, shape: t.shape })),
+  };
+}
+
+export async function inspectCommand(args: readonly string[], io: CliIo): Promise<number> {
+  let values: { json?: boolean; help?: boolean };
+  let positionals: string[];
+  try {
+    ({ values, positionals } = parseArgs({
+      args: [...args],
+      allowPositionals: true,
+      strict: true,
+      options: { json: { type: 'boolean' }, help: { type: 'boolean', short: 'h' } },
+    }));
+  } catch (e) {
+    io.err(`tessera inspect: ${(e as Error).message}\n${INSPECT_USAGE}`);
+    return EXIT_USAGE;
+  }
+  if (values.help) {
+    io.out(INSPECT_USAGE);
+    return EXIT_OK;
+  }
+  if (positionals.length !== 1) {
+    io.err(`tessera inspect: expected one model path\n${INSPECT_USAGE}`);
+    return EXIT_USAGE;
+  }
+  const path = positionals[0]!;
+  let tower: VisionTower;
+  try {
+    tower = await VisionTower.open(path, { residency: 'mapped', backend: 'cpu' });
+  } catch (e) {
+    const err = toTesseraError(e);
+    io.err(`tessera inspect: ${err.code}: ${err.message}`);
+    return EXIT_USAGE;
+  }
+  try {
+    const info = tower.info;
+    const stages = tower.spec.stages.map(summarise);
+    const blocks = stages.filter((s) => s.kind === 'block');
+    if (values.json) {
+      const { memory, ...rest } = info;
+      io.out(JSON.stringify({ ...rest, memory: { residentBytes: memory.residentBytes, slotBytes: memory.slotBytes, streamBytes: memory.streamBytes, fileBytes: memory.fileBytes }, preprocessor: tower.preprocessorConfig ?? null, stages }, null, 2));
+      return EXIT_OK;
+    }
+    const m = info.memory;
+    const pre = tower.preprocessorConfig;
+    const budget =
+      info.family === 'gemma4'
+        ? `max ${(pre?.['max_soft_tokens'] as number | undefined) ?? 280} soft tokens`
+        : (() => {
+            const size = pre?.['size'] as { shortest_edge?: number; longest_edge?: number } | undefined;
+            return `min ${pre?.['min_pixels'] ?? size?.shortest_edge ?? '?'} / max ${pre?.['max_pixels'] ?? size?.longest_edge ?? '?'} pixels`;
+          })();
+    const lines = table(
+      ['', ''],
+      [
+        ['model', path],
+        ['family', `${info.family} (${info.source})`],
+        ['tower', `${info.depth} blocks, hidden ${info.hidden}, ${info.heads} heads x ${info.headDim}, output width ${info.outHidden}`],
+        ['patches', `${info.patchSize} px, merge ${info.mergeSize}`],
+        ['dtype', info.dtype],
+        ['weights', `${formatBytes(info.bytes.total)} total; ${formatBytes(info.bytes.perBlock)} per block; ${formatBytes(info.bytes.nonBlock)} outside the blocks`],
+        ['resident', `${formatBytes(m.residentBytes)} held (residency resident)`],
+        ['stream', `${formatBytes(m.slotBytes)} per slot, ${formatBytes(m.streamBytes)} held with the default slots`],
+        ['images', budget],
+      ],
+      [false, false],
+    ).slice(1);
+    lines.forEach((l) => io.out(l));
+    io.out('');
+    io.out('stages (execution order):');
+    const shown = stages.filter((s) => s.kind !== 'block' || s === blocks[0]);
+    const rows: string[][] = [];
+    for (const s of shown) {
+      const label = s.kind === 'block' && blocks.length > 1 ? `${s.name} (x${blocks.length}, same shapes)` : s.name;
+      rows.push([label, s.kind, '', '', formatBytes(s.bytes)]);
+      for (const t of s.tensors) rows.push([`  ${t.role}`, '', t.dtype, `[${t.shape.join(', ')}]`, '']);
+    }
+    table(['stage / tensor', 'kind', 'dtype', 'shape', 'bytes'], rows, [false, false, false, false, true]).forEach((l) => io.out(l));
+    return EXIT_OK;
+  } finally {
+    await tower.close();
+  }
+}

@@ -1,0 +1,46 @@
+// Where a command writes: injected so that the commands are testable in-process and the entry
+// point (main.ts) binds them to the real streams.
+export interface CliIo {
+  /** A line of results (stdout). */
+  out(line: string): void;
+  /** A line of diagnostics (stderr). */
+  err(line: string): void;
+  /** Raw progress output (stderr, no newline); only called when `tty` is true. */
+  progress(text: string): void;
+  /** stderr is a terminal: draw a progress bar. */
+  tty: boolean;
+  /** Columns of that terminal (for the bar). */
+  columns: number;
+}
+
+export function processIo(): CliIo {
+  return {
+    out: (l) => process.stdout.write(l + '\n'),
+    err: (l) => process.stderr.write(l + '\n'),
+    progress: (t) => process.stderr.write(t),
+    tty: Boolean(process.stderr.isTTY),
+    columns: process.stderr.columns || 80,
+  };
+}
+
+/** Exit codes of DESIGN §2.3. */
+export const EXIT_OK = 0;
+export const EXIT_SOME_FAILED = 1;
+export const EXIT_USAGE = 2;
+
+export function formatBytes(n: number): string {
+  if (n < 1024) return `${n} B`;
+  const units = ['KiB', 'MiB', 'GiB', 'TiB'];
+  let v = n / 1024;
+  let u = 0;
+  while (v >= 1024 && u < units.length - 1) (v /= 1024), u++;
+  return `${v.toFixed(v < 10 ? 2 : 1)} ${units[u]}`;
+}
+
+/** Left-aligned text columns, right-aligned numbers: one string per row. */
+export function table(header: string[], rows: string[][], numeric: boolean[]): string[] {
+  const widths = header.map((h, c) => Math.max(h.length, ...rows.map((r) => (r[c] ?? '').length)));
+  const line = (r: string[]) =>
+    r.map((cell, c) => (numeric[c] ? cell.padStart(widths[c]!) : cell.padEnd(widths[c]!))).join('  ').trimEnd();
+  return [line(header), ...rows.map(line)];
+}

@@ -1,0 +1,174 @@
+// The `tessera` command, spawned as a user runs it (node dist/cli/main.js; built by tsc first):
+// rows, exit codes 0/1/2, --json, --out safetensors (keys and __metadata__ of DESIGN §2.3, values
+// equal to HF's fixtures end to end), the random-weight demo tower, inspect, and usage errors.
+import { execFileSync, spawnSync } from 'node:child_process';
+import { mkdtempSync, rmSync, existsSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { FIXTURES, IMAGES, asFloat32, asInt64Numbers, readSafetensors } from './image-helpers.js';
+import { readFileSync } from 'node:fs';
+
+const ROOT = fileURLToPath(new URL('..', import.meta.url));
+const MAIN = join(ROOT, 'dist', 'cli', 'main.js');
+let tmp: string;
+
+beforeAll(() => {
+  // The CLI runs from dist/ as installed; compile the current sources first.
+  execFileSync(process.execPath, [join(ROOT, 'node_modules', 'typescript', 'bin', 'tsc'), '-p', join(ROOT, 'tsconfig.json')], { stdio: 'inherit' });
+  tmp = mkdtempSync(join(tmpdir(), 'tessera-cli-'));
+});
+afterAll(() => rmSync(tmp, { recursive: true, force: true }));
+
+function tessera(...args: string[]) {
+  const r = spawnSync(process.execPath, [MAIN, ...args], { encoding: 'utf8', cwd: ROOT, timeout: 120_000 });
+  return { code: r.status, stdout: r.stdout, stderr: r.stderr };
+}
+
+function metadata(path: string): Record<string, string> {
+  const buf = readFileSync(path);
+  const n = Number(buf.readBigUInt64LE(0));
+  return (JSON.parse(buf.subarray(8, 8 + n).toString('utf8')) as { __metadata__: Record<string, string> }).__metadata__;
+}
+
+const relErr = (a: Float32Array, b: Float32Array) => {
+  let d = 0, m = 0;
+  for (let i = 0; i < b.length; i++) (d = Math.max(d, Math.abs(a[i]! - b[i]!))), (m = Math.max(m, Math.abs(b[i]!)));
+  return d / m;
+};
+
+describe('tessera encode', () => {
+  it('without --model runs the demo tower and says its weights are random', () => {
+    const r = tessera('encode', IMAGES + 'coffee.png', IMAGES + 'tiny.png');
+    expect(r.code).toBe(0);
+    expect(r.stderr).toMatch(/RANDOM/);
+    expect(r.stdout).toMatch(/RANDOM weights/);
+    const rows = r.stdout.split('\n').filter((l) => l.includes('fixtures/images/'));
+    expect(rows).toHaveLength(2);
+    // The demo caps images at 1 MP; coffee (600x400) stays 608x384 -> grid 1x24x38, 228 tokens.
+    expect(rows[0]).toMatch(/600x400\s+1x24x38\s+228\s+\d+/);
+    expect(rows[1]).toMatch(/30x20\s+1x14x20\s+70\s+\d+/);
+    expect(r.stdout).toMatch(/encoded 2 of 2 images/);
+  });
+
+  it('--out with a real checkpoint equals HF end to end; a failed input gives exit 1 and is named', () => {
+    const out = join(tmp, 'qwen.safetensors');
+    const model = FIXTURES + 'qwen3_5-tiny/model';
+    const r = tessera('encode', IMAGES + 'coffee.png', join(tmp, 'missing.png'), IMAGES + 'chelsea_exif6.jpg', '--model', model, '--max-pixels', '32768', '--out', out, '--stages', '--batch', '2');
+    expect(r.code).toBe(1);
+    expect(r.stderr).toMatch(/missing\.png: ERR_IMAGE_DECODE/);
+    const t = readSafetensors(out);
+    for (const [i, name] of [[0, 'coffee'], [2, 'chelsea_exif6']] as const) {
+      const ref = readSafetensors(FIXTURES + `qwen3_5-tiny/expected/${name}.safetensors`);
+      expect(t[`image.${i}.embeddings`]!.shape).toEqual(ref.merged!.shape);
+      expect(relErr(asFloat32(t[`image.${i}.embeddings`]!), asFloat32(ref.merged!))).toBeLessThan(1e-4);
+      expect(asInt64Numbers(t[`image.${i}.grid_thw`]!)).toEqual(asInt64Numbers(ref.image_grid_thw!));
+      expect(t[`image.${i}.stage.block.2`]!.shape).toEqual(ref['block.2']!.shape);
+      expect(relErr(asFloat32(t[`image.${i}.stage.embed`]!), asFloat32(ref.embed!))).toBeLessThan(1e-4);
+    }
+    expect(Object.keys(t).some((k) => k.startsWith('image.1.'))).toBe(false);
+    const meta = metadata(out);
+    expect(JSON.parse(meta.inputs!)).toHaveLength(3);
+    expect(meta.model).toBe(model);
+    expect(meta.family).toBe('qwen3_5');
+    expect(meta.tessera_version).toMatch(/^\d+\.\d+\.\d+/);
+    expect(JSON.parse(meta.failed!)).toEqual([1]);
+  });
+
+  it('Gemma 4: --max-soft-tokens, positions in the file, --json rows', () => {
+    const out = join(tmp, 'gemma.safetensors');
+    const r = tessera('encode', IMAGES + 'coffee.png', '--model', FIXTURES + 'gemma4-tiny/model', '--json', '--out', out, '--max-soft-tokens', '70');
+    expect(r.code).toBe(0);
+    const lines = r.stdout.trim().split('\n').map((l) => JSON.parse(l) as Record<string, unknown>);
+    expect(lines[0]).toMatchObject({ type: 'image', index: 0, ok: true, width: 600, height: 400, patches: 540, tokens: 60, embeddingWidth: 96 });
+    expect(lines.at(-1)).toMatchObject({ type: 'summary', images: 1, encoded: 1, failed: 0, demo: false });
+    const t = readSafetensors(out);
+    const ref = readSafetensors(FIXTURES + 'gemma4-tiny/expected/coffee.safetensors');
+    expect(asInt64Numbers(t['image.0.positions']!)).toEqual(asInt64Numbers(ref.positions!));
+    expect(relErr(asFloat32(t['image.0.embeddings']!), asFloat32(ref.projected!))).toBeLessThan(1e-4);
+  });
+
+  it('usage and model errors exit 2', () => {
+    const cases: string[][] = [
+      ['encode'],
+      ['encode', IMAGES + 'tiny.png', '--bogus'],
+      ['encode', IMAGES + 'tiny.png', '--max-soft-tokens', '100'],
+      ['encode', IMAGES + 'tiny.png', '--batch', '0'],
+      ['encode', IMAGES + 'tiny.png', '--backend', 'gpu'],
+      ['encode', IMAGES + 'tiny.png', '--model', join(tmp, 'no-such-model')],
+      ['frobnicate'],
+      [],
+      ['inspect'],
+      ['inspect', join(tmp, 'no-such-model')],
+      ['pack'],
+    ];
+    for (const args of cases) {
+      const r = tessera(...args);
+      expect(r.code, `tessera ${args.join(' ')}`).toBe(2);
+      expect(r.stderr, `tessera ${args.join(' ')}`).toMatch(/usage|ERR_/);
+    }
+    expect(existsSync(join(tmp, 'no-such-model'))).toBe(false);
+  });
+
+  it('--help and --version exit 0', () => {
+    expect(tessera('--help').code).toBe(0);
+    expect(tessera('encode', '--help').stdout).toMatch(/usage: tessera encode/);
+    expect(tessera('--version').stdout.trim()).toMatch(/^\d+\.\d+\.\d+/);
+  });
+});
+
+describe('tessera inspect', () => {
+  it('prints family, shapes, dtypes and bytes; --json is machine-readable', () => {
+    const r = tessera('inspect', FIXTURES + 'qwen3_vl-tiny/model');
+    expect(r.code).toBe(0);
+    expect(r.stdout).toMatch(/family\s+qwen3_vl \(hf-folder\)/);
+    expect(r.stdout).toMatch(/4 blocks, hidden 144, 2 heads x 72/);
+    expect(r.stdout).toMatch(/block\.0 \(x4, same shapes\)/);
+    expect(r.stdout).toMatch(/f16\s+\[432, 144\]/); // qkv of one block
+    const j = JSON.parse(tessera('inspect', FIXTURES + 'qwen3_vl-tiny/model', '--json').stdout) as {
+      family: string;
+      depth: number;
+      bytes: { total: number; perBlock: number };
+      stages: { name: string; kind: string; bytes: number }[];
+    };
+    expect(j.family).toBe('qwen3_vl');
+    expect(j.depth).toBe(4);
+    expect(j.stages.filter((s) => s.kind === 'block')).toHaveLength(4);
+    expect(j.stages.reduce((a, s) => a + s.bytes, 0)).toBe(j.bytes.total);
+  });
+});
+
+describe('progress bar', () => {
+  it('draws on a TTY, clears before each row, never on a pipe or with --json', async () => {
+    const { run } = await import('../src/cli/main.js');
+    const make = (tty: boolean) => {
+      const log: { kind: string; text: string }[] = [];
+      const io = {
+        out: (t: string) => log.push({ kind: 'out', text: t }),
+        err: (t: string) => log.push({ kind: 'err', text: t }),
+        progress: (t: string) => log.push({ kind: 'bar', text: t }),
+        tty,
+        columns: 80,
+      };
+      return { io, log };
+    };
+    const tty = make(true);
+    expect(await run(['encode', IMAGES + 'tiny.png', IMAGES + 'coffee.png', '--batch', '1'], tty.io)).toBe(0);
+    const bars = tty.log.filter((l) => l.kind === 'bar').map((l) => l.text);
+    expect(bars.some((b) => /\[=*\s*\] 1\/2 images/.test(b))).toBe(true);
+    expect(bars.some((b) => /block \d+\/\d+/.test(b))).toBe(true);
+    // Every result row is preceded by a clear of the bar when one was shown.
+    const firstRow = tty.log.findIndex((l) => l.kind === 'out' && l.text.includes('tiny.png'));
+    const lastBarBefore = tty.log.slice(0, firstRow).filter((l) => l.kind === 'bar').at(-1);
+    expect(lastBarBefore?.text).toBe('\r\x1b[2K');
+    for (const l of tty.log.filter((x) => x.kind === 'out')) expect(l.text).not.toMatch(/\x1b/);
+
+    const pipe = make(false);
+    expect(await run(['encode', IMAGES + 'tiny.png'], pipe.io)).toBe(0);
+    expect(pipe.log.some((l) => l.kind === 'bar')).toBe(false);
+    const json = make(true);
+    expect(await run(['encode', IMAGES + 'tiny.png', '--json'], json.io)).toBe(0);
+    expect(json.log.some((l) => l.kind === 'bar')).toBe(false);
+  });
+});
