@@ -73,21 +73,23 @@ export function writeSafetensorsBf16(path, tensors, seed = 1) {
   closeSync(fd);
 }
 
-export function makeSyntheticQwen(dir = out) {
+/** `overrides` changes the tower's size (e.g. { depth: 4 } for a block-stack bench); same seeds otherwise. */
+export function makeSyntheticQwen(dir = out, overrides = {}) {
+  const v = { ...V, ...overrides };
   if (existsSync(join(dir, 'model.safetensors'))) return dir;
   mkdirSync(dir, { recursive: true });
   writeFileSync(join(dir, 'config.json'), JSON.stringify({
     model_type: 'qwen3_5',
-    vision_config: { model_type: 'qwen3_5', ...V, hidden_act: 'gelu_pytorch_tanh', in_channels: 3, patch_size: 16,
+    vision_config: { model_type: 'qwen3_5', ...v, hidden_act: 'gelu_pytorch_tanh', in_channels: 3, patch_size: 16,
       temporal_patch_size: 2, spatial_merge_size: 2, num_position_embeddings: 2304, deepstack_visual_indexes: [] },
-    text_config: { hidden_size: V.out_hidden_size },
+    text_config: { hidden_size: v.out_hidden_size },
   }, null, 2));
   writeFileSync(join(dir, 'preprocessor_config.json'), JSON.stringify({
     size: { longest_edge: 16777216, shortest_edge: 65536 }, patch_size: 16, temporal_patch_size: 2, merge_size: 2,
     image_mean: [0.5, 0.5, 0.5], image_std: [0.5, 0.5, 0.5], processor_class: 'Qwen3VLProcessor',
     image_processor_type: 'Qwen2VLImageProcessorFast',
   }, null, 2));
-  writeSafetensorsBf16(join(dir, 'model.safetensors'), qwenTensors(V));
+  writeSafetensorsBf16(join(dir, 'model.safetensors'), qwenTensors(v));
   return dir;
 }
 
