@@ -91,7 +91,7 @@ export interface GgufHeader {
 /** Arrays longer than this are walked (bounds-checked) but their values are not kept. */
 export const MAX_KEPT_ARRAY = 1 << 16;
 /** A header (metadata + tensor infos) larger than this is refused as corrupt: no real file comes near. */
-const MAX_HEADER_BYTES = 512 * 1024 * 1024;
+const MAX_HEADER_BYTES = 64 * 1024 * 1024; // tokenizer-heavy real headers are ~10 MiB
 const FIRST_READ_BYTES = 1 << 20;
 const MAX_NDIMS = 4;
 const MAX_ARRAY_DEPTH = 8;
