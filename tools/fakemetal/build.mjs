@@ -1,0 +1,74 @@
+// Builds fakemetal-smoke (specs/metal-on-linux.md §4.4): native/metal/device.mm compiled MRC on the GNU
+// Objective-C runtime (-fobjc-runtime=gcc -fno-objc-arc -DTESSERA_FAKE_METAL_MRC) + fake_metal.mm + the op
+// layer, linked with the emulator library. Needs clang >= 15, libobjc (libobjc-12-dev) and
+// libBlocksRuntime (libblocksruntime-dev). Returns { available, reason, bin }.
+import { spawn, spawnSync } from 'node:child_process';
+import fs from 'node:fs';
+import path from 'node:path';
+import { build as buildEmu, findClang } from '../mslemu/build.mjs';
+import { ROOT, writeHeaders } from '../mslemu/prepass.mjs';
+
+const OUT = path.join(ROOT, 'build', 'fakemetal');
+const STUBS = path.join(ROOT, 'tools/fakemetal/stubs');
+const INC = ['-I', path.join(ROOT, 'native'), '-I', path.join(ROOT, 'build/metal')];
+const CXX_FLAGS = ['-std=c++17', '-O1', '-ffp-contract=off', '-DTESSERA_HAVE_METAL=1', '-Wall', '-Wno-unused-parameter', ...INC];
+const MRC_FLAGS = ['-x', 'objective-c++', '-std=c++17', '-O1', '-fobjc-runtime=gcc', '-fno-objc-arc', '-fblocks', '-DTESSERA_FAKE_METAL_MRC',
+  '-DTESSERA_HAVE_METAL=1', '-Wall', '-Wno-unused-parameter', '-Wno-objc-root-class', '-I', STUBS, ...INC];
+
+function probe(cxx) {
+  const dir = fs.mkdtempSync(path.join(OUT, 'probe-'));
+  const src = path.join(dir, 'p.mm');
+  fs.writeFileSync(src, '#include <Block.h>\nint main() { void (^b)(void) = ^{}; b(); return 0; }\n');
+  const r = spawnSync(cxx, ['-x', 'objective-c++', '-fobjc-runtime=gcc', '-fblocks', src, '-o', path.join(dir, 'p'), '-lobjc', '-lBlocksRuntime'], { encoding: 'utf8' });
+  fs.rmSync(dir, { recursive: true, force: true });
+  return r.status === 0 ? null : `cannot build Objective-C with blocks on the GNU runtime (install libobjc-12-dev and libblocksruntime-dev): ${(r.stderr || '').split('\n')[0]}`;
+}
+
+function sh(cmd, args) {
+  return new Promise((res, rej) => {
+    const p = spawn(cmd, args, { stdio: ['ignore', 'pipe', 'pipe'] });
+    let out = '';
+    p.stdout.on('data', (d) => { out += d; });
+    p.stderr.on('data', (d) => { out += d; });
+    p.on('close', (code) => (code === 0 ? res(out) : rej(new Error(`${cmd} ${args.join(' ')}\n${out}`))));
+  });
+}
+
+export async function buildSmoke() {
+  const tc = findClang();
+  if (!tc.cxx) return { available: false, reason: tc.reason };
+  fs.mkdirSync(OUT, { recursive: true });
+  const why = probe(tc.cxx);
+  if (why) return { available: false, reason: why };
+  const emu = await buildEmu({ quiet: true });
+  if (!emu.available) return { available: false, reason: emu.reason };
+  writeHeaders(path.join(ROOT, 'build/metal'));
+  const list = (d) => fs.readdirSync(path.join(ROOT, d)).filter((f) => f.endsWith('.cc')).map((f) => path.join(ROOT, d, f));
+  const cc = [...list('native/common'), ...list('native/gpu'), ...list('native/metal'), ...list('native/metal/ops'), path.join(ROOT, 'tools/fakemetal/smoke.cc')];
+  const mm = [path.join(ROOT, 'native/metal/device.mm'), path.join(ROOT, 'tools/fakemetal/fake_metal.mm')];
+  const deps = [...fs.readdirSync(path.join(ROOT, 'native/metal')).filter((f) => f.endsWith('.h')).map((f) => path.join(ROOT, 'native/metal', f)),
+    path.join(STUBS, 'Metal/Metal.h'), path.join(STUBS, 'Foundation/Foundation.h'), path.join(ROOT, 'build/metal/sources.gen.h')];
+  const mtime = (p) => { try { return fs.statSync(p).mtimeMs; } catch { return -1; } };
+  const objs = [];
+  const jobs = [];
+  for (const src of [...cc, ...mm]) {
+    const obj = path.join(OUT, 'obj', path.relative(ROOT, src).replace(/[/\\]/g, '_') + '.o');
+    objs.push(obj);
+    if (mtime(obj) > Math.max(mtime(src), ...deps.map(mtime))) continue;
+    fs.mkdirSync(path.dirname(obj), { recursive: true });
+    jobs.push([tc.cxx, [...(src.endsWith('.mm') ? MRC_FLAGS : CXX_FLAGS), '-c', src, '-o', obj]]);
+  }
+  for (let i = 0; i < jobs.length; i += 2) await Promise.all(jobs.slice(i, i + 2).map(([c, a]) => sh(c, a)));
+  const bin = path.join(OUT, 'smoke');
+  const libdir = path.join(ROOT, 'build/mslemu');
+  await sh(tc.cxx, ['-o', bin, ...objs, `-L${libdir}`, '-ltessera_mslemu', `-Wl,-rpath,${libdir}`, '-lobjc', '-lBlocksRuntime', '-lpthread', '-ldl']);
+  return { available: true, bin };
+}
+
+if (process.argv[1] && path.resolve(process.argv[1]) === path.resolve(new URL(import.meta.url).pathname)) {
+  buildSmoke().then((r) => {
+    if (!r.available) { console.log(`fakemetal skipped: ${r.reason}`); process.exit(process.argv.includes('--require') ? 1 : 0); }
+    const s = spawnSync(r.bin, [], { stdio: 'inherit', env: { ...process.env, TESSERA_MSLEMU_LIB: path.join(ROOT, 'build/mslemu/libtessera_mslemu.so') } });
+    process.exit(s.status ?? 1);
+  }, (e) => { console.error(e.message); process.exit(1); });
+}

@@ -1,0 +1,44 @@
+// `npm run check:objc` (specs/metal-on-linux.md §4.3): native/metal/device.mm type-checked as the Mac
+// builds it (Objective-C++, ARC, blocks, -Wall -Wextra -Werror) against the hand-written stubs in
+// tools/fakemetal/stubs; tools/fakemetal/tests/bad.mm must fail with exactly its four planted errors.
+// Without clang >= 15: says so and exits 0 (--require: exit 1).
+import { spawnSync } from 'node:child_process';
+import path from 'node:path';
+import { findClang } from '../mslemu/build.mjs';
+import { ROOT, writeHeaders } from '../mslemu/prepass.mjs';
+
+export const ARC_FLAGS = ['-x', 'objective-c++', '-std=c++17', '-fobjc-runtime=macosx-13.0', '-fobjc-arc', '-fblocks', '-fsyntax-only',
+  '-Wall', '-Wextra', '-Werror', '-I', path.join(ROOT, 'tools/fakemetal/stubs'), '-I', path.join(ROOT, 'native'), '-I', path.join(ROOT, 'build/metal')];
+
+export const BAD_EXPECTED = [
+  "error: ARC forbids explicit message send of 'release'",
+  "error: no known instance method for selector 'setBuffer:offset:index:'",
+  "error: cast of Objective-C pointer type 'id<MTLBuffer>' to C pointer type 'void *' requires a bridged cast",
+  "error: no viable conversion from 'int' to 'MTLSize'",
+];
+
+// { device: {ok, output}, bad: {errors: [...], output} }
+export function checkObjc(cxx) {
+  writeHeaders(path.join(ROOT, 'build/metal'));  // sources.gen.h, which device.mm embeds
+  const dev = spawnSync(cxx, [...ARC_FLAGS, path.join(ROOT, 'native/metal/device.mm')], { encoding: 'utf8' });
+  const bad = spawnSync(cxx, [...ARC_FLAGS, path.join(ROOT, 'tools/fakemetal/tests/bad.mm')], { encoding: 'utf8' });
+  const badOut = (bad.stdout || '') + (bad.stderr || '');
+  return {
+    device: { ok: dev.status === 0, output: (dev.stdout || '') + (dev.stderr || '') },
+    bad: { failed: bad.status !== 0, errors: badOut.split('\n').filter((l) => / error: /.test(l)), output: badOut },
+  };
+}
+
+if (process.argv[1] && path.resolve(process.argv[1]) === path.resolve(new URL(import.meta.url).pathname)) {
+  const tc = findClang();
+  if (!tc.cxx) { console.log(`check:objc skipped: ${tc.reason}`); process.exit(process.argv.includes('--require') ? 1 : 0); }
+  const r = checkObjc(tc.cxx);
+  let failed = 0;
+  if (r.device.ok) console.log('ok    native/metal/device.mm: clean under -fobjc-arc -fblocks -Wall -Wextra -Werror');
+  else { failed++; console.log(`FAIL  native/metal/device.mm\n${r.device.output}`); }
+  const missing = BAD_EXPECTED.filter((e) => !r.bad.errors.some((l) => l.includes(e)));
+  if (r.bad.failed && !missing.length && r.bad.errors.length === BAD_EXPECTED.length) console.log('ok    tools/fakemetal/tests/bad.mm: rejected with exactly its 4 planted errors');
+  else { failed++; console.log(`FAIL  tools/fakemetal/tests/bad.mm: expected exactly\n  ${BAD_EXPECTED.join('\n  ')}\ngot\n${r.bad.output}`); }
+  console.log(`${2 - failed} passed, ${failed} failed`);
+  process.exit(failed ? 1 : 0);
+}
