@@ -40,6 +40,19 @@ describe.skipIf(!status.available)(title, () => {
       expect(out).toContain(`[PASS] ${bug}`);
   });
 
+  it('a spin-wait is reported by the watchdog, an integer division by zero by the SIGFPE handler', () => {
+    const bin = path.join(ROOT, 'build/mslemu/selftest');
+    const spin = spawnSync(bin, ['--abort', 'spin_wait'], { encoding: 'utf8', env: { ...process.env, MSLEMU_WATCHDOG_S: '1' }, timeout: 30_000 });
+    expect(spin.status).not.toBe(0);
+    expect(spin.stderr).toContain('watchdog: no thread reached a barrier or collective for 1 s');
+    expect(spin.stderr).toContain('kernel spin_wait');
+    expect(spin.stderr).toContain('last sync point tools/mslemu/tests/abort.metal:9');
+    const div = spawnSync(bin, ['--abort', 'div_zero'], { encoding: 'utf8', timeout: 30_000 });
+    expect(div.status).not.toBe(0);
+    expect(div.stderr).toContain('integer division by zero');
+    expect(div.stderr).toContain('kernel div_zero, group (0,0,0), thread 0');
+  });
+
   it('lint: every metal/*.metal kernel file is clean', () => {
     const files: string[] = metalFiles();
     expect(files.length).toBeGreaterThan(0);

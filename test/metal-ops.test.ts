@@ -19,12 +19,12 @@ const title = status.available ? 'metal-emulated' : `metal-emulated (skipped: ${
 const BIN = fileURLToPath(new URL('../build/Release/native_tests', import.meta.url));
 
 // Every stage of one fixture case through metal-emulated; returns the worst error per stage.
-async function towerCase(family: string, caseName: string, gemma: boolean): Promise<Record<string, number>> {
+async function towerCase(family: string, caseName: string, gemma: boolean, backend: 'metal' | 'metal-emulated'): Promise<Record<string, number>> {
   const dir = join(FIXTURES, family);
   const ref = readTensors(join(dir, 'expected', `${caseName}.safetensors`));
-  const tower = await VisionTower.open(join(dir, 'model'), { backend: 'metal-emulated' });
+  const tower = await VisionTower.open(join(dir, 'model'), { backend });
   try {
-    expect(tower.info.backend).toBe('metal-emulated');
+    expect(tower.info.backend).toBe(backend);
     const pixelValues = ref['pixel_values']!.f32();
     const input = gemma
       ? { pixelValues, positions: Int32Array.from(ref['positions']!.i64()) }
@@ -47,23 +47,41 @@ async function towerCase(family: string, caseName: string, gemma: boolean): Prom
   }
 }
 
-describe.skipIf(!status.available)(title, () => {
-  it('every op vs the CPU backend (odd sizes, dtypes, strides), bit-identical under 4 schedule/poison runs', () => {
-    const r = spawnSync(BIN, ['metal:'], { env: { ...process.env, TESSERA_METAL_OPS: '1' }, encoding: 'utf8', timeout: 170_000 });
-    const out = r.stdout + r.stderr;
-    expect(r.status, out.split('\n').filter((l) => !l.startsWith('ok')).join('\n')).toBe(0);
-    expect(out).toMatch(/^[1-9]\d* passed, 0 failed$/m);
-    expect(out).toContain('ok   metal: attention');
-  }, 180_000);
+const FAMILIES = [['qwen3_5-tiny', false], ['qwen3_vl-tiny', false], ['gemma4-tiny', true]] as const;
+const onMac = process.platform === 'darwin' && process.arch === 'arm64';
 
-  for (const [family, gemma] of [['qwen3_5-tiny', false], ['qwen3_vl-tiny', false], ['gemma4-tiny', true]] as const) {
-    it(`${family}: the smallest fixture case, every stage within ${TOL} of HF`, async () => {
+// The op cases of test/native/test_metal_ops.cc on `target` (1: the emulator, metal: the GPU).
+function nativeOps(target: '1' | 'metal') {
+  const r = spawnSync(BIN, ['metal:'], { env: { ...process.env, TESSERA_METAL_OPS: target }, encoding: 'utf8', timeout: 170_000 });
+  const out = r.stdout + r.stderr;
+  expect(r.status, out.split('\n').filter((l) => !l.startsWith('ok')).join('\n')).toBe(0);
+  expect(out).toMatch(/^[1-9]\d* passed, 0 failed$/m);
+  expect(out).toContain('ok   metal: attention');
+}
+
+// The smallest fixture case of each family, every stage within TOL of HF.
+function towers(backend: 'metal' | 'metal-emulated', all: boolean) {
+  for (const [family, gemma] of FAMILIES) {
+    it(`${family}: ${all ? 'every' : 'the smallest'} fixture case, every stage within ${TOL} of HF`, async () => {
       const cases = readJson<{ cases: { name: string; patches: number }[] }>(join(FIXTURES, family, 'cases.json')).cases;
-      const smallest = [...cases].sort((a, b) => a.patches - b.patches)[0]!;
-      const errs = await towerCase(family, smallest.name, gemma);
-      for (const [name, err] of Object.entries(errs)) expect(err, `${family}/${smallest.name} stage ${name}: rel err ${err}`).toBeLessThan(TOL);
+      const chosen = all ? cases : [[...cases].sort((a, b) => a.patches - b.patches)[0]!];
+      for (const c of chosen) {
+        const errs = await towerCase(family, c.name, gemma, backend);
+        for (const [name, err] of Object.entries(errs)) expect(err, `${family}/${c.name} stage ${name}: rel err ${err}`).toBeLessThan(TOL);
+      }
     }, 120_000);
   }
+}
+
+describe.skipIf(!status.available)(title, () => {
+  it('every op vs the CPU backend (odd sizes, dtypes, strides), bit-identical under 4 schedule/poison runs', () => nativeOps('1'), 180_000);
+  towers('metal-emulated', false);
+});
+
+// `npm run test:metal` on a Mac (scripts/test-metal.mjs sets TESSERA_TEST_METAL=1): the same checks on the GPU.
+describe.skipIf(!(onMac && process.env['TESSERA_TEST_METAL'] === '1'))('metal on the GPU (npm run test:metal, macOS arm64 only)', () => {
+  it('every op vs the CPU backend within 5e-3, each twice bit-identical; every kernel a pipeline', () => nativeOps('metal'), 180_000);
+  towers('metal', true);
 });
 
 describe('metal backends that cannot run here', () => {

@@ -7,8 +7,12 @@
 namespace tessera::mtl {
 using namespace detail;
 
-// One simdgroup per 32 columns up to 8 (256 threads): the reduction order depends only on this.
-static uint32_t row_threads(int64_t cols) { return 32u * uint32_t(std::clamp<int64_t>((cols + 31) / 32, 1, 8)); }
+// One simdgroup per 32 columns up to 8 (256 threads), fewer if the pipeline allows fewer (register
+// pressure on a real GPU): the reduction order depends only on this count.
+static uint32_t row_threads(Executor& ex, const Dispatch& d, int64_t cols) {
+  const uint32_t want = 32u * uint32_t(std::clamp<int64_t>((cols + 31) / 32, 1, 8));
+  return std::max(32u, std::min(want, ex.max_threads(*d.kernel) / 32 * 32));
+}
 
 static void require_vector(const gpu::Tensor& t, int64_t n, const char* op, const char* name) {
   require_tensor(t, op, name);
@@ -39,7 +43,7 @@ void encode_layer_norm(Executor& ex, const gpu::Tensor& y, const gpu::Tensor& x,
   d.bind(2, gamma, Access::Read);
   d.bind(3, beta, Access::Read);
   d.args(4, p);
-  d.threads = {row_threads(x.cols), 1, 1};
+  d.threads = {row_threads(ex, d, x.cols), 1, 1};
   d.groups = {p.rows, 1, 1};
   submit(ex, d);
 }
@@ -67,7 +71,7 @@ void encode_rms_norm(Executor& ex, const gpu::Tensor& y, const gpu::Tensor& x, c
   d.bind(1, y, Access::Write);
   d.bind(2, weight ? *weight : x, Access::Read);  // placeholder when weightless: never read
   d.args(3, p);
-  d.threads = {row ? row_threads(x.cols) : 32u * uint32_t(std::clamp<int64_t>(x.cols / group, 1, 8)), 1, 1};
+  d.threads = {row ? row_threads(ex, d, x.cols) : row_threads(ex, d, (x.cols / group) * 32), 1, 1};
   d.groups = {p.rows, 1, 1};
   submit(ex, d);
 }

@@ -5,6 +5,7 @@
 //                            "N passed, N failed"; exit 1 if any failed
 //   selftest --oob NAME      runs the out-of-bounds fixture NAME (tg_oob | dev_oob) once: under the ASan build
 //                            this must end in a sanitizer report naming the .metal line
+//   selftest --abort NAME    spin_wait (the watchdog) | div_zero (SIGFPE): must abort with a report
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -602,8 +603,21 @@ static int oob(const char* which) {
   return 0;
 }
 
+// tests/abort.metal: each must end the process with a report naming the kernel (spin_wait | div_zero).
+static int abort_case(const char* which) {
+  std::vector<uint32_t> zero(32, 0), y(32, 0);
+  Dispatch d;
+  d.kernel = which;
+  d.threads = {32, 1, 1};
+  d.buffers = {{0, zero.data(), zero.size() * 4}, {1, y.data(), y.size() * 4}};
+  std::string e = run(d, RunOptions{});
+  std::printf("%s: returned instead of aborting: %s\n", which, e.empty() ? "no report" : e.c_str());
+  return 0;
+}
+
 int main(int argc, char** argv) {
   if (argc == 3 && !std::strcmp(argv[1], "--oob")) return oob(argv[2]);
+  if (argc == 3 && !std::strcmp(argv[1], "--abort")) return abort_case(argv[2]);
   shim_tests();
   sample_tests();
   const Stats s = stats();

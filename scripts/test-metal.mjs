@@ -1,0 +1,88 @@
+#!/usr/bin/env node
+// `npm run test:metal` (specs/metal-on-linux.md §6): what only a Mac can show. macOS arm64 only.
+//   1. toolchain: the SDK and Apple's Metal compiler (Xcode 26 ships it as a separate component)
+//   2. offline compile of exactly what ships (build/metal/src/*.metal, includes inlined) with
+//      `xcrun metal -std=metal3.0 -Wall -Werror`, then one metallib
+//   3. device.mm against the REAL SDK headers: -fobjc-arc -fblocks -Wall -Wextra -Werror -fsyntax-only
+//      (the Linux check uses hand-written stubs; this is where a wrong stub shows)
+//   4. the addon built (ARC, frameworks Metal + Foundation), then with MTL_DEBUG_LAYER=1 and
+//      MTL_SHADER_VALIDATION=1: every kernel compiled at run time into a pipeline, every op vs the CPU
+//      backend within 5e-3 and bit-identical run to run, the fixture towers end to end within 5e-3 of HF
+//      (test/metal-ops.test.ts with TESSERA_TEST_METAL=1)
+//   5. build/metal/report.json, and "N passed, N failed, N skipped"
+// Performance is `npm run bench -- --backend metal`, never a test.
+import { spawnSync } from 'node:child_process';
+import fs from 'node:fs';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+
+const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
+const results = [];
+const record = (name, status, detail = '') => {
+  results.push({ name, status, detail });
+  console.log(`${status.padEnd(7)} ${name}${detail ? `: ${detail}` : ''}`);
+};
+const run = (cmd, args, opts = {}) => spawnSync(cmd, args, { encoding: 'utf8', cwd: ROOT, ...opts });
+
+if (process.platform !== 'darwin' || process.arch !== 'arm64') {
+  console.error(`test:metal needs macOS on Apple silicon (this is ${process.platform}/${process.arch}). On Linux, npm test checks the Metal backend on the MSL emulator (docs/metal.md).`);
+  process.exit(1);
+}
+
+// 1. toolchain
+const sdk = run('xcrun', ['-sdk', 'macosx', '--show-sdk-version']);
+record('macOS SDK', sdk.status === 0 ? 'PASS' : 'FAIL', (sdk.stdout || sdk.stderr).trim());
+const metalVersion = run('xcrun', ['-sdk', 'macosx', 'metal', '--version']);
+const metalOut = (metalVersion.stdout || '') + (metalVersion.stderr || '');
+let haveCompiler = metalVersion.status === 0;
+if (!haveCompiler && /toolchain|MetalToolchain|not found|unable to find utility/i.test(metalOut)) {
+  record('Metal compiler', 'SKIPPED', 'missing: run `xcodebuild -downloadComponent MetalToolchain` (Xcode 26+)');
+} else record('Metal compiler', haveCompiler ? 'PASS' : 'FAIL', metalOut.split('\n')[0] ?? '');
+
+// the addon first: node-gyp rebuild starts by deleting build/ (it also regenerates build/metal)
+const gyp = run('npx', ['node-gyp', 'rebuild', '-j', '4'], { stdio: 'inherit' });
+record('addon build (ARC, Metal + Foundation)', gyp.status === 0 ? 'PASS' : 'FAIL');
+
+// 2. offline compile of what ships
+const gen = run('node', ['tools/mslemu/prepass.mjs', 'headers']);
+const srcDir = path.join(ROOT, 'build/metal/src');
+const airDir = path.join(ROOT, 'build/metal/air');
+fs.mkdirSync(airDir, { recursive: true });
+const kernels = gen.status === 0 ? fs.readdirSync(srcDir).filter((f) => f.endsWith('.metal')) : [];
+if (!kernels.length) record('kernel sources', 'FAIL', 'tools/mslemu/prepass.mjs headers wrote no build/metal/src/*.metal');
+for (const f of kernels) {
+  if (!haveCompiler) { record(`xcrun metal ${f}`, 'SKIPPED', 'no Metal compiler'); continue; }
+  const r = run('xcrun', ['-sdk', 'macosx', 'metal', '-std=metal3.0', '-Wall', '-Werror', '-c', path.join(srcDir, f), '-o', path.join(airDir, f.replace(/\.metal$/, '.air'))]);
+  record(`xcrun metal -Werror ${f}`, r.status === 0 ? 'PASS' : 'FAIL', r.status === 0 ? '' : (r.stderr || r.stdout).trim());
+}
+if (haveCompiler && kernels.length) {
+  const airs = fs.readdirSync(airDir).filter((f) => f.endsWith('.air')).map((f) => path.join(airDir, f));
+  const r = run('xcrun', ['-sdk', 'macosx', 'metallib', ...airs, '-o', path.join(ROOT, 'build/metal/tessera.metallib')]);
+  record('xcrun metallib', r.status === 0 ? 'PASS' : 'FAIL', (r.stderr || '').trim());
+}
+
+// 3. device.mm against the real SDK
+const sdkPath = run('xcrun', ['-sdk', 'macosx', '--show-sdk-path']).stdout.trim();
+const objc = run('xcrun', ['clang++', '-x', 'objective-c++', '-std=c++17', '-isysroot', sdkPath, '-mmacosx-version-min=13.0', '-fobjc-arc', '-fblocks',
+  '-fsyntax-only', '-Wall', '-Wextra', '-Werror', '-DTESSERA_HAVE_METAL=1', '-I', 'native', '-I', 'build/metal', 'native/metal/device.mm']);
+record('device.mm vs the real SDK (ARC, -Werror)', objc.status === 0 ? 'PASS' : 'FAIL', (objc.stderr || '').trim());
+
+// 4. addon + GPU parity
+let vitest = { numPassedTests: 0, numFailedTests: 0, numPendingTests: 0, testResults: [] };
+if (gyp.status === 0) {
+  const reportFile = path.join(ROOT, 'build/metal/vitest.json');
+  const env = { ...process.env, TESSERA_TEST_METAL: '1', MTL_DEBUG_LAYER: '1', MTL_SHADER_VALIDATION: '1' };
+  run('npx', ['vitest', 'run', 'test/metal-ops.test.ts', '--reporter=verbose', '--reporter=json', `--outputFile.json=${reportFile}`], { env, stdio: 'inherit' });
+  try { vitest = JSON.parse(fs.readFileSync(reportFile, 'utf8')); } catch { record('GPU parity tests', 'FAIL', 'vitest wrote no report'); }
+  for (const file of vitest.testResults ?? [])
+    for (const t of file.assertionResults ?? [])
+      if (/GPU|metal on the GPU/.test(t.ancestorTitles?.join(' ') ?? '')) record(t.title, t.status === 'passed' ? 'PASS' : t.status === 'pending' || t.status === 'skipped' ? 'SKIPPED' : 'FAIL', (t.failureMessages ?? []).join('\n').slice(0, 2000));
+}
+
+// 5. report
+const count = (s) => results.filter((r) => r.status === s).length;
+const report = { date: new Date().toISOString(), sdk: sdk.stdout.trim(), metal: metalOut.split('\n')[0], results };
+fs.mkdirSync(path.join(ROOT, 'build/metal'), { recursive: true });
+fs.writeFileSync(path.join(ROOT, 'build/metal/report.json'), JSON.stringify(report, null, 2));
+console.log(`${count('PASS')} passed, ${count('FAIL')} failed${count('SKIPPED') ? `, ${count('SKIPPED')} skipped` : ''}`);
+process.exit(count('FAIL') ? 1 : 0);
