@@ -2,13 +2,16 @@
 // hidden 1152, bf16; scripts/make-synthetic-qwen.mjs). One 448x640 page (28x40 patches) per run,
 // each residency in a fresh child process so that its peak RSS is its own; the page cache is warm
 // (a warm-up encode first, and the file was just read by the previous child). Then an 8-image
-// block-major batch under `stream`, counting the bytes the store read: once per batch, not 8x.
+// encodeBatch (block-major) under `stream`, counting the bytes the store read: once, not 8x.
 //   node scripts/bench/residency.mjs            (prints the section; needs `npm run build`)
 import { spawnSync } from 'node:child_process';
+import { readdirSync } from 'node:fs';
+import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { makeSyntheticQwen } from '../make-synthetic-qwen.mjs';
 
 const CHILD = fileURLToPath(import.meta.url);
+const IMAGES = fileURLToPath(new URL('../../test/fixtures/images/', import.meta.url));
 const PATCH_COLS = 3 * 2 * 16 * 16;
 
 function pixels(n, seed) {
@@ -37,25 +40,28 @@ async function childPage(model, residency, slots, h, w, runs) {
   return out;
 }
 
-// Child: `images` images of an h x w grid through `stream`, as one block-major call and then one
-// by one, with the store's byte counter read around each.
-async function childBatch(model, slots, h, w, images) {
+// Child: `images` real image files (the test fixtures) through `stream` with encodeBatch, kept
+// small (maxPixels) so the run is short: as one block-major call, then one call per image, with
+// the store's byte counter read around each.
+async function childBatch(model, slots, images, maxPixels) {
   const { VisionTower } = await import('../../dist/index.js');
   const tower = await VisionTower.open(model, { backend: 'cpu', residency: 'stream', slots });
-  const each = Array.from({ length: images }, (_, i) => pixels(h * w, i + 1));
-  const all = new Float32Array(each.reduce((a, p) => a + p.length, 0));
-  each.forEach((p, i) => all.set(p, i * p.length));
-  const grids = each.map(() => ({ t: 1, h, w }));
+  const files = readdirSync(IMAGES).filter((f) => /\.(png|jpe?g)$/.test(f)).sort().slice(0, images).map((f) => join(IMAGES, f));
+  if (files.length < images) throw new Error(`need ${images} images in ${IMAGES}, found ${files.length}`);
+  const opts = { minPixels: 32 * 32, maxPixels };
   const read0 = tower.stats().bytesRead;
   let t = performance.now();
-  await tower.encodePixels({ pixelValues: all, grid: grids }); // one call, block-major (what encodeBatch issues)
+  const batch = await tower.encodeBatch(files, opts);
   const batchMs = performance.now() - t;
+  const failed = batch.filter((r) => !(r && 'embeddings' in r));
+  if (failed.length) throw new Error(`encodeBatch failed: ${failed.map(String).join('; ')}`);
   const read1 = tower.stats().bytesRead;
   t = performance.now();
-  for (const p of each) await tower.encodePixels({ pixelValues: p, grid: grids[0] });
+  for (const f of files) await tower.encode(f, opts);
   const singleMs = performance.now() - t;
   const read2 = tower.stats().bytesRead;
-  const out = { batchBytes: read1 - read0, singleBytes: read2 - read1, batchMs, singleMs, fileBytes: tower.info.memory.fileBytes };
+  const tokens = batch.reduce((a, r) => a + r.tokens, 0);
+  const out = { batchBytes: read1 - read0, singleBytes: read2 - read1, batchMs, singleMs, tokens, fileBytes: tower.info.memory.fileBytes };
   await tower.close();
   return out;
 }
@@ -75,7 +81,7 @@ const median = (a) => [...a].sort((x, y) => x - y)[Math.floor(a.length / 2)];
  * minimum is the figure least disturbed by other work, and taking turns exposes each residency
  * to the same disturbances.
  */
-export function measureResidency({ model = makeSyntheticQwen(), runs = 2, rounds = 2, slots = 2, page = [28, 40], batch = { images: 8, h: 8, w: 8 } } = {}) {
+export function measureResidency({ model = makeSyntheticQwen(), runs = 2, rounds = 2, slots = 2, page = [28, 40], batch = { images: 8, maxPixels: 160 * 160 } } = {}) {
   const [h, w] = page;
   const rows = {};
   for (let round = 0; round < rounds; round++)
@@ -91,12 +97,12 @@ export function measureResidency({ model = makeSyntheticQwen(), runs = 2, rounds
     row.ms = Math.min(...row.all);
     row.medianMs = median(row.all);
   }
-  const b = spawnChild(['batch', model, slots, batch.h, batch.w, batch.images]);
+  const b = spawnChild(['batch', model, slots, batch.images, batch.maxPixels]);
   const { resident, stream } = rows;
   return {
     page: { h, w, patches: h * w },
     rows,
-    batch: { ...b, images: batch.images, grid: [batch.h, batch.w] },
+    batch: { ...b, images: batch.images, maxPixels: batch.maxPixels },
     bars: {
       rssRatio: stream.peakRssMiB / resident.peakRssMiB,
       rssOk: stream.peakRssMiB <= 0.45 * resident.peakRssMiB && stream.peakRssMiB < 450,
@@ -126,7 +132,7 @@ export async function section(opts) {
       '',
       `Bars: stream peak RSS ${m.rows.stream.peakRssMiB.toFixed(0)} MiB = ${m.bars.rssRatio.toFixed(2)} x resident (bar <= 0.45 x and < 450 MiB): ${yes(m.bars.rssOk)}; stream time ${m.bars.timeRatio.toFixed(3)} x resident (bar <= 1.10): ${yes(m.bars.timeOk)}.`,
       '',
-      `Block-major batch under \`stream\`: ${m.batch.images} images of ${m.batch.grid[0]}x${m.batch.grid[1]} patches in one call read ${(m.batch.batchBytes / MiB).toFixed(1)} MiB (the tower is ${(m.batch.fileBytes / MiB).toFixed(1)} MiB: ${m.bars.readOnce ? 'read once' : '**not once**'}) in ${m.batch.batchMs.toFixed(0)} ms; the same images one call each read ${(m.batch.singleBytes / MiB).toFixed(1)} MiB (${(m.batch.singleBytes / m.batch.fileBytes).toFixed(1)} x) in ${m.batch.singleMs.toFixed(0)} ms.`,
+      `\`encodeBatch\` under \`stream\`: ${m.batch.images} images (test/fixtures/images, maxPixels ${m.batch.maxPixels}: ${m.batch.tokens} tokens in all) in one call read ${(m.batch.batchBytes / MiB).toFixed(1)} MiB (the tower is ${(m.batch.fileBytes / MiB).toFixed(1)} MiB: ${m.bars.readOnce ? 'read once' : '**not once**'}) in ${m.batch.batchMs.toFixed(0)} ms; the same images one call each read ${(m.batch.singleBytes / MiB).toFixed(1)} MiB (${(m.batch.singleBytes / m.batch.fileBytes).toFixed(1)} x) in ${m.batch.singleMs.toFixed(0)} ms.`,
     ].join('\n'),
   };
 }
@@ -135,7 +141,7 @@ if (process.argv[2] === '--child') {
   const [kind, ...a] = process.argv.slice(3);
   const r = kind === 'page'
     ? await childPage(a[0], a[1], Number(a[2]), Number(a[3]), Number(a[4]), Number(a[5]))
-    : await childBatch(a[0], Number(a[1]), Number(a[2]), Number(a[3]), Number(a[4]));
+    : await childBatch(a[0], Number(a[1]), Number(a[2]), Number(a[3]));
   console.log(JSON.stringify(r));
 } else if (import.meta.url === `file://${process.argv[1]}`) {
   const s = await section();
