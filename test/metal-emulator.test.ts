@@ -102,5 +102,19 @@ describe.skipIf(!status.available)(title, () => {
     const all = spawnSync(bin, [], { encoding: 'utf8', env });
     expect(all.stderr).not.toMatch(/runtime error|AddressSanitizer/);
     expect(all.stdout).toMatch(/ 0 failed/);
-  });
+    // the project's kernels: every op case of test_metal_ops.cc with the sanitized emulator library loaded
+    // into the (uninstrumented) test runner, the ASan runtime preloaded; scratch has exact-size allocations,
+    // so one element past a buffer is a report at the .metal line
+    const rt = spawnSync(status.cxx, ['-print-file-name=libclang_rt.asan-x86_64.so'], { encoding: 'utf8' }).stdout.trim();
+    const tests = path.join(ROOT, 'build/Release/native_tests');
+    if (process.arch === 'x64' && fs.existsSync(rt) && fs.existsSync(tests)) {
+      const ops = spawnSync(tests, ['metal:'], {
+        encoding: 'utf8',
+        timeout: 170_000,
+        env: { ...env, LD_PRELOAD: rt, TESSERA_METAL_OPS: '1', TESSERA_MSLEMU_LIB: path.join(ROOT, 'build/mslemu/asan/libtessera_mslemu.so') },
+      });
+      expect(ops.stderr, ops.stderr.slice(0, 4000)).not.toMatch(/runtime error|AddressSanitizer/);
+      expect(ops.stdout).toMatch(/^[1-9]\d* passed, 0 failed$/m);
+    }
+  }, 170_000);
 });

@@ -12,7 +12,6 @@
 #include <sstream>
 #include <thread>
 
-#include "common/aligned.h"
 #include "common/error.h"
 #include "metal/mslemu_api.h"
 
@@ -68,8 +67,12 @@ const Library& library() {
   return lib;
 }
 
+// Scratch is allocated at its exact size (not rounded to pages): under the sanitizer run (ASan runtime
+// preloaded, emulator library built with -fsanitize=address) a kernel reading one element past a buffer
+// hits the allocator's redzone.
 struct EmuBuffer : gpu::Buffer {
-  AlignedBuffer storage;  // empty when wrapping host memory
+  void* owned = nullptr;  // null when wrapping host memory
+  ~EmuBuffer() override { std::free(owned); }
 };
 
 class EmuExecutor final : public Executor {
@@ -96,14 +99,13 @@ class EmuExecutor final : public Executor {
   }
   gpu::Buffer* alloc(size_t bytes) override {
     auto* b = new EmuBuffer();
-    try {
-      b->storage = AlignedBuffer(std::max<size_t>(bytes, 16));
-    } catch (...) {
+    if (posix_memalign(&b->owned, 64, std::max<size_t>(bytes, 1)) != 0) {
+      b->owned = nullptr;
       delete b;
-      throw;
+      fail(Code::OutOfMemory, "metal-emulated: could not allocate " + std::to_string(bytes) + " bytes");
     }
-    std::memset(b->storage.data(), opt_.poison, b->storage.size());  // "uninitialised": poisoned
-    b->host = b->storage.data();
+    std::memset(b->owned, opt_.poison, std::max<size_t>(bytes, 1));  // "uninitialised": poisoned
+    b->host = b->owned;
     b->bytes = bytes;
     live_.push_back(b);
     return b;
