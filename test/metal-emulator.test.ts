@@ -15,6 +15,7 @@ import { metalFiles, ROOT } from '../tools/mslemu/prepass.mjs';
 
 const status = await build({ asan: false });
 const title = status.available ? 'mslemu' : `mslemu (skipped: ${status.reason})`;
+if (!status.available) console.warn(`test/metal-emulator.test.ts: skipped: ${status.reason}`);
 
 function sanitizerAvailable(cxx: string): string | null {
   const dir = fs.mkdtempSync(path.join(ROOT, 'build', 'asan-probe-'));

@@ -18,6 +18,7 @@ import { buildSmoke } from '../tools/fakemetal/build.mjs';
 
 const tc = findClang();
 const smoke = tc.cxx ? await buildSmoke() : { available: false, reason: tc.reason };
+if (!tc.cxx) console.warn(`test/metal-objc.test.ts: skipped: ${tc.reason}`);
 
 describe.skipIf(!tc.cxx)(tc.cxx ? 'device.mm on Linux' : `device.mm on Linux (skipped: ${tc.reason})`, () => {
   it('type-checks under -fobjc-arc -fblocks -Wall -Wextra -Werror against the stubs; bad.mm fails with exactly its 4 errors', () => {

@@ -16,6 +16,7 @@ import { build } from '../tools/mslemu/build.mjs';
 const TOL = 5e-3;  // DESIGN §4: Metal agreement with HF
 const status = await build({ quiet: true });
 const title = status.available ? 'metal-emulated' : `metal-emulated (skipped: ${status.reason})`;
+if (!status.available) console.warn(`test/metal-ops.test.ts: skipped: ${status.reason}`);
 const BIN = fileURLToPath(new URL('../build/Release/native_tests', import.meta.url));
 
 // Every stage of one fixture case through metal-emulated; returns the worst error per stage.
