@@ -2,6 +2,7 @@
 
 #include <dlfcn.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -123,7 +124,7 @@ class EmuExecutor final : public Executor {
     MslemuKernel info{};
     if (!lib_.kernel(k.name, &info))
       fail(Code::Internal, std::string("internal: the MSL emulator library has no kernel ") + k.name + ": rebuild it with `node tools/mslemu/build.mjs`");
-    return info.max_threads;
+    return opt_.max_threads ? std::min(info.max_threads, opt_.max_threads) : info.max_threads;
   }
   void record(const Dispatch& d) override { batch_.push_back(d); }
   void commit(std::function<void(const std::string&)> done) override {
@@ -190,6 +191,7 @@ EmuOptions EmuOptions::from_env() {
   const unsigned hw = std::max(1u, std::thread::hardware_concurrency());
   o.workers = int(std::min(hw, 2u));
   if (const char* s = std::getenv("MSLEMU_WORKERS")) o.workers = std::max(1, std::atoi(s));
+  if (const char* s = std::getenv("TESSERA_MSLEMU_MAX_THREADS")) o.max_threads = uint32_t(std::max(0, std::atoi(s)));
   return o;
 }
 

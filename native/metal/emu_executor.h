@@ -16,6 +16,8 @@ struct EmuOptions {
   uint64_t seed = 1;
   uint8_t poison = 0xFF;
   int workers = 2;  // threads for a dispatch's threadgroups (forward schedule only)
+  uint32_t max_threads = 0;  // >0: pipelines allow at most this many threads (a GPU under register
+                             // pressure), to exercise the op layer's fallback; TESSERA_MSLEMU_MAX_THREADS
   // TESSERA_MSLEMU_SCHEDULE=forward|reverse|shuffled:SEED, TESSERA_MSLEMU_POISON=ff|55, MSLEMU_WORKERS=N
   static EmuOptions from_env();
 };

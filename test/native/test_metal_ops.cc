@@ -104,7 +104,7 @@ std::vector<float> run_on(Backend& b, const Case& c) {
 void check(const Case& c) {
   auto cpu = tessera::cpu::make_cpu_backend(1);
   const std::vector<float> ref = run_on(*cpu, c);
-  const mtl::EmuOptions runs[4] = {{0, 0, 0xFF, 1}, {1, 0, 0xFF, 1}, {2, 1, 0xFF, 1}, {2, 2, 0x55, 1}};
+  const mtl::EmuOptions runs[4] = {{0, 0, 0xFF, 1, 0}, {1, 0, 0xFF, 1, 0}, {2, 1, 0xFF, 1, 0}, {2, 2, 0x55, 1, 0}};
   const char* names[4] = {"forward/ff", "reverse/ff", "shuffled:1/ff", "shuffled:2/55"};
   const char* gpu_names[4] = {"GPU run 1", "GPU run 2", "", ""};
   const bool gpu = on_gpu();
@@ -347,4 +347,38 @@ TEST("metal: every kernel becomes a pipeline within the device's limits") {
     EXPECT_MSG(mt >= 256, k.name << ": the pipeline allows only " << mt << " threads per threadgroup");
   }
   EXPECT(ex->limits().max_tg_memory >= 32768);
+}
+
+TEST("metal: a pipeline allowing fewer threads: norms adapt, matmul refuses with ERR_GPU") {
+  if (!enabled() || on_gpu()) return;
+  std::mt19937 g(17);
+  Case c;
+  c.name = "layer_norm + rms_norm with pipelines of 64 threads";
+  c.in = {make(g, 3, 300, DType::F32, 0, -2, 3), make(g, 1, 300), make(g, 1, 300), make(g, 3, 300)};
+  c.out = 3;
+  c.op = [](Backend& b, std::vector<Tensor>& t) {
+    b.layer_norm(t[3], t[0], t[1], t[2], 1e-6f);
+    b.rms_norm(t[3], t[3], &t[1], 300, 1e-6f);
+    b.rms_norm(t[3], t[3], nullptr, 30, 1e-6f);
+  };
+  auto cpu = tessera::cpu::make_cpu_backend(1);
+  const std::vector<float> ref = run_on(*cpu, c);
+  mtl::EmuOptions o{0, 0, 0xFF, 1, 64};
+  auto small = mtl::make_metal_backend(mtl::make_emu_executor(o), "metal-emulated");
+  const std::vector<float> got = run_on(*small, c);
+  double err = 0, mx = 0;
+  for (size_t i = 0; i < ref.size(); i++) err = std::max(err, std::fabs(double(got[i]) - ref[i])), mx = std::max(mx, std::fabs(double(ref[i])));
+  EXPECT_MSG(err <= 2e-5 * mx, "max err " << err);
+  Case l;
+  l.name = "linear with pipelines of 64 threads";
+  l.in = {make(g, 8, 16), make(g, 8, 16), make(g, 8, 8)};
+  l.out = 2;
+  l.op = [](Backend& b, std::vector<Tensor>& t) { b.linear(t[2], t[0], t[1], LinearArgs{}); };
+  bool refused = false;
+  try {
+    run_on(*small, l);
+  } catch (const tessera::Error& e) {
+    refused = e.code() == tessera::Code::Gpu && std::string(e.what()).find("needs 128") != std::string::npos;
+  }
+  EXPECT(refused);
 }

@@ -12,7 +12,7 @@
 #define MSLEMU_FIBER_UCONTEXT 1
 #endif
 #endif
-#if !defined(__x86_64__) && !defined(__aarch64__)
+#if (!defined(__x86_64__) && !defined(__aarch64__)) || !defined(__ELF__)  // the asm below is ELF (Linux)
 #define MSLEMU_FIBER_UCONTEXT 1
 #endif
 #ifdef MSLEMU_FIBER_UCONTEXT
