@@ -2,7 +2,10 @@
 // machine by test/fixtures/image-edge/pillow_reference.py over the files make.mjs wrote:
 // EXIF orientations 1-8, 16-bit gray (clipped) / gray+alpha / RGBA (high byte), 1/2/4-bit gray,
 // gray+alpha, palette with tRNS, gAMA, an ICC-tagged PNG (ignored as PIL does), CMYK JPEG
-// (Pillow's formula), gray JPEG, WebP with alpha, lossy WebP, TIFF, GIF, AVIF.
+// (Pillow's formula), gray JPEG, WebP with alpha, lossy WebP, TIFF, GIF, AVIF; and, written by
+// Pillow itself (pillow_make.py): progressive and 4:2:2 JPEGs, an animated GIF with a transparent
+// index (first frame; transparent pixels show the palette colour), 16-bit gray / CMYK / 1-bit
+// TIFFs, a PNG with an EXIF orientation, a TIFF with an orientation tag.
 import { createHash } from 'node:crypto';
 import { describe, expect, it } from 'vitest';
 import {

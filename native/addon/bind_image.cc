@@ -1,5 +1,6 @@
 #include "addon/bind_image.h"
 
+#include <array>
 #include <cstring>
 #include <exception>
 #include <functional>
@@ -52,6 +53,23 @@ std::string str(const Napi::Object& o, const char* key) {
   if (!v.IsString()) fail(Code::InvalidArgument, std::string("image: option '") + key + "' must be a string");
   return v.As<Napi::String>().Utf8Value();
 }
+// Optional [r, g, b] bytes.
+bool rgb_bytes(const Napi::Object& o, const char* key, uint8_t out[3]) {
+  Napi::Value v = o.Get(key);
+  if (v.IsUndefined() || v.IsNull()) return false;
+  if (!v.IsArray() || v.As<Napi::Array>().Length() != 3)
+    fail(Code::InvalidArgument, std::string("image: option '") + key + "' must be [r, g, b]");
+  Napi::Array a = v.As<Napi::Array>();
+  for (uint32_t i = 0; i < 3; ++i) {
+    Napi::Value e = a.Get(i);
+    double d = e.IsNumber() ? e.As<Napi::Number>().DoubleValue() : -1;
+    if (!(d >= 0 && d <= 255) || d != double(int(d)))
+      fail(Code::InvalidArgument, std::string("image: option '") + key + "' must hold integers 0..255");
+    out[i] = uint8_t(d);
+  }
+  return true;
+}
+
 void triple(const Napi::Object& o, const char* key, float out[3]) {
   Napi::Value v = o.Get(key);
   if (!v.IsArray() || v.As<Napi::Array>().Length() != 3)
@@ -162,6 +180,7 @@ Napi::Value ImagePreprocess(const Napi::CallbackInfo& info) {
     r.format = image::parse_pixel_format(str(o, "format"));
     r.width = int_arg(o, "width", 1, 1 << 20);
     r.height = int_arg(o, "height", 1, 1 << 20);
+    r.has_transparent_rgb = rgb_bytes(o, "transparentColor", r.transparent_rgb);
     r.target_width = int_arg(o, "targetWidth", 1, 1 << 20);
     r.target_height = int_arg(o, "targetHeight", 1, 1 << 20);
     std::string layout = str(o, "layout");
@@ -255,6 +274,8 @@ Napi::Value ImageToRgb(const Napi::CallbackInfo& info) {
     Bytes px = typed_bytes(info[0], "pixels");
     const image::PixelFormat f = image::parse_pixel_format(str(o, "format"));
     const int w = int_arg(o, "width", 1, 1 << 20), h = int_arg(o, "height", 1, 1 << 20);
+    std::array<uint8_t, 3> key{};
+    const bool has_key = rgb_bytes(o, "transparentColor", key.data());
     const size_t need = size_t(w) * h * image::channels_of(f) * image::bytes_per_sample(f);
     if (px.length != need)
       fail(Code::InvalidArgument, "imageToRgb: pixels hold " + std::to_string(px.length) + " bytes, expected " +
@@ -265,7 +286,7 @@ Napi::Value ImageToRgb(const Napi::CallbackInfo& info) {
     uint8_t* dst = static_cast<uint8_t*>(out.Data());
     const void* src = px.data;
     auto* wk = new ImageWorker(
-        env, [src, f, w, h, dst] { image::to_rgb8(src, f, w, h, dst, nullptr); },
+        env, [src, f, w, h, dst, key, has_key] { image::to_rgb8(src, f, w, h, dst, nullptr, has_key ? key.data() : nullptr); },
         [n](Napi::Env e, const std::vector<Napi::ObjectReference>& refs) -> Napi::Value {
           return Napi::Uint8Array::New(e, n, refs[1].Value().As<Napi::ArrayBuffer>(), 0);
         },

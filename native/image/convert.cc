@@ -48,7 +48,7 @@ inline int muldiv255(int a, int b) {
 }
 inline uint8_t clip8(int v) { return uint8_t(v < 0 ? 0 : v > 255 ? 255 : v); }
 
-void convert_pixels(const void* src, PixelFormat f, size_t begin, size_t end, uint8_t* dst) {
+void convert_pixels(const void* src, PixelFormat f, size_t begin, size_t end, uint8_t* dst, const uint8_t* key) {
   const uint8_t* s8 = static_cast<const uint8_t*>(src);
   const uint16_t* s16 = static_cast<const uint16_t*>(src);
   const int ch = channels_of(f);
@@ -62,7 +62,8 @@ void convert_pixels(const void* src, PixelFormat f, size_t begin, size_t end, ui
       return;
     case PixelFormat::RGBA8:
       for (size_t i = begin; i < end; ++i, o += 3) {
-        o[0] = s8[i * 4]; o[1] = s8[i * 4 + 1]; o[2] = s8[i * 4 + 2];
+        const uint8_t* p = (key && s8[i * 4 + 3] == 0) ? key : s8 + i * 4;
+        o[0] = p[0]; o[1] = p[1]; o[2] = p[2];
       }
       return;
     case PixelFormat::CMYK8:
@@ -95,9 +96,9 @@ void convert_pixels(const void* src, PixelFormat f, size_t begin, size_t end, ui
 
 }  // namespace
 
-void to_rgb8(const void* src, PixelFormat f, int w, int h, uint8_t* dst, ThreadPool* pool) {
+void to_rgb8(const void* src, PixelFormat f, int w, int h, uint8_t* dst, ThreadPool* pool, const uint8_t* transparent_rgb) {
   const size_t n = size_t(w) * size_t(h);
-  auto fn = [&](size_t b, size_t e) { convert_pixels(src, f, b, e, dst); };
+  auto fn = [&](size_t b, size_t e) { convert_pixels(src, f, b, e, dst, transparent_rgb); };
   if (pool && pool->size() > 1 && n > (1u << 16)) pool->parallel_for(n, fn, 1u << 14);
   else fn(0, n);
 }

@@ -30,7 +30,11 @@ int channels_of(PixelFormat f);
 int bytes_per_sample(PixelFormat f);  // 1 or 2
 
 // Converts w x h pixels of format f (samples in native byte order, rows packed) to RGB8 in dst.
-void to_rgb8(const void* src, PixelFormat f, int w, int h, uint8_t* dst, ThreadPool* pool);
+// transparent_rgb (RGBA8 only, may be null): the colour PIL shows for fully transparent pixels of a
+// palette image whose decoder (libvips for GIF) replaced them with transparent black — PIL's
+// convert("RGB") of a P image shows the palette entry of the transparent index.
+void to_rgb8(const void* src, PixelFormat f, int w, int h, uint8_t* dst, ThreadPool* pool,
+             const uint8_t* transparent_rgb = nullptr);
 
 }  // namespace image
 }  // namespace tessera

@@ -64,7 +64,8 @@ void run_preprocess(const PreprocessRequest& r, void* out, int32_t* positions, T
   const uint8_t* rgb = static_cast<const uint8_t*>(r.pixels);
   if (r.format != PixelFormat::RGB8) {
     rgb_store.resize(size_t(r.width) * r.height * 3);
-    to_rgb8(r.pixels, r.format, r.width, r.height, rgb_store.data(), pool);
+    to_rgb8(r.pixels, r.format, r.width, r.height, rgb_store.data(), pool,
+            r.has_transparent_rgb ? r.transparent_rgb : nullptr);
     rgb = rgb_store.data();
   }
   // 2. Resize (skipped, not copied, when the size is unchanged: Pillow's copy is the identity).

@@ -19,6 +19,8 @@ struct PreprocessRequest {
   size_t pixel_bytes = 0;
   PixelFormat format = PixelFormat::RGB8;
   int width = 0, height = 0;                // decoded (upright) size
+  bool has_transparent_rgb = false;         // see to_rgb8: GIF transparent-index colour
+  uint8_t transparent_rgb[3] = {0, 0, 0};
   int target_width = 0, target_height = 0;  // resized size
   Layout layout = Layout::Qwen;
   QwenLayout qwen;  // Qwen: patch, temporal, merge

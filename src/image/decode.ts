@@ -25,6 +25,11 @@ export interface ImageHeader {
 export interface DecodedImage extends ImageHeader {
   pixels: Uint8Array | Uint16Array;
   pixelFormat: PixelFormat;
+  /**
+   * GIF: the palette colour of the first frame's transparent index. libvips decodes those pixels
+   * as transparent black; PIL's convert("RGB") of the P-mode frame shows this colour instead.
+   */
+  transparentColor?: [number, number, number];
 }
 
 export interface AdmissionOptions {
@@ -129,6 +134,38 @@ function formatOf(space: string, sixteen: boolean, channels: number): PixelForma
   return (['gray8', 'graya8', 'rgb8', 'rgba8'] as const)[channels - 1];
 }
 
+/**
+ * The colour PIL shows for a GIF's transparent pixels: the palette entry (local table if the first
+ * frame has one, else the global one) of the transparent index in the first frame's graphic
+ * control extension. Header bytes only; undefined when there is none or the file is odd.
+ */
+export function gifTransparentColor(buf: Uint8Array): [number, number, number] | undefined {
+  if (buf.length < 13 || buf[0] !== 0x47 || buf[1] !== 0x49 || buf[2] !== 0x46) return undefined; // "GIF"
+  const tableAt = (flags: number, at: number) => (flags & 0x80 ? { at, len: 3 * (2 << (flags & 7)) } : undefined);
+  const global = tableAt(buf[10]!, 13);
+  let pos = 13 + (global?.len ?? 0);
+  let transparent: number | undefined;
+  while (pos < buf.length) {
+    const b = buf[pos]!;
+    if (b === 0x21) {
+      // Extension: label, then sub-blocks up to a zero-length one. A graphic control extension's
+      // first sub-block is 4 bytes: packed flags (bit 0: has transparency), delay (2), index.
+      const label = buf[pos + 1];
+      pos += 2;
+      if (label === 0xf9 && buf[pos] === 4 && pos + 4 < buf.length) transparent = buf[pos + 1]! & 1 ? buf[pos + 4] : undefined;
+      while (pos < buf.length && buf[pos] !== 0) pos += buf[pos]! + 1;
+      pos++;
+    } else if (b === 0x2c) {
+      if (transparent === undefined || pos + 10 > buf.length) return undefined;
+      const table = tableAt(buf[pos + 9]!, pos + 10) ?? global;
+      if (!table || transparent * 3 + 3 > table.len || table.at + table.len > buf.length) return undefined;
+      const at = table.at + transparent * 3;
+      return [buf[at]!, buf[at + 1]!, buf[at + 2]!];
+    } else return undefined;
+  }
+  return undefined;
+}
+
 /** Decodes to upright pixels after the admission checks. */
 export async function decodeImage(input: ImageInput, opts: AdmissionOptions = {}): Promise<DecodedImage> {
   const limit = limitOf(opts);
@@ -160,5 +197,6 @@ export async function decodeImage(input: ImageInput, opts: AdmissionOptions = {}
       ? new Uint16Array(data.buffer, data.byteOffset, data.byteLength / 2)
       : new Uint16Array(new Uint8Array(data).buffer) // copy to an aligned buffer
     : new Uint8Array(data.buffer, data.byteOffset, data.byteLength);
-  return { ...header, pixels, pixelFormat };
+  const transparentColor = header.format === 'gif' && pixelFormat === 'rgba8' ? gifTransparentColor(buf) : undefined;
+  return { ...header, pixels, pixelFormat, ...(transparentColor ? { transparentColor } : {}) };
 }

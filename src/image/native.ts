@@ -7,6 +7,7 @@ export interface NativePreprocessArgs {
   width: number;
   height: number;
   format: PixelFormat;
+  transparentColor?: [number, number, number];
   targetWidth: number;
   targetHeight: number;
   layout: 'qwen' | 'gemma';
@@ -29,7 +30,10 @@ export interface NativePreprocessResult<T extends Float32Array | Uint8Array> {
 interface ImageBindings {
   imagePreprocess(pixels: Uint8Array | Uint16Array, args: NativePreprocessArgs): Promise<NativePreprocessResult<Float32Array | Uint8Array>>;
   imageResize(rgb: Uint8Array, width: number, height: number, targetWidth: number, targetHeight: number): Promise<Uint8Array>;
-  imageToRgb(pixels: Uint8Array | Uint16Array, args: { width: number; height: number; format: PixelFormat }): Promise<Uint8Array>;
+  imageToRgb(
+    pixels: Uint8Array | Uint16Array,
+    args: { width: number; height: number; format: PixelFormat; transparentColor?: [number, number, number] },
+  ): Promise<Uint8Array>;
 }
 
 function bindings(): ImageBindings {
@@ -61,9 +65,15 @@ export async function resizeRgb8(rgb: Uint8Array, width: number, height: number,
 }
 
 /** Decoded pixels to packed RGB8 by PIL's convert("RGB") rules. */
-export async function toRgb8(pixels: Uint8Array | Uint16Array, width: number, height: number, format: PixelFormat): Promise<Uint8Array> {
+export async function toRgb8(
+  pixels: Uint8Array | Uint16Array,
+  width: number,
+  height: number,
+  format: PixelFormat,
+  transparentColor?: [number, number, number],
+): Promise<Uint8Array> {
   try {
-    return await bindings().imageToRgb(pixels, { width, height, format });
+    return await bindings().imageToRgb(pixels, { width, height, format, ...(transparentColor ? { transparentColor } : {}) });
   } catch (err) {
     throw toTesseraError(err);
   }

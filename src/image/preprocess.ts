@@ -144,6 +144,7 @@ async function runQwen<T extends Float32Array | Uint8Array>(
     width: img.width,
     height: img.height,
     format: img.pixelFormat,
+    ...(img.transparentColor ? { transparentColor: img.transparentColor } : {}),
     targetWidth: plan.resized.width,
     targetHeight: plan.resized.height,
     layout: 'qwen',
@@ -182,6 +183,7 @@ async function runGemma<T extends Float32Array | Uint8Array>(
     width: img.width,
     height: img.height,
     format: img.pixelFormat,
+    ...(img.transparentColor ? { transparentColor: img.transparentColor } : {}),
     targetWidth: plan.resized.width,
     targetHeight: plan.resized.height,
     layout: 'gemma',
@@ -231,5 +233,5 @@ export function preprocessGemmaBytes(input: ImageInput, cfg: GemmaPreprocessConf
  */
 export async function decodeRgb8(input: ImageInput, opts: AdmissionOptions = {}): Promise<{ rgb: Uint8Array } & WidthHeight> {
   const img = await decodeImage(input, opts);
-  return { rgb: await toRgb8(img.pixels, img.width, img.height, img.pixelFormat), width: img.width, height: img.height };
+  return { rgb: await toRgb8(img.pixels, img.width, img.height, img.pixelFormat, img.transparentColor), width: img.width, height: img.height };
 }

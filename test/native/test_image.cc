@@ -106,6 +106,13 @@ TEST("image: Pillow conversion rules (alpha dropped, I;16 clipped, 16-bit high b
   EXPECT((one(white, PixelFormat::CMYK8) == std::vector<uint8_t>{255, 255, 255}));
   EXPECT((one(black, PixelFormat::CMYK8) == std::vector<uint8_t>{0, 0, 0}));
   EXPECT((one(cyan, PixelFormat::CMYK8) == std::vector<uint8_t>{0, 255, 255}));
+  // A GIF's transparent pixels (decoded as transparent black) show the palette colour given.
+  uint8_t clear[4] = {0, 0, 0, 0}, opaque[4] = {1, 2, 3, 255}, key[3] = {184, 177, 173};
+  std::vector<uint8_t> o(3);
+  to_rgb8(clear, PixelFormat::RGBA8, 1, 1, o.data(), nullptr, key);
+  EXPECT((o == std::vector<uint8_t>{184, 177, 173}));
+  to_rgb8(opaque, PixelFormat::RGBA8, 1, 1, o.data(), nullptr, key);
+  EXPECT((o == std::vector<uint8_t>{1, 2, 3}));
   // 50% K, 50% C: nk = 127; R = 127 - round(128 * 127 / 255) = 127 - 64 = 63.
   uint8_t half[4] = {128, 0, 0, 128};
   EXPECT((one(half, PixelFormat::CMYK8) == std::vector<uint8_t>{63, 127, 127}));
