@@ -9,6 +9,8 @@ import { VisionTower } from '../src/index.js';
 import { FIXTURES, readTensors } from './helpers/fixtures.js';
 import { GEMMA4_DIR, GEMMA4_MMPROJ, GEMMA4_MODEL } from './helpers/gemma4-fixtures.js';
 import { copyModel } from './helpers/model-copy.js';
+// @ts-expect-error: plain ESM build script, no type declarations
+import { build } from '../tools/mslemu/build.mjs';
 
 type Input = Parameters<VisionTower['encodePixels']>[0];
 
@@ -178,4 +180,26 @@ describe('stream failures through the API', () => {
       await tower.close();
     }
   });
+});
+
+// The Metal op layer on the MSL emulator: the slots and mapping windows are wrapped zero-copy as
+// on a Mac, and completions arrive from the executor. Needs the emulator (clang >= 15).
+const emu = await build({ quiet: true });
+describe.skipIf(!emu.available)(`residencies on metal-emulated${emu.available ? '' : ` (skipped: ${emu.reason})`}`, () => {
+  it('qwen3_5-tiny: resident, mapped and stream (K = 1, 2) bit-identical', async () => {
+    const input = qwenInput('qwen3_5-tiny', 'tiny');
+    let reference: Awaited<ReturnType<VisionTower['encodePixels']>> | undefined;
+    for (const v of [{ residency: 'resident' as const }, { residency: 'mapped' as const }, { residency: 'stream' as const, slots: 1 }, { residency: 'stream' as const, slots: 2 }]) {
+      const tower = await VisionTower.open(join(FIXTURES, 'qwen3_5-tiny', 'model'), { backend: 'metal-emulated', ...v });
+      try {
+        const r = await tower.encodePixels(input, { stages: true });
+        if (!reference) reference = r;
+        else
+          for (const [name, data] of Object.entries(reference.stages!))
+            expect(Buffer.from(r.stages![name]!.buffer).equals(Buffer.from(data.buffer)), `${v.residency} ${'slots' in v ? v.slots : ''}: ${name}`).toBe(true);
+      } finally {
+        await tower.close();
+      }
+    }
+  }, 120_000);
 });
