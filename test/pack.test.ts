@@ -107,6 +107,10 @@ describe('packed folders', () => {
     const src = join(FIXTURES, 'qwen3_5-tiny', 'model');
     await expect(packModel(src, join(tmp, 'p0'))).rejects.toMatchObject({ code: 'ERR_INVALID_ARGUMENT' });
     await expect(packModel(src, join(tmp, 'x'), { dtype: 'q4' as never })).rejects.toMatchObject({ code: 'ERR_INVALID_ARGUMENT' });
+    const file = join(tmp, 'a-file');
+    writeFileSync(file, 'x');
+    await expect(packModel(src, file)).rejects.toMatchObject({ code: 'ERR_INVALID_ARGUMENT', message: expect.stringContaining(file) });
+    await expect(packModel(src, join(file, 'below'))).rejects.toMatchObject({ code: 'ERR_INVALID_ARGUMENT' });
   });
 });
 

@@ -3,7 +3,7 @@
 // inside it), plus tessera-pack.json. The stream store then reads a stage with one pread. With
 // --dtype, matrices (tensors of rank >= 2) are converted by the addon's own conversions; vectors
 // (norms, biases, clamp scalars) keep their dtype, as llama.cpp's converters do.
-import { mkdir, open, readdir, stat, writeFile, rename } from 'node:fs/promises';
+import { mkdir, open, readdir, rename, rm, stat, writeFile } from 'node:fs/promises';
 import { join, resolve } from 'node:path';
 import { TesseraError, toTesseraError } from '../errors.js';
 import { DTYPE_BYTES, elementCount } from '../formats/tensor-index.js';
@@ -93,47 +93,60 @@ export async function packModel(modelPath: string, outDir: string, options: Pack
     throw new TesseraError('ERR_INVALID_ARGUMENT', `--dtype must be f16, bf16 or f32, got '${options.dtype}'`);
   const model = await loadModel(modelPath);
   const out = resolve(outDir);
+  // Output problems (not a folder, not empty, no permission, disk full) are the caller's to fix:
+  // ERR_INVALID_ARGUMENT naming the path, and nothing half-written is left behind.
+  const outputError = (what: string, e: unknown) =>
+    e instanceof TesseraError ? e : new TesseraError('ERR_INVALID_ARGUMENT', `cannot ${what} ${out}: ${(e as Error).message}`, { cause: e });
+  let existing: string[] | undefined;
   try {
-    const entries = await readdir(out);
-    if (entries.length) throw new TesseraError('ERR_INVALID_ARGUMENT', `${out} exists and is not empty: pack writes a new folder`);
+    existing = await readdir(out);
   } catch (e) {
-    if (e instanceof TesseraError) throw e;
+    if ((e as NodeJS.ErrnoException).code !== 'ENOENT') throw outputError('use', e);
+  }
+  if (existing?.length) throw new TesseraError('ERR_INVALID_ARGUMENT', `${out} exists and is not empty: pack writes a new folder`);
+  try {
     await mkdir(out, { recursive: true });
+  } catch (e) {
+    throw outputError('create', e);
   }
   const manifest = planPack(model.spec, { path: resolve(modelPath), dtype: options.dtype }, model.preprocessorConfig);
   const lib = addon();
-  const sources = await Promise.all(model.spec.files.map((f) => open(f, 'r')));
   const partial = join(out, WEIGHTS_FILE + '.partial');
-  const dst = await open(partial, 'w');
+  const sources = await Promise.all(model.spec.files.map((f) => open(f, 'r')));
   try {
-    const place = new Map<string, number>(); // stage name -> offset in the weights file
-    for (const b of manifest.blocks.entries) place.set(`block.${b.index}`, b.offset);
-    for (const s of manifest.stages) place.set(s.name, s.offset);
-    const packed = new Map<string, PackedTensor[]>();
-    for (const b of manifest.blocks.entries) packed.set(`block.${b.index}`, b.tensors);
-    for (const s of manifest.stages) packed.set(s.name, s.tensors);
-    for (const stage of model.spec.stages) {
-      const base = place.get(stage.name)!;
-      const targets = packed.get(stage.name)!;
-      for (const [i, t] of stage.tensors.entries()) {
-        const target = targets[i]!;
-        let bytes: Uint8Array = Buffer.alloc(t.length);
-        const { bytesRead } = await sources[t.file]!.read(bytes, 0, t.length, t.offset);
-        if (bytesRead !== t.length)
-          throw new TesseraError('ERR_WEIGHTS_CORRUPT', `${model.spec.files[t.file]}: short read of tensor '${t.name}' at bytes ${t.offset}..${t.offset + t.length}`);
-        if (target.dtype !== t.dtype) bytes = lib.convertDtype(bytes, t.dtype, target.dtype);
-        await dst.write(bytes, 0, bytes.length, base + target.offset);
+    const dst = await open(partial, 'w').catch((e: unknown) => {
+      throw outputError('write to', e);
+    });
+    try {
+      const place = new Map<string, { base: number; tensors: PackedTensor[] }>();
+      for (const b of manifest.blocks.entries) place.set(`block.${b.index}`, { base: b.offset, tensors: b.tensors });
+      for (const s of manifest.stages) place.set(s.name, { base: s.offset, tensors: s.tensors });
+      for (const stage of model.spec.stages) {
+        const { base, tensors: targets } = place.get(stage.name)!;
+        for (const [i, t] of stage.tensors.entries()) {
+          const target = targets[i]!;
+          let bytes: Uint8Array = Buffer.alloc(t.length);
+          const { bytesRead } = await sources[t.file]!.read(bytes, 0, t.length, t.offset);
+          if (bytesRead !== t.length)
+            throw new TesseraError('ERR_WEIGHTS_CORRUPT', `${model.spec.files[t.file]}: short read of tensor '${t.name}' at bytes ${t.offset}..${t.offset + t.length}`);
+          if (target.dtype !== t.dtype) bytes = lib.convertDtype(bytes, t.dtype, target.dtype);
+          await dst.write(bytes, 0, bytes.length, base + target.offset).catch((e: unknown) => {
+            throw outputError('write to', e);
+          });
+        }
       }
+      await dst.truncate(manifest.weightsBytes); // the tail of the last stage's alignment
+    } finally {
+      await dst.close();
     }
-    await dst.truncate(manifest.weightsBytes); // the tail of the last stage's alignment
+    await rename(partial, join(out, WEIGHTS_FILE));
+    await writeFile(join(out, MANIFEST_FILE), JSON.stringify(manifest, null, 1) + '\n');
   } catch (e) {
+    await rm(partial, { force: true });
     throw toTesseraError(e);
   } finally {
-    await dst.close();
     await Promise.all(sources.map((s) => s.close()));
   }
-  await rename(partial, join(out, WEIGHTS_FILE));
-  await writeFile(join(out, MANIFEST_FILE), JSON.stringify(manifest, null, 1) + '\n');
   const size = (await stat(join(out, WEIGHTS_FILE))).size;
   return { outDir: out, stages: model.spec.stages.length, bytes: size };
 }
