@@ -86,6 +86,7 @@ export interface TowerInfo {
   headDim: number;
   outHidden: number;
   patchSize: number;
+  /** Patches per side of one output token: Qwen's spatial merge (2), Gemma 4's pooling kernel (3). */
   mergeSize: number;
   dtype: string;
   bytes: { total: number; perBlock: number; nonBlock: number };
@@ -141,7 +142,7 @@ function describe(spec: TowerSpec, path: string, backend: string, memory: Memory
     headDim: d['head_dim']!,
     outHidden: d['out_hidden']!,
     patchSize: d['patch_size']!,
-    mergeSize: d['merge_size'] ?? 1,
+    mergeSize: d['merge_size'] ?? d['pooling_kernel'] ?? 1,
     dtype,
     bytes: {
       total,
