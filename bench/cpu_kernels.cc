@@ -105,6 +105,7 @@ int main(int argc, char** argv) {
       Tensor x = random_tensor(b, N, D, DType::F32, 1.0f, 11), h = random_tensor(b, N, D, DType::F32, 1.0f, 12);
       Tensor qkv = random_tensor(b, N, 3 * D, DType::F32, 1.0f, 13), attn = random_tensor(b, N, D, DType::F32, 1.0f, 14);
       Tensor mlp = random_tensor(b, N, F, DType::F32, 1.0f, 15);
+      Tensor cosv = random_tensor(b, N, HD, DType::F32, 1.0f, 16), sinv = random_tensor(b, N, HD, DType::F32, 1.0f, 17);
       std::vector<Segment> segs = {{0, N}};
       struct Row {
         const char* name;
@@ -120,6 +121,11 @@ int main(int argc, char** argv) {
       std::vector<Row> rows = {
           {"layer_norm", 0, [&] { b.layer_norm(h, x, g, beta, 1e-6f); }},
           {"qkv 1152->3456 +bias", 2 * n * D * 3 * D, [&] { b.linear(qkv, h, wqkv, aq); }},
+          {"rope q, k (sections 1)", 0,
+           [&] {
+             b.rope(qkv.cols_view(0, D), cosv, sinv, H, HD, 1);
+             b.rope(qkv.cols_view(D, D), cosv, sinv, H, HD, 1);
+           }},
           {"attention 16x72", 4 * n * n * D,
            [&] {
              b.attention(attn, qkv.cols_view(0, D), qkv.cols_view(D, D), qkv.cols_view(2 * D, D), H, HD,
@@ -148,7 +154,7 @@ int main(int argc, char** argv) {
       Timing ln = best_of(reps, rows[0].fn);  // layer_norm runs twice per block
       total_ms += ln.wall;
       total_cpu += ln.cpu;
-      std::printf("  %-28s %9.2f %8.1f %10.1f  (27 blocks: %.2f s)\n", "block (2 LN, no rope)", total_ms,
+      std::printf("  %-28s %9.2f %8.1f %10.1f  (27 blocks: %.2f s)\n", "block (2 LN)", total_ms,
                   total_flop / total_ms / 1e6, total_flop / (total_cpu / nthreads) / 1e6, 27 * total_ms / 1000);
       std::fflush(stdout);
     }

@@ -120,23 +120,8 @@ void rope(Context& c, const Tensor& x, const Tensor& cos, const Tensor& sin, int
   for (const Tensor* t : {&cos, &sin})
     require(t->rows == x.rows && t->cols == head_dim, op,
             "cos/sin must be [" + std::to_string(x.rows) + ", " + std::to_string(head_dim) + "], found " + shape(*t));
-  const int64_t s = head_dim / sections, half = s / 2;
-  for_rows(c, x.rows, 0, [&](int64_t r, float*, float*) {
-    float* xr = x.host_ptr<float>(r);
-    const float* cr = cos.host_ptr<float>(r);
-    const float* sr = sin.host_ptr<float>(r);
-    for (int64_t h = 0; h < heads; ++h) {
-      for (int64_t p = 0; p < sections; ++p) {
-        float* u = xr + h * head_dim + p * s;
-        const float* cp = cr + p * s;
-        const float* sp = sr + p * s;
-        for (int64_t j = 0; j < half; ++j) {
-          const float a = u[j], b = u[j + half];
-          u[j] = a * cp[j] - b * sp[j];
-          u[j + half] = b * cp[j + half] + a * sp[j + half];
-        }
-      }
-    }
+  for_rows(c, x.rows, head_dim, [&](int64_t r, float*, float*) {
+    c.k.rope_row(x.host_ptr<float>(r), cos.host_ptr<float>(r), sin.host_ptr<float>(r), heads, head_dim, sections);
   });
 }
 

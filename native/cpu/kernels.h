@@ -34,6 +34,7 @@ struct Kernels {
   void (*act_row)(float* y, const float* x, int64_t n, gpu::Act act);
   void (*layer_norm_row)(float* y, const float* x, int64_t n, const float* g, const float* b, float eps);
   void (*rms_norm_row)(float* y, const float* x, int64_t n, int64_t group, const float* w, float eps);
+  void (*rope_row)(float* x, const float* cos, const float* sin, int64_t heads, int64_t head_dim, int64_t sections);
   // Flash attention for one job; scratch holds attention_scratch(nk, hd) floats.
   void (*attention)(const AttnJob& job, float* scratch);
   size_t (*attention_scratch)(int64_t nk, int64_t hd);

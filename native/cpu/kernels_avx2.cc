@@ -65,7 +65,7 @@ const Kernels kTable{Simd::Avx2,           kMr,
                      kNv * V256::L,        gemm_micro_t<V256, kMr, kNv>,
                      pack_b_t<V256>,       epilogue_t<V256>,
                      act_row_t<V256>,      layer_norm_row_t<V256>,
-                     rms_norm_row_t<V256>, attention_task_t<V256>,
+                     rms_norm_row_t<V256>, rope_row_t<V256>, attention_task_t<V256>,
                      attention_scratch_t<V256>};
 
 }  // namespace

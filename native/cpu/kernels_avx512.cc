@@ -58,7 +58,7 @@ const Kernels kTable{Simd::Avx512,           kMr,
                      kNv * V512::L,          gemm_micro_t<V512, kMr, kNv>,
                      pack_b_t<V512>,         epilogue_t<V512>,
                      act_row_t<V512>,        layer_norm_row_t<V512>,
-                     rms_norm_row_t<V512>,   attention_task_t<V512>,
+                     rms_norm_row_t<V512>, rope_row_t<V512>,   attention_task_t<V512>,
                      attention_scratch_t<V512>};
 
 }  // namespace

@@ -54,7 +54,7 @@ const Kernels kTable{Simd::Neon,           kMr,
                      kNv * V128::L,        gemm_micro_t<V128, kMr, kNv>,
                      pack_b_t<V128>,       epilogue_t<V128>,
                      act_row_t<V128>,      layer_norm_row_t<V128>,
-                     rms_norm_row_t<V128>, attention_task_t<V128>,
+                     rms_norm_row_t<V128>, rope_row_t<V128>, attention_task_t<V128>,
                      attention_scratch_t<V128>};
 
 }  // namespace

@@ -49,7 +49,7 @@ const Kernels kTable{Simd::Scalar,       kMr,
                      kNv * V1::L,        gemm_micro_t<V1, kMr, kNv>,
                      pack_b_t<V1>,       epilogue_t<V1>,
                      act_row_t<V1>,      layer_norm_row_t<V1>,
-                     rms_norm_row_t<V1>, attention_task_t<V1>,
+                     rms_norm_row_t<V1>, rope_row_t<V1>, attention_task_t<V1>,
                      attention_scratch_t<V1>};
 
 }  // namespace
