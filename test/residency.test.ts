@@ -58,6 +58,7 @@ describe('residencies give bit-identical results', () => {
             for (const [name, data] of Object.entries(reference.stages!))
               expect(Buffer.from(r.stages![name]!.buffer).equals(Buffer.from(data.buffer)), `${label}: stage ${name}`).toBe(true);
             expect(Buffer.from(r.embeddings.buffer).equals(Buffer.from(reference.embeddings.buffer)), label).toBe(true);
+            expect(tower.stats().violations, label).toBe(0); // the ring's instrument
             for (const [k, ds] of (reference.deepstack ?? []).entries())
               expect(Buffer.from(r.deepstack![k]!.buffer).equals(Buffer.from(ds.buffer)), `${label}: deepstack ${k}`).toBe(true);
           }
@@ -197,6 +198,7 @@ describe.skipIf(!emu.available)(`residencies on metal-emulated${emu.available ? 
         else
           for (const [name, data] of Object.entries(reference.stages!))
             expect(Buffer.from(r.stages![name]!.buffer).equals(Buffer.from(data.buffer)), `${v.residency} ${'slots' in v ? v.slots : ''}: ${name}`).toBe(true);
+        expect(tower.stats().violations).toBe(0);
       } finally {
         await tower.close();
       }

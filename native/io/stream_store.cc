@@ -219,6 +219,7 @@ WeightStoreStats StreamStore::stats() const {
   st.bytes_read = bytes_read_;
   st.resident_bytes = slot_bytes_ * slots_.size();
   st.reads = ring_.preads;
+  st.violations = ring_.violations;
   return st;
 }
 

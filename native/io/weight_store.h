@@ -63,6 +63,7 @@ struct WeightStoreStats {
   uint64_t bytes_read = 0;      // bytes read from files so far (pread / copies from mappings)
   uint64_t resident_bytes = 0;  // bytes of weights held in memory by the store itself
   uint64_t reads = 0;           // positional reads issued (one per run of stage_layout)
+  uint64_t violations = 0;      // stream: slots handed out or refilled while still in use (must stay 0)
 };
 
 class WeightStore {
