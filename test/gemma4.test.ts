@@ -92,12 +92,19 @@ describe('gemma4-tiny HF folder on the CPU', () => {
     await tower.encodePixels({ pixelValues, positions }, { onProgress: (p) => seen.push(p.block) });
     expect(seen).toEqual([1, 2, 3, 4, 5, 6]);
 
+    // Abort between stages: at the first progress event of an encode whose stages take tens of ms
+    // each (a 96x96 patch grid), so the worker is still mid-tower when the flag is set.
+    const side = 96;
+    const bigPositions = new Int32Array(side * side * 2).map((_, i) => (i % 2 === 0 ? (i >> 1) % side : Math.floor((i >> 1) / side)));
+    const bigPixels = new Float32Array(side * side * 768).map((_, i) => (Math.sin(i * 0.01) + 1) / 2);
     const ac = new AbortController();
-    const aborted = tower.encodePixels({ pixelValues, positions }, {
+    const partial: number[] = [];
+    const aborted = tower.encodePixels({ pixelValues: bigPixels, positions: bigPositions }, {
       signal: ac.signal,
-      onProgress: (p) => p.block === 2 && ac.abort(),
+      onProgress: (p) => (partial.push(p.block), ac.abort()),
     });
     await expect(aborted).rejects.toMatchObject({ code: 'ERR_ABORTED' });
+    expect(partial.length).toBeLessThan(6);
 
     const bad = Int32Array.from(positions);
     bad[2] = bad[0]!; // patch 1 at patch 0's position
