@@ -22,9 +22,19 @@ namespace tessera::cpu {
 
 namespace {
 
-constexpr int64_t kKc = 256;               // K block: an A micro-panel (mr x kc) stays in L1
-constexpr int64_t kMcTarget = 96;          // rows per work item: the packed A block stays in L2
-constexpr int64_t kStripFloats = 6 << 20;  // packed weight strip budget (24 MiB)
+// Blocking sizes (compile-time overridable for tuning runs, e.g. -DTESSERA_GEMM_MC=192).
+#ifndef TESSERA_GEMM_KC
+#define TESSERA_GEMM_KC 256  // K block: a B micro-panel (kc x nr) stays in L1
+#endif
+#ifndef TESSERA_GEMM_MC
+#define TESSERA_GEMM_MC 96  // rows per work item: the packed A block (mc x kc) stays in L2
+#endif
+#ifndef TESSERA_GEMM_STRIP_FLOATS
+#define TESSERA_GEMM_STRIP_FLOATS (6 << 20)  // packed weight strip budget (24 MiB)
+#endif
+constexpr int64_t kKc = TESSERA_GEMM_KC;
+constexpr int64_t kMcTarget = TESSERA_GEMM_MC;
+constexpr int64_t kStripFloats = TESSERA_GEMM_STRIP_FLOATS;
 
 bool overlaps(const Tensor& a, const Tensor& b) {
   if (a.buf != b.buf || a.rows == 0 || b.rows == 0) return false;

@@ -19,9 +19,20 @@
 namespace tessera::cpu {
 namespace {
 
+// Tile shapes (compile-time overridable for tuning runs, e.g. -DTESSERA_AVX512_MR=14).
+#ifndef TESSERA_AVX512_MR
+#define TESSERA_AVX512_MR 12
+#endif
+#ifndef TESSERA_AVX512_NV
+#define TESSERA_AVX512_NV 2
+#endif
+#ifndef TESSERA_AVX512_ATTN_NVK
+#define TESSERA_AVX512_ATTN_NVK 4
+#endif
+
 struct V512 {
   using R = __m512;
-  static constexpr int L = 16, kAcc = 24, kAttnNvk = 4;
+  static constexpr int L = 16, kAcc = 24, kAttnNvk = TESSERA_AVX512_ATTN_NVK;
   static R zero() { return _mm512_setzero_ps(); }
   static R set1(float v) { return _mm512_set1_ps(v); }
   static R load(const float* p) { return _mm512_loadu_ps(p); }
@@ -53,7 +64,7 @@ struct V512 {
 
 #include "cpu/kernels_generic.inc"
 
-constexpr int kMr = 12, kNv = 2;  // 12 x 32 tile: 24 accumulators, 2 B vectors, 1 broadcast
+constexpr int kMr = TESSERA_AVX512_MR, kNv = TESSERA_AVX512_NV;  // 12 x 32: 24 accumulators, 2 B vectors
 const Kernels kTable{Simd::Avx512,           kMr,
                      kNv * V512::L,          gemm_micro_t<V512, kMr, kNv>,
                      pack_b_t<V512>,         epilogue_t<V512>,
