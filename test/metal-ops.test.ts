@@ -77,6 +77,28 @@ function towers(backend: 'metal' | 'metal-emulated', all: boolean) {
 describe.skipIf(!status.available)(title, () => {
   it('every op vs the CPU backend (odd sizes, dtypes, strides), bit-identical under 4 schedule/poison runs', () => nativeOps('1'), 180_000);
   towers('metal-emulated', false);
+
+  it('a whole tower is bit-identical under another schedule and poison (TESSERA_MSLEMU_SCHEDULE / _POISON)', async () => {
+    const dir = join(FIXTURES, 'qwen3_5-tiny');
+    const ref = readTensors(join(dir, 'expected', 'rocket_thin.safetensors'));
+    const [t, h, w] = ref['image_grid_thw']!.i64();
+    const input = { pixelValues: ref['pixel_values']!.f32(), grid: { t: t!, h: h!, w: w! } };
+    const encode = async (schedule: string, poison: string) => {
+      process.env['TESSERA_MSLEMU_SCHEDULE'] = schedule;  // read when the backend is created (open)
+      process.env['TESSERA_MSLEMU_POISON'] = poison;
+      const tower = await VisionTower.open(join(dir, 'model'), { backend: 'metal-emulated' });
+      try {
+        return (await tower.encodePixels(input)).embeddings;
+      } finally {
+        await tower.close();
+        delete process.env['TESSERA_MSLEMU_SCHEDULE'];
+        delete process.env['TESSERA_MSLEMU_POISON'];
+      }
+    };
+    const a = await encode('forward', 'ff');
+    const b = await encode('shuffled:7', '55');
+    expect(Buffer.from(b.buffer, b.byteOffset, b.byteLength).equals(Buffer.from(a.buffer, a.byteOffset, a.byteLength))).toBe(true);
+  }, 60_000);
 });
 
 // `npm run test:metal` on a Mac (scripts/test-metal.mjs sets TESSERA_TEST_METAL=1): the same checks on the GPU.

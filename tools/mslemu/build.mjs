@@ -85,7 +85,39 @@ function prepassAll(files, gendir) {
   });
 }
 
-export async function build({ asan = false, quiet: q = quiet } = {}) {
+// One build at a time: vitest runs test files in parallel processes, and each asks for the library.
+async function withLock(fn) {
+  fs.mkdirSync(OUT, { recursive: true });
+  const lock = path.join(OUT, '.lock');
+  const t0 = Date.now();
+  for (;;) {
+    try {
+      fs.writeFileSync(lock, String(process.pid), { flag: 'wx' });
+      break;
+    } catch {
+      let stale = false;
+      try {
+        const pid = Number(fs.readFileSync(lock, 'utf8'));
+        process.kill(pid, 0);  // throws when the holder is gone
+      } catch {
+        stale = true;
+      }
+      if (stale || Date.now() - t0 > 15 * 60_000) fs.rmSync(lock, { force: true });
+      else await new Promise((r) => setTimeout(r, 200));
+    }
+  }
+  try {
+    return await fn();
+  } finally {
+    fs.rmSync(lock, { force: true });
+  }
+}
+
+export async function build(opts = {}) {
+  return withLock(() => buildUnlocked(opts));
+}
+
+async function buildUnlocked({ asan = false, quiet: q = quiet } = {}) {
   quiet = q;
   fs.mkdirSync(OUT, { recursive: true });
   if (process.platform !== 'linux') {
