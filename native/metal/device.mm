@@ -45,10 +45,14 @@ std::string describe(NSError* e) {
   return std::string(s ? s : "?") + " (code " + std::to_string(long(e.code)) + ")";
 }
 
+// Host memory seen by the GPU: the whole pages around `host`, as one MTLBuffer, or, past the device's
+// maxBufferLength (a large mapped file), as views of `window` bytes every `window / 2` bytes, so that any
+// binding up to window / 2 bytes lies entirely inside one view.
 struct MetalBuffer : gpu::Buffer {
-  id<MTLBuffer> mtl = nil;  // covers whole pages around `host`
-  size_t base = 0;          // bytes from the MTLBuffer's start to `host`
-  AlignedBuffer storage;    // scratch this executor allocated (empty for wrapped memory)
+  std::vector<id<MTLBuffer>> views;
+  size_t base = 0;    // bytes from the first page to `host`
+  size_t window = 0;  // bytes per view
+  AlignedBuffer storage;  // scratch this executor allocated (empty for wrapped memory)
 };
 
 class MetalExecutor final : public Executor {
@@ -125,7 +129,15 @@ class MetalExecutor final : public Executor {
       [enc_ setComputePipelineState:pso];
       for (const BufferBinding& b : d.buffers) {
         auto* mb = static_cast<MetalBuffer*>(b.buf);
-        [enc_ setBuffer:mb->mtl offset:NSUInteger(mb->base + b.offset) atIndex:b.index];
+        const size_t at = mb->base + size_t(b.offset);
+        size_t v = 0;
+        if (mb->views.size() > 1) {
+          v = std::min(at / (mb->window / 2), mb->views.size() - 1);  // the last view that starts at or before `at`
+          if (at + b.bytes > v * (mb->window / 2) + mb->window)
+            fail(Code::Gpu, "metal: a " + std::to_string(b.bytes) + "-byte binding of " + d.kernel->name + " does not fit one " +
+                                std::to_string(mb->window) + "-byte view (maxBufferLength)");
+        }
+        [enc_ setBuffer:mb->views[v] offset:NSUInteger(at - v * (mb->window / 2)) atIndex:b.index];
       }
       for (const BytesBinding& b : d.bytes) [enc_ setBytes:b.data length:b.size atIndex:b.index];
       for (const TgMemBinding& t : d.tgmem) [enc_ setThreadgroupMemoryLength:t.bytes atIndex:t.index];
@@ -175,29 +187,44 @@ class MetalExecutor final : public Executor {
     cv_.notify_all();
   }
 
-  // Wraps the whole pages around [host, host + bytes) without a copy.
+  // Wraps the whole pages around [host, host + bytes) without a copy: one MTLBuffer, or overlapping views
+  // when the region passes maxBufferLength.
   void attach(MetalBuffer* b, void* host, size_t bytes) {
     const uintptr_t page = uintptr_t(lim_.page);
     const uintptr_t start = reinterpret_cast<uintptr_t>(host) / page * page;
     const uintptr_t end = (reinterpret_cast<uintptr_t>(host) + std::max<size_t>(bytes, 1) + page - 1) / page * page;
-    if (end - start > lim_.max_buffer)
-      fail(Code::Gpu, "metal: a " + std::to_string(end - start) + "-byte buffer exceeds the device's maxBufferLength " + std::to_string(lim_.max_buffer));
-    @autoreleasepool {
-      b->mtl = [dev_ newBufferWithBytesNoCopy:reinterpret_cast<void*>(start)
-                                       length:NSUInteger(end - start)
+    const size_t total = size_t(end - start);
+    const size_t window = total <= lim_.max_buffer ? total : size_t(lim_.max_buffer / (2 * page) * (2 * page));
+    if (window < total && window < 2 * page) fail(Code::Gpu, "metal: maxBufferLength " + std::to_string(lim_.max_buffer) + " is below two pages");
+    b->base = size_t(reinterpret_cast<uintptr_t>(host) - start);
+    b->window = window;
+    for (size_t off = 0;; off += window / 2) {
+      const size_t len = std::min(window, total - off);
+      id<MTLBuffer> view = nil;
+      @autoreleasepool {
+        view = [dev_ newBufferWithBytesNoCopy:reinterpret_cast<void*>(start + off)
+                                       length:NSUInteger(len)
                                       options:MTLResourceStorageModeShared
                                   deallocator:nil];
+      }
+      if (!view) {
+        release_views(b);
+        fail(Code::Gpu, "metal: newBufferWithBytesNoCopy failed for " + std::to_string(len) + " bytes");
+      }
+      b->views.push_back(view);
+      if (off + len >= total) break;
     }
-    if (!b->mtl) fail(Code::Gpu, "metal: newBufferWithBytesNoCopy failed for " + std::to_string(end - start) + " bytes");
-    b->base = size_t(reinterpret_cast<uintptr_t>(host) - start);
     b->host = host;
     b->bytes = bytes;
   }
-  static void destroy(MetalBuffer* b) {
+  static void release_views(MetalBuffer* b) {
 #ifdef TESSERA_FAKE_METAL_MRC
-    [b->mtl release];
+    for (id<MTLBuffer> v : b->views) [v release];
 #endif
-    b->mtl = nil;
+    b->views.clear();
+  }
+  static void destroy(MetalBuffer* b) {
+    release_views(b);
     delete b;
   }
 

@@ -385,8 +385,9 @@ struct Work {
 - (NSUInteger)maxThreadgroupMemoryLength {
   return 32768;
 }
-- (NSUInteger)maxBufferLength {
-  return NSUInteger(1) << 32;
+- (NSUInteger)maxBufferLength {  // TESSERA_FAKE_METAL_MAX_BUFFER: a small limit, to exercise device.mm's views
+  const char* e = std::getenv("TESSERA_FAKE_METAL_MAX_BUFFER");
+  return e ? NSUInteger(std::strtoull(e, nullptr, 10)) : NSUInteger(1) << 32;
 }
 - (BOOL)hasUnifiedMemory {
   return YES;

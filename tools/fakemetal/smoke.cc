@@ -166,6 +166,41 @@ int main() {
     }
     verdict(outs[0].size() == 64 && std::memcmp(outs[0].data(), outs[1].data(), 256) == 0, "wrap of host memory at page offset 100", "");
   }
+  {  // a wrapped region larger than maxBufferLength (a big mapped file): device.mm binds overlapping views
+    setenv("TESSERA_FAKE_METAL_MAX_BUFFER", "65536", 1);  // read by the executor at creation
+    std::unique_ptr<Backend> small;
+    try {
+      small = mtl::make_metal_backend(mtl::make_metal_executor(), "metal");
+    } catch (const std::exception& e) {
+      verdict(false, "views past maxBufferLength", e.what());
+    }
+    unsetenv("TESSERA_FAKE_METAL_MAX_BUFFER");
+    if (small) {
+      AlignedBuffer region(262144 + 16384, 16384);
+      const int64_t cols = 1000, rows = int64_t(262144 / 4 / cols);
+      std::vector<float> outs[2];
+      int k = 0;
+      for (Backend* b : {small.get(), emu.get()}) {
+        float* x = reinterpret_cast<float*>(static_cast<char*>(region.data()) + 40);
+        for (int64_t i = 0; i < rows * cols; i++) x[i] = float(i % 97) * 0.01f - 0.4f;
+        try {
+          Buffer* w = b->wrap_host(x, size_t(rows * cols * 4));
+          Tensor all = make_tensor(w, 0, DType::F32, rows, cols);
+          for (int64_t r0 = 0; r0 < rows; r0 += 5) {  // 20 KB views at every offset across the 256 KiB region
+            Tensor t = all.rows_view(r0, std::min<int64_t>(5, rows - r0));
+            b->activation(t, t, Act::GeluTanh);
+          }
+          outs[k].resize(size_t(rows * cols));
+          b->download(outs[k].data(), all);
+          b->release(w);
+        } catch (const std::exception& e) {
+          verdict(false, std::string("views past maxBufferLength (") + b->name() + ")", e.what());
+        }
+        k++;
+      }
+      verdict(!outs[0].empty() && outs[0] == outs[1], "a 256 KiB wrap on a device with maxBufferLength 64 KiB (overlapping views)", "");
+    }
+  }
   {  // an injected GPU failure: ERR_GPU naming it, and the batch's completion handler still ran
     setenv("TESSERA_FAKE_METAL_FAIL", "ew_unary", 1);
     bool released = false;
