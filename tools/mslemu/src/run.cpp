@@ -45,7 +45,12 @@ std::string lane_where(Group* g) {
   return o.str();
 }
 
-void on_sigfpe(int) {
+void on_sigfpe(int sig) {
+  if (!G) {  // not an emulated kernel on this thread: what the process would have done without us
+    signal(sig, SIG_DFL);
+    raise(sig);
+    return;
+  }
   // async-signal-safe enough for a report right before abort()
   std::string m = "mslemu: integer division by zero (SIGFPE; MSL leaves the result unspecified, x86 traps) in ";
   m += G ? lane_where(G) : std::string("the emulator");
@@ -213,9 +218,12 @@ std::string run(const Dispatch& d, const RunOptions& o) {
     std::mt19937_64 rng(o.seed);
     std::shuffle(groups.begin(), groups.end(), rng);
   }
-  struct sigaction sa {}, old {};
-  sa.sa_handler = on_sigfpe;
-  sigaction(SIGFPE, &sa, &old);
+  static std::once_flag fpe_once;  // installed once for the process: concurrent runs never race on it
+  std::call_once(fpe_once, [] {
+    struct sigaction sa {};
+    sa.sa_handler = on_sigfpe;
+    sigaction(SIGFPE, &sa, nullptr);
+  });
   g_running++;
   std::string err;
   const int workers = o.sched == Schedule::Forward ? std::min<int>(std::max(1, std::min(o.workers, kMaxWorkers)), int(groups.size())) : 1;
@@ -237,7 +245,6 @@ std::string run(const Dispatch& d, const RunOptions& o) {
       }
   }
   g_running--;
-  sigaction(SIGFPE, &old, nullptr);
   return err;
 }
 
