@@ -49,20 +49,26 @@ class Engine {
     this.waiting = null;
     this.proc.on('message', (m) => { const w = this.waiting; this.waiting = null; if (!w) return; m.ok ? w.resolve(m) : w.reject(new Error(`${name}: ${m.error}`)); });
     this.proc.on('exit', (code, sig) => { const w = this.waiting; this.waiting = null; w?.reject(new Error(`${name} exited (${code ?? sig}): ${this.stderr.slice(-1500)}`)); });
+    this.proc.on('error', (err) => { const w = this.waiting; this.waiting = null; w?.reject(new Error(`${name}: ${err.message}`)); });
     this.ready = this.#next();
   }
   #next() { return new Promise((resolve, reject) => { this.waiting = { resolve, reject }; }); }
-  send(cmd) { const p = this.#next(); this.proc.send(cmd); return p; }
+  send(cmd) {
+    if (this.proc.exitCode !== null || this.proc.signalCode !== null) return Promise.reject(new Error(`${this.name} had exited: ${this.stderr.slice(-1500)}`));
+    const p = this.#next();
+    this.proc.send(cmd);
+    return p;
+  }
   kill() { if (this.proc.exitCode === null) this.proc.kill('SIGKILL'); }
 }
 
 /** numpy sgemm on the block's four GEMMs at each N, at 1 and `threads` threads; null without python3+numpy. */
-function roofline(ns, threads, runs, noisy) {
+function roofline(ns, threads, runs, noisy, waitS) {
   const env = { ...process.env };
   delete env.OPENBLAS_CORETYPE; // these pin an older, slower kernel on some machines (this run only)
   delete env.OPENBLAS_L2_SIZE;
   if (spawnSync('python3', ['-c', 'import numpy'], { env }).status !== 0) return null;
-  const job = { ns, threads: [...new Set([1, threads])], runs, noisy, gemms: Object.fromEntries(ns.map((n) => [n, blockGemms(n)])) };
+  const job = { ns, threads: [...new Set([1, threads])], runs, noisy, wait_s: waitS, gemms: Object.fromEntries(ns.map((n) => [n, blockGemms(n)])) };
   const r = spawnSync('python3', [join(here, 'ort', 'roofline.py'), JSON.stringify(job)], { env, encoding: 'utf8', maxBuffer: 1 << 24 });
   if (r.status !== 0) throw new Error(`roofline failed: ${r.stderr}`);
   return JSON.parse(r.stdout.trim().split('\n').at(-1));
@@ -71,6 +77,9 @@ function roofline(ns, threads, runs, noisy) {
 /** Runs the sweep; returns the raw figures. */
 export async function measureOrtPeer(opts = flags()) {
   const { ns, runs, noisy, stdMaxN } = opts;
+  for (const dep of ['onnxruntime-node', 'onnx-proto']) {
+    try { require.resolve(dep); } catch { throw new Error(`ort-peer: ${dep} (a devDependency) is not installed: run npm install`); }
+  }
   const T = cpus().length;
   const t0 = performance.now();
   const files = makeBlockStack();
@@ -85,48 +94,60 @@ export async function measureOrtPeer(opts = flags()) {
   };
   const loadAtStart = await foreignNow();
   await quiet();
-  const roof = roofline(ns, T, runs, noisy);
-  const rows = [];
+  const roof = roofline(ns, T, runs, noisy, Math.max(0, waitBudgetMs) / 1000);
+  if (roof) waitBudgetMs -= roof.waited_s * 1000;
+  const rows = [], failures = [];
   for (const N of ns) {
     const grid = gridFor(N);
     const dir = mkdtempSync(join(tmpdir(), 'tessera-ort-peer-'));
     const engines = [];
+    // An engine that fails (a crash, memory) drops out with its error; the others go on.
+    const fail = (e, err) => { e.failed = true; e.kill(); failures.push({ N, engine: `${e.row.engine}, ${e.row.threads} thread(s)`, error: String(err.message ?? err).split('\n')[0].slice(0, 300) }); };
+    const live = () => engines.filter((e) => !e.failed);
     try {
-      const prep = new Engine('prep', { role: 'prep', tower: files.tower, grid, threads: T, dir });
-      await prep.ready;
+      try {
+        const prep = new Engine('prep', { role: 'prep', tower: files.tower, grid, threads: T, dir });
+        await prep.ready;
+      } catch (err) {
+        failures.push({ N, engine: 'tessera (input preparation)', error: String(err.message ?? err).split('\n')[0].slice(0, 300) });
+        continue;
+      }
       const specs = [
         ['tessera', T, { role: 'tessera', tower: files.tower, threads: T }],
-        ['tessera', 1, { role: 'tessera', tower: files.tower, threads: 1 }],
+        ...(T > 1 ? [['tessera', 1, { role: 'tessera', tower: files.tower, threads: 1 }]] : []),
         ['ort-mha', T, { role: 'ort', file: files.onnx.mha, threads: T }],
         ...(N <= stdMaxN ? [['ort-std', T, { role: 'ort', file: files.onnx.std, threads: T }]] : []),
       ];
       for (const [engine, threads, job] of specs) {
         const e = new Engine(`${engine}/${threads}t N=${N}`, { ...job, grid, dir });
         engines.push(e);
-        e.row = { N, grid, engine, threads, ...(await e.ready), kept: [], rejected: [], walls: [] };
+        e.row = { N, grid, engine, threads, kept: [], rejected: [], walls: [] };
+        try { e.row.loadMs = (await e.ready).loadMs; } catch (err) { fail(e, err); }
       }
-      for (const e of engines) {
+      for (const e of live()) {
         await quiet();
-        const w = await e.send('warm');
-        Object.assign(e.row, { warmMs: w.ms, relDiff: w.relDiff });
+        try {
+          const w = await e.send('warm');
+          Object.assign(e.row, { warmMs: w.ms, relDiff: w.relDiff });
+        } catch (err) { fail(e, err); }
       }
       // Alternate: each round runs every engine that still needs runs once, the order rotating.
-      for (let round = 0; engines.some((e) => e.row.kept.length < runs); round++) {
+      const wants = (r) => { const n = r.kept.length + r.rejected.length; return r.kept.length < runs && n < 4 * runs && !(degraded && n >= runs); };
+      for (let round = 0; live().some((e) => wants(e.row)); round++) {
         const order = engines.map((_, i) => engines[(i + round) % engines.length]);
         for (const e of order) {
-          const r = e.row;
-          const attempts = r.kept.length + r.rejected.length;
-          if (r.kept.length >= runs || attempts >= 4 * runs || (degraded && attempts >= runs)) continue;
+          if (e.failed || !wants(e.row)) continue;
           await quiet();
-          const m = await e.send('run');
-          (noisy || m.foreign <= REJECT ? r.kept : r.rejected).push({ ms: m.ms, foreign: m.foreign });
-          r.walls.push(m.wall);
+          try {
+            const m = await e.send('run');
+            (noisy || m.foreign <= REJECT ? e.row.kept : e.row.rejected).push({ ms: m.ms, foreign: m.foreign });
+            e.row.walls.push(m.wall);
+          } catch (err) { fail(e, err); }
         }
-        if (engines.every((e) => e.row.kept.length >= runs || e.row.kept.length + e.row.rejected.length >= (degraded ? runs : 4 * runs))) break;
       }
-      for (const e of engines) {
+      for (const e of live()) {
         const r = e.row;
-        r.maxRssMiB = (await e.send('done')).maxRssMiB;
+        try { r.maxRssMiB = (await e.send('done')).maxRssMiB; } catch (err) { fail(e, err); continue; }
         r.unquiet = r.kept.length < runs;
         const times = (r.unquiet ? [...r.kept, ...r.rejected] : r.kept).map((k) => k.ms);
         r.ms = median(times);
@@ -142,7 +163,7 @@ export async function measureOrtPeer(opts = flags()) {
     }
   }
   return {
-    rows, roof, T, runs, noisy, degraded, stdMaxN, genS, loadAtStart, ns, waitS: opts.waitS,
+    rows, failures, roof, T, runs, noisy, degraded, stdMaxN, genS, loadAtStart, ns, waitS: opts.waitS,
     minutes: (performance.now() - t0) / 60000,
     ortVersion: require('onnxruntime-node/package.json').version,
   };
@@ -167,7 +188,8 @@ export function report(res, plotFile = 'bench-plot.svg') {
   for (const n of res.ns) {
     const d = (e) => rows.find((r) => r.N === n && r.engine === e)?.relDiff;
     const r1 = roofAt(n, 1), rT = roofAt(n, T);
-    checks.push(`| ${f0(n)} | ${r1 ? f1(r1) : '–'} | ${rT ? f1(rT) : '–'} | ${d('ort-mha')?.toExponential(1) ?? '–'} | ${d('ort-std')?.toExponential(1) ?? 'not run'} |`);
+    const dag = (t) => (roof?.rows.find((r) => r.n === n && r.threads === t)?.unquiet ? ' †' : '');
+    checks.push(`| ${f0(n)} | ${r1 ? f1(r1) + dag(1) : '–'} | ${rT ? f1(rT) + dag(T) : '–'} | ${d('ort-mha')?.toExponential(1) ?? '–'} | ${d('ort-std')?.toExponential(1) ?? 'not run'} |`);
   }
   // The plot: ms per image (27 blocks) vs N, both engines, and the time at the roofline rate.
   const series = [
@@ -180,8 +202,8 @@ export function report(res, plotFile = 'bench-plot.svg') {
   const svg = svgPlot({ title: 'Qwen3.5-size vision tower, 27 blocks (×27 from 4): ms per image', xLabel: 'patches N (one image)', yLabel: 'ms per image (log)', series, xTicks: res.ns });
   const loaded = res.noisy
     ? '\n**Not valid figures**: this run was made with `--ort-peer-noisy` (no waiting for a quiet machine, no rejection of loaded runs).\n'
-    : res.degraded || rows.some((r) => r.unquiet)
-      ? '\n**†** fewer than the wanted quiet runs: the machine stayed busy past the wait budget; that row\'s median includes loaded runs and is not a valid figure.\n'
+    : res.degraded || rows.some((r) => r.unquiet) || res.roof?.rows.some((r) => r.unquiet)
+      ? '\n**†** fewer than the wanted quiet runs: the machine stayed busy past the wait budget; that figure includes loaded runs and is not valid.\n'
       : '';
   const body = [
     `Both engines run the same 4 blocks of a Qwen3.5-size vision tower (hidden 1152, 16 heads of 72, MLP 4304, LayerNorm eps 1e-6, tanh-GELU, 2D rope; random weights, \`scripts/bench/ort/model.mjs\`) on the same input, one image of N patches, in one run, alternating.`,
@@ -198,6 +220,7 @@ export function report(res, plotFile = 'bench-plot.svg') {
     `- **Shared machine**: before each timed run the bench waits for other processes to be quiet (< 5 % of the cores, bounded), and a run during which they used more than ${REJECT * 100} % is rejected and repeated (at most 4× the runs; the waiting is capped at ${f0(res.waitS / 60)} min for the whole piece, after which runs are neither repeated nor waited for, and so marked). Foreign load when the piece started: ${f0(100 * res.loadAtStart)} %.`,
     loaded,
     ...table,
+    ...(res.failures?.length ? ['', ...res.failures.map((f) => `- **Failed** at N = ${f0(f.N)}: ${f.engine}: ${f.error}`)] : []),
     '',
     ...checks,
     '',

@@ -1,10 +1,11 @@
 """Roofline for the side-by-side bench: numpy's sgemm (OpenBLAS) on a block's four weight GEMMs.
 
-  python3 roofline.py '{"ns": [256, 1120], "threads": [1, 2], "runs": 5, "gemms": {"256": [[256, 1152, 3456], ...]}}'
+  python3 roofline.py '{"ns": [256, 1120], "threads": [1, 2], "runs": 5, "wait_s": 300, "gemms": {"256": [[256, 1152, 3456], ...]}}'
 
 For each N and thread count: every GEMM [M, K] x [K, N'] (f32, C-contiguous) is warmed up once and
 timed `runs` times; roofline GFLOP/s = sum of 2*M*K*N' over the GEMMs / sum of their median times.
-Before each shape, and after a rejected call, it waits (bounded) for the machine to be quiet; a timed
+Before each shape, and after a rejected call, it waits for the machine to be quiet (at most wait_s
+seconds in all; then no more waiting, and no repeats past `runs`: such rows say "unquiet"); a timed
 call during which other processes used more than 10% of the cores is rejected and repeated (at most
 4*runs attempts), as quiet.mjs does.
 Prints one JSON object. The caller unsets OPENBLAS_CORETYPE / OPENBLAS_L2_SIZE for this process
@@ -41,14 +42,25 @@ def measure(fn):
     return wall, max(0.0, (busy_s() - b0 - own) / (CORES * wall))
 
 
-def wait_quiet(max_s=60.0):
-    t0, ok = time.perf_counter(), 0
-    while time.perf_counter() - t0 < max_s:
-        _, f = measure(lambda: time.sleep(0.3))
-        ok = ok + 1 if f < QUIET else 0
-        if ok >= 2:
-            return True
-    return False
+class Waiter:
+    """Waits for a quiet machine within a budget of seconds shared by the whole run."""
+
+    def __init__(self, budget_s):
+        self.left, self.waited = budget_s, 0.0
+
+    def __call__(self):
+        t0, ok = time.perf_counter(), 0
+        while time.perf_counter() - t0 < min(self.left, 60.0):
+            _, f = measure(lambda: time.sleep(0.3))
+            ok = ok + 1 if f < QUIET else 0
+            if ok >= 2:
+                break
+        spent = time.perf_counter() - t0
+        self.left, self.waited = max(0.0, self.left - spent), self.waited + spent
+
+    @property
+    def spent(self):
+        return self.left <= 0
 
 
 def openblas():
@@ -66,6 +78,7 @@ def openblas():
 def main():
     job = json.loads(sys.argv[1])
     runs, noisy = job["runs"], job.get("noisy", False)
+    wait_quiet = Waiter(0.0 if noisy else job.get("wait_s", 300.0))
     lib, pre, suf, path = openblas()
     info = {"numpy": np.__version__, "openblas": path, "corename": None, "config": None, "rows": []}
     if lib is not None:
@@ -91,7 +104,7 @@ def main():
                 np.matmul(a, b, out=c)  # warm-up
                 kept, all_walls = [], []
                 for _ in range(4 * runs):
-                    if len(kept) >= runs:
+                    if len(kept) >= runs or (wait_quiet.spent and len(all_walls) >= runs):
                         break
                     if not noisy and (not all_walls or len(kept) < len(all_walls)):
                         wait_quiet()  # before each shape; before every call once one was rejected
@@ -106,6 +119,7 @@ def main():
                 flops += 2.0 * m * k * nn
                 secs += kept[len(kept) // 2]
             info["rows"].append({"n": n, "threads": threads, "gflops": flops / secs / 1e9, "rejected": rejected, "unquiet": unquiet})
+    info["waited_s"] = wait_quiet.waited
     print(json.dumps(info))
 
 
