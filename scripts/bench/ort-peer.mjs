@@ -11,6 +11,7 @@
 //                               loaded machine (the section then says its figures are not valid)
 //   --ort-peer-std-max-n=4096   largest N at which ORT's std-attention variant runs
 //   --ort-peer-wait-s=900       total time the piece may spend waiting for a quiet machine
+//   --ort-peer-ort-1t           also ORT (mha) at 1 thread, so that 1-thread tessera has a 1-thread reference
 import { fork, spawnSync } from 'node:child_process';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { cpus, tmpdir } from 'node:os';
@@ -35,6 +36,7 @@ function flags(argv = process.argv) {
     runs: Number(get('runs', 5)),
     noisy: argv.includes('--ort-peer-noisy'),
     stdMaxN: Number(get('std-max-n', 4096)),
+    ort1t: argv.includes('--ort-peer-ort-1t'),
     waitS: Number(get('wait-s', 900)),
   };
 }
@@ -116,6 +118,7 @@ export async function measureOrtPeer(opts = flags()) {
         ['tessera', T, { role: 'tessera', tower: files.tower, threads: T }],
         ...(T > 1 ? [['tessera', 1, { role: 'tessera', tower: files.tower, threads: 1 }]] : []),
         ['ort-mha', T, { role: 'ort', file: files.onnx.mha, threads: T }],
+        ...(opts.ort1t && T > 1 ? [['ort-mha', 1, { role: 'ort', file: files.onnx.mha, threads: 1 }]] : []),
         ...(N <= stdMaxN ? [['ort-std', T, { role: 'ort', file: files.onnx.std, threads: T }]] : []),
       ];
       for (const [engine, threads, job] of specs) {
@@ -175,13 +178,15 @@ const f1 = (v) => v.toFixed(1);
 export function report(res, plotFile = 'bench-plot.svg') {
   const { rows, roof, T } = res;
   const roofAt = (n, t) => roof?.rows.find((r) => r.n === n && r.threads === t)?.gflops;
-  const ortBest = (n) => rows.filter((r) => r.N === n && r.engine.startsWith('ort')).reduce((a, b) => (!a || b.ms < a.ms ? b : a), null);
+  // The reference for a row: the faster ORT variant at the row's thread count, else at T threads.
+  const ortAt = (n, t) => rows.filter((r) => r.N === n && r.threads === t && r.engine.startsWith('ort')).reduce((a, b) => (!a || b.ms < a.ms ? b : a), null);
+  const ortBest = (n, t = T) => ortAt(n, t) ?? ortAt(n, T);
   const label = (r) => (r.engine === 'tessera' ? `tessera, ${r.threads} thread${r.threads > 1 ? 's' : ''}` : `ORT ${r.engine.slice(4)}, ${r.threads} thread${r.threads > 1 ? 's' : ''}`);
   const table = ['| N (grid) | engine | ms / 4 blocks | ms / image (27 blocks, ×27) | GFLOP/s | speed ÷ ORT | % of roofline | peak RSS MiB | runs kept (rejected) |',
     '| --- | --- | --- | --- | --- | --- | --- | --- | --- |'];
   for (const r of rows) {
-    const best = ortBest(r.N), roofG = roofAt(r.N, r.threads);
-    const isBest = r === best ? ' (faster ORT)' : '';
+    const best = ortBest(r.N, r.threads), roofG = roofAt(r.N, r.threads);
+    const isBest = r.threads === T && r === ortAt(r.N, T) && rows.some((o) => o.N === r.N && o.threads === T && o.engine.startsWith('ort') && o !== r) ? ' (faster ORT)' : '';
     table.push(`| ${f0(r.N)} (${r.grid.h}×${r.grid.w}) | ${label(r)}${isBest} | ${f0(r.ms)} | ${f0(r.msTower)} | ${f1(r.gflops)} | ${best ? `${(best.ms / r.ms).toFixed(2)}×` : '–'} | ${roofG ? `${f0((100 * r.gflops) / roofG)} %` : '–'} | ${f0(r.maxRssMiB)} | ${r.kept.length} (${r.rejected.length})${r.unquiet ? ' †' : ''} |`);
   }
   const checks = ['| N | roofline GFLOP/s, 1 thread | roofline GFLOP/s, ' + T + ' threads | max\\|ORT mha − tessera\\| / max\\|tessera\\| | same, ORT std |', '| --- | --- | --- | --- | --- |'];
@@ -195,7 +200,8 @@ export function report(res, plotFile = 'bench-plot.svg') {
   const series = [
     { label: `tessera, ${T} threads`, color: '#d62728', points: rows.filter((r) => r.engine === 'tessera' && r.threads === T).map((r) => [r.N, r.msTower]) },
     { label: 'tessera, 1 thread', color: '#ff9896', dash: '6 3', points: T > 1 ? rows.filter((r) => r.engine === 'tessera' && r.threads === 1).map((r) => [r.N, r.msTower]) : [] },
-    { label: `ORT mha, ${T} threads`, color: '#1f77b4', points: rows.filter((r) => r.engine === 'ort-mha').map((r) => [r.N, r.msTower]) },
+    { label: `ORT mha, ${T} threads`, color: '#1f77b4', points: rows.filter((r) => r.engine === 'ort-mha' && r.threads === T).map((r) => [r.N, r.msTower]) },
+    { label: 'ORT mha, 1 thread', color: '#aec7e8', dash: '6 3', points: T > 1 ? rows.filter((r) => r.engine === 'ort-mha' && r.threads === 1).map((r) => [r.N, r.msTower]) : [] },
     { label: `ORT std, ${T} threads`, color: '#17becf', dash: '6 3', points: rows.filter((r) => r.engine === 'ort-std').map((r) => [r.N, r.msTower]) },
     { label: `sgemm roofline, ${T} threads`, color: '#7f7f7f', dash: '2 3', points: res.ns.filter((n) => roofAt(n, T)).map((n) => [n, (blockFlops(n) * TOWER_DEPTH) / (roofAt(n, T) * 1e9) * 1000]) },
   ].filter((s) => s.points.length);
@@ -209,10 +215,10 @@ export function report(res, plotFile = 'bench-plot.svg') {
     `Both engines run the same 4 blocks of a Qwen3.5-size vision tower (hidden 1152, 16 heads of 72, MLP 4304, LayerNorm eps 1e-6, tanh-GELU, 2D rope; random weights, \`scripts/bench/ort/model.mjs\`) on the same input, one image of N patches, in one run, alternating.`,
     '',
     '- **Weights**: tessera reads them as bf16 from an HF folder and widens them to f32 panels as it goes (its normal path); onnxruntime gets the very same values as f32 in an ONNX model (its CPU MatMul takes no bf16 weights). Both compute in f32.',
-    '- **Same function**: the ONNX graph includes the 2D rope, as tessera\'s blocks do (unlike `../shared/bench/ort-peer`, which left it out). ORT\'s input is tessera\'s embed-stage output for the image, and ORT gets the rope tables (cos/sin, spec §3.3, computed in JS; tessera computes its own before the embed stage). Each run compares the two engines\' outputs after the 4 blocks (second table).',
+    '- **Same function**: the ONNX graph includes the 2D rope, as tessera\'s blocks do (an earlier ORT-only measurement of this stack left it out). ORT\'s input is tessera\'s embed-stage output for the image, and ORT gets the rope tables (cos/sin, spec §3.3, computed in JS; tessera computes its own before the embed stage). Each run compares the two engines\' outputs after the 4 blocks (second table).',
     `- **onnxruntime-node ${res.ortVersion}**, CPU EP, intraOpNumThreads ${T}, graphOptimizationLevel \`all\`, in two attention variants: \`mha\` (com.microsoft RotaryEmbedding + MultiHeadAttention, ORT's fused kernels) and \`std\` (plain Reshape/Transpose/MatMul/Softmax; [16, N, N] scores materialised; rope from elementwise ops). The faster one at each N is the reference for the speed ratio. \`std\` does not run above N = ${f0(res.stdMaxN)}: at 8,192 its score buffers alone take 4 GiB, and ORT's arena keeps two of them.`,
-    `- **Time**: tessera = the sum of its 4 block stages' wall times (\`onProgress\` \`ms\`; leaves out the patch embedding, the merger and the rope tables); ORT = \`session.run\` (the 4 blocks and its input/output copies). ms / image = ms per block × 27 (the real tower's depth; embedding and merger not included). Warm-up, then the median of ${res.runs} timed runs per engine; the engines of one N are loaded together and take turns, the order rotating each round.`,
-    '- **GFLOP/s** counted as ../shared/bench/ort-peer does: per block 2N(1152·3456 + 1152·1152 + 2·1152·4304) + 4N²·1152. **Speed ÷ ORT** = the faster ORT variant\'s ms ÷ this row\'s ms (above 1: faster than ORT).',
+    `- **Time**: tessera = the sum of its 4 block stages' wall times (\`onProgress\` \`ms\`; leaves out the patch embedding, the merger and the rope tables; includes its default finite-value check of each block output); ORT = \`session.run\` (the 4 blocks and its input/output copies). ms / image = ms per block × 27 (the real tower's depth; embedding and merger not included). Warm-up, then the median of ${res.runs} timed runs per engine; the engines of one N are loaded together and take turns, the order rotating each round.`,
+    '- **GFLOP/s** counted per block (one image) as 2N(1152·3456 + 1152·1152 + 2·1152·4304) + 4N²·1152. **Speed ÷ ORT** = the faster ORT variant\'s ms ÷ this row\'s ms (above 1: faster than ORT), ORT at the row\'s thread count where it ran (\`--ort-peer-ort-1t\` adds ORT mha at 1 thread), else at ${T}.',
     roof
       ? `- **Roofline**: numpy ${roof.numpy} sgemm (OpenBLAS kernel \`${roof.corename}\`, OPENBLAS_CORETYPE/L2_SIZE unset for that process) on the block's four weight GEMMs with M = N, at 1 and ${T} threads, measured in the same run; % of roofline = the row's GFLOP/s ÷ the roofline at its thread count and N.`
       : '- **Roofline**: not measured (python3 with numpy not found).',
