@@ -2,7 +2,8 @@
 // (hidden 1152, 16 heads of 72, MLP 4304; 4 blocks, see ort/model.mjs) and the same inputs, at
 // N = 256, 1,120, 4,096 and 8,192 patches, with numpy/OpenBLAS sgemm as the roofline. Writes the
 // section for BENCHMARKS.md and bench-plot.svg next to it (ms vs N for both engines).
-//   npm run bench -- ort-peer                       (the whole sweep; ~10-15 min on a quiet 2-core VM)
+//   npm run bench -- ort-peer                       (the whole sweep: ~10 min on a quiet 2-core VM, estimated;
+//                                                   plus at most --ort-peer-wait-s of waiting for quiet)
 //   node scripts/bench/ort-peer.mjs [flags]         (this piece alone, after `npm run build`; prints the section)
 // Flags (also through npm run bench -- ort-peer --ort-peer-...):
 //   --ort-peer-ns=256,1120      patch counts (default 256,1120,4096,8192)
