@@ -14,6 +14,7 @@
 #include <cstring>
 
 #include "common/error.h"
+#include "cpu/denormals.h"
 #include "cpu/ops.h"
 
 namespace tessera::cpu {
@@ -88,6 +89,7 @@ void attention(Context& c, const Tensor& out, const Tensor& q, const Tensor& k, 
   const size_t scratch = c.k.attention_scratch(max_nk, head_dim);
   const int tasks = int(std::min<size_t>(size_t(T), items.size()));
   c.pool.run_tasks(size_t(tasks), [&](size_t slot) {
+    DenormalGuard ftz;
     float* buf = c.ws.slot(int(slot), Scratch::Attn, scratch);
     for (size_t it; (it = next.fetch_add(1)) < items.size();) {
       const Item& w = items[it];

@@ -15,6 +15,7 @@
 
 #include "common/aligned.h"
 #include "common/error.h"
+#include "cpu/denormals.h"
 #include "cpu/epilogue.h"
 #include "cpu/ops.h"
 
@@ -138,6 +139,7 @@ void linear(Context& c, const Tensor& y, const Tensor& x_in, const Tensor& w, co
     const int tasks = int(std::min<int64_t>(T, items));
 
     c.pool.run_tasks(size_t(tasks), [&](size_t slot) {
+      DenormalGuard ftz;
       const int64_t ldc = chunk_panels * nr;
       float* apack = c.ws.slot(int(slot), Scratch::PackA, size_t(mc) * size_t(kKc));
       float* acc = c.ws.slot(int(slot), Scratch::Accum, size_t(mc) * size_t(ldc));
