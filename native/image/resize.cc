@@ -3,16 +3,30 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <functional>
 #include <string>
 
+#include "common/cpu_features.h"
 #include "common/error.h"
 #include "common/thread_pool.h"
+#include "image/resize_kernels.h"
 
 namespace tessera {
 namespace image {
+namespace kernels {
 namespace {
+void vertical_base(const AxisView& ax, int shift, const uint8_t* in, size_t row_elems, uint8_t* out, size_t y0, size_t y1,
+                   int32_t* acc) {
+  vertical_rows(ax, shift, in, row_elems, out, y0, y1, acc);
+}
+void horizontal_base(const AxisView& ax, const uint8_t* const* in, uint8_t* const* out, int32_t* t) {
+  horizontal_block(ax, in, out, t);
+}
+}  // namespace
+Kernels baseline_kernels() { return {vertical_base, horizontal_base}; }
+}  // namespace kernels
 
-constexpr int kPrecisionBits = 32 - 8 - 2;  // Pillow's PRECISION_BITS for 8-bit images
+namespace {
 
 // Pillow's bicubic_filter, same evaluation order (a = -0.5).
 double bicubic(double x) {
@@ -23,12 +37,7 @@ double bicubic(double x) {
   return 0.0;
 }
 
-// Pillow's clip8: the accumulator carries 22 fractional bits and a +0.5 rounding bias.
-inline uint8_t clip8(int32_t v) {
-  if (v >= (1 << kPrecisionBits << 8)) return 255;
-  if (v <= 0) return 0;
-  return uint8_t(v >> kPrecisionBits);
-}
+constexpr int kPrecisionBits = kernels::kPrecisionBits;
 
 // Rows per task: big enough that task hand-out is noise, small enough to balance 2..16 threads.
 constexpr size_t kRowGrain = 8;
@@ -39,6 +48,21 @@ void for_rows(ThreadPool* pool, size_t rows, const std::function<void(size_t, si
   } else {
     fn(0, rows);
   }
+}
+
+const kernels::Kernels& active_kernels() {
+  static const kernels::Kernels k = [] {
+#if defined(__x86_64__) || defined(_M_X64)
+    if (cpu_features().avx512) return kernels::avx512_kernels();
+    if (cpu_features().avx2_fma) return kernels::avx2_kernels();
+#endif
+    return kernels::baseline_kernels();
+  }();
+  return k;
+}
+
+kernels::AxisView view(const ResampleAxis& a) {
+  return {a.in_size, a.out_size, a.ksize, a.first.data(), a.count.data(), a.coeffs.data()};
 }
 
 }  // namespace
@@ -99,6 +123,7 @@ void resize_bicubic_rgb8(const uint8_t* src, int w, int h, uint8_t* dst, int ow,
     std::memcpy(dst, src, size_t(w) * h * 3);
     return;
   }
+  const kernels::Kernels& kern = active_kernels();
   ResampleAxis vert;
   int ybox_first = 0, ybox_last = h;
   if (need_v) {
@@ -108,11 +133,12 @@ void resize_bicubic_rgb8(const uint8_t* src, int w, int h, uint8_t* dst, int ow,
   }
 
   // Horizontal pass over source rows [ybox_first, ybox_last) into a uint8 temporary (or straight
-  // into dst when there is no vertical pass).
+  // into dst when there is no vertical pass), kRowBlock rows at a time.
   std::vector<uint8_t> tmp;
   const uint8_t* vsrc = src;  // what the vertical pass reads, row 0 = source row ybox_first
   if (need_h) {
-    ResampleAxis hor = bicubic_axis(w, ow);
+    const ResampleAxis hor = bicubic_axis(w, ow);
+    const kernels::AxisView hv = view(hor);
     const int rows = ybox_last - ybox_first;
     uint8_t* out = dst;
     if (need_v) {
@@ -120,49 +146,34 @@ void resize_bicubic_rgb8(const uint8_t* src, int w, int h, uint8_t* dst, int ow,
       out = tmp.data();
     }
     const size_t in_stride = size_t(w) * 3, out_stride = size_t(ow) * 3;
-    for_rows(pool, size_t(rows), [&](size_t r0, size_t r1) {
-      for (size_t r = r0; r < r1; ++r) {
-        const uint8_t* in = src + (ybox_first + r) * in_stride;
-        uint8_t* o = out + r * out_stride;
-        for (int xx = 0; xx < ow; ++xx) {
-          const int32_t* k = &hor.coeffs[size_t(xx) * hor.ksize];
-          const uint8_t* p = in + size_t(hor.first[xx]) * 3;
-          const int n = hor.count[xx];
-          int32_t s0 = 1 << (kPrecisionBits - 1), s1 = s0, s2 = s0;
-          for (int x = 0; x < n; ++x) {
-            s0 += int32_t(p[x * 3 + 0]) * k[x];
-            s1 += int32_t(p[x * 3 + 1]) * k[x];
-            s2 += int32_t(p[x * 3 + 2]) * k[x];
-          }
-          o[xx * 3 + 0] = clip8(s0);
-          o[xx * 3 + 1] = clip8(s1);
-          o[xx * 3 + 2] = clip8(s2);
+    constexpr int B = kernels::kRowBlock;
+    const size_t blocks = (size_t(rows) + B - 1) / B;
+    auto run = [&](size_t b0, size_t b1) {
+      std::vector<int32_t> t(size_t(w) * 3 * B);
+      for (size_t b = b0; b < b1; ++b) {
+        const uint8_t* in[B];
+        uint8_t* o[B];
+        for (int r = 0; r < B; ++r) {
+          const size_t row = std::min(b * B + r, size_t(rows) - 1);  // padding rows repeat the last
+          in[r] = src + (ybox_first + row) * in_stride;
+          o[r] = b * B + r < size_t(rows) ? out + (b * B + r) * out_stride : nullptr;
         }
+        kern.horizontal(hv, in, o, t.data());
       }
-    });
+    };
+    if (pool && pool->size() > 1 && blocks > 1) pool->parallel_for(blocks, run, 1);
+    else run(0, blocks);
     vsrc = out;
   } else {
     vsrc = src + size_t(ybox_first) * w * 3;
   }
   if (!need_v) return;
 
-  // Vertical pass: row accumulators, taps outermost so the inner loop runs along the row.
+  const kernels::AxisView vv = view(vert);
   const size_t row_elems = size_t(ow) * 3;
   for_rows(pool, size_t(oh), [&](size_t y0, size_t y1) {
     std::vector<int32_t> acc(row_elems);
-    for (size_t yy = y0; yy < y1; ++yy) {
-      const int32_t* k = &vert.coeffs[yy * vert.ksize];
-      const int first = vert.first[yy] - ybox_first, n = vert.count[yy];
-      std::fill(acc.begin(), acc.end(), int32_t(1) << (kPrecisionBits - 1));
-      for (int y = 0; y < n; ++y) {
-        const uint8_t* row = vsrc + size_t(first + y) * row_elems;
-        const int32_t c = k[y];
-        int32_t* a = acc.data();
-        for (size_t e = 0; e < row_elems; ++e) a[e] += int32_t(row[e]) * c;
-      }
-      uint8_t* o = dst + yy * row_elems;
-      for (size_t e = 0; e < row_elems; ++e) o[e] = clip8(acc[e]);
-    }
+    kern.vertical(vv, ybox_first, vsrc, row_elems, dst, y0, y1, acc.data());
   });
 }
 

@@ -205,3 +205,37 @@ TEST("image: the pipeline refuses short buffers and sizes off the patch grid") {
   r.layout = Layout::Gemma;  // a multiple of 16 is enough there
   EXPECT(output_shape(r).rows == 6 && output_shape(r).row_len == 768);
 }
+
+#include "common/cpu_features.h"
+#include "image/resize_kernels.h"
+
+// Every ISA's kernels give the baseline's bytes (the baseline is Pillow-exact: test/image-resize).
+TEST("image: SIMD resize kernels equal the baseline kernels") {
+  std::vector<std::pair<const char*, kernels::Kernels>> sets{{"baseline", kernels::baseline_kernels()}};
+#if defined(__x86_64__) || defined(_M_X64)
+  if (cpu_features().avx2_fma) sets.push_back({"avx2", kernels::avx2_kernels()});
+  if (cpu_features().avx512) sets.push_back({"avx512", kernels::avx512_kernels()});
+#endif
+  const int w = 203, h = 19, ow = 61;
+  std::vector<uint8_t> src(size_t(w) * h * 3);
+  uint32_t s = 99;
+  for (auto& v : src) v = uint8_t((s = s * 1664525u + 1013904223u) >> 24);
+  ResampleAxis ax = bicubic_axis(w, ow), vax = bicubic_axis(h, 7);
+  kernels::AxisView hv{ax.in_size, ax.out_size, ax.ksize, ax.first.data(), ax.count.data(), ax.coeffs.data()};
+  kernels::AxisView vv{vax.in_size, vax.out_size, vax.ksize, vax.first.data(), vax.count.data(), vax.coeffs.data()};
+  std::vector<std::vector<uint8_t>> hout, vout;
+  for (auto& [name, k] : sets) {
+    std::vector<uint8_t> o(size_t(8) * ow * 3, 0);
+    std::vector<int32_t> t(size_t(w) * 3 * kernels::kRowBlock);
+    const uint8_t* in[8];
+    uint8_t* out[8];
+    for (int r = 0; r < 8; ++r) in[r] = src.data() + size_t(r) * w * 3, out[r] = r < 6 ? o.data() + size_t(r) * ow * 3 : nullptr;
+    k.horizontal(hv, in, out, t.data());
+    hout.push_back(o);
+    std::vector<uint8_t> vo(size_t(7) * w * 3);
+    std::vector<int32_t> acc(size_t(w) * 3);
+    k.vertical(vv, 0, src.data(), size_t(w) * 3, vo.data(), 0, 7, acc.data());
+    vout.push_back(vo);
+  }
+  for (size_t i = 1; i < sets.size(); ++i) EXPECT_MSG(hout[i] == hout[0] && vout[i] == vout[0], sets[i].first);
+}
