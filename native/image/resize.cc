@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstring>
 #include <functional>
+#include <memory>
 #include <string>
 
 #include "common/cpu_features.h"
@@ -134,7 +135,7 @@ void resize_bicubic_rgb8(const uint8_t* src, int w, int h, uint8_t* dst, int ow,
 
   // Horizontal pass over source rows [ybox_first, ybox_last) into a uint8 temporary (or straight
   // into dst when there is no vertical pass), kRowBlock rows at a time.
-  std::vector<uint8_t> tmp;
+  std::unique_ptr<uint8_t[]> tmp;  // uninitialised: every byte is written
   const uint8_t* vsrc = src;  // what the vertical pass reads, row 0 = source row ybox_first
   if (need_h) {
     const ResampleAxis hor = bicubic_axis(w, ow);
@@ -142,8 +143,8 @@ void resize_bicubic_rgb8(const uint8_t* src, int w, int h, uint8_t* dst, int ow,
     const int rows = ybox_last - ybox_first;
     uint8_t* out = dst;
     if (need_v) {
-      tmp.resize(size_t(rows) * ow * 3);
-      out = tmp.data();
+      tmp.reset(new uint8_t[size_t(rows) * ow * 3]);
+      out = tmp.get();
     }
     const size_t in_stride = size_t(w) * 3, out_stride = size_t(ow) * 3;
     constexpr int B = kernels::kRowBlock;
