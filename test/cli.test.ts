@@ -172,3 +172,19 @@ describe('progress bar', () => {
     expect(json.log.some((l) => l.kind === 'bar')).toBe(false);
   });
 });
+
+describe('interrupting', () => {
+  it('an aborted encode exits 130 and leaves no output file behind', async () => {
+    const { run } = await import('../src/cli/main.js');
+    const out = join(tmp, 'aborted.safetensors');
+    const ctl = new AbortController();
+    ctl.abort(); // as if SIGINT arrived before the first block
+    const lines: string[] = [];
+    const io = { out: () => undefined, err: (t: string) => lines.push(t), progress: () => undefined, tty: false, columns: 80, signal: ctl.signal };
+    expect(await run(['encode', IMAGES + 'tiny.png', '--out', out], io)).toBe(130);
+    expect(lines.join('\n')).toMatch(/interrupted/);
+    expect(existsSync(out)).toBe(false);
+    const { readdirSync } = await import('node:fs');
+    expect(readdirSync(tmp).filter((f) => f.startsWith('aborted'))).toEqual([]);
+  });
+});

@@ -1,14 +1,15 @@
 // `tessera encode <image...>` (DESIGN §2.3): one row per image (file, size, grid, tokens, ms), a
 // progress bar on a TTY, a summary; --json prints JSON Lines instead; --out writes one safetensors
 // file. Exit 0 when every input was encoded, 1 when some failed (each named with its code; the
-// others are still written), 2 for usage or model errors.
+// others are still written), 2 for usage or model errors; 130 when interrupted (SIGINT/SIGTERM:
+// the encode stops between blocks and the partial --out file is removed).
 import { basename } from 'node:path';
 import { parseArgs } from 'node:util';
 import { TesseraError, toTesseraError } from '../errors.js';
 import { checkSoftTokenBudget, readImageHeader } from '../image/index.js';
 import { VisionTower, type EncodeOptions, type EncodeResult, type OpenOptions } from '../tower.js';
 import { DEMO_NOTICE, demoTowerPath, tesseraVersion } from './demo.js';
-import { EXIT_OK, EXIT_SOME_FAILED, EXIT_USAGE, formatBytes, type CliIo } from './io.js';
+import { EXIT_INTERRUPTED, EXIT_OK, EXIT_SOME_FAILED, EXIT_USAGE, formatBytes, type CliIo } from './io.js';
 import { ProgressBar } from './progress.js';
 import { SafetensorsWriter } from './safetensors-writer.js';
 
@@ -169,6 +170,7 @@ export async function encodeCommand(args: readonly string[], io: CliIo): Promise
       const sizes = Promise.all(chunk.map((f) => readImageHeader(f).then((h) => `${h.width}x${h.height}`, () => '?')));
       const results = await tower.encodeBatch(chunk, {
         ...o.encode,
+        ...(io.signal ? { signal: io.signal } : {}),
         onProgress: bar.enabled ? (p) => bar.block(p.block, p.blocks) : undefined,
       });
       const sizeText = await sizes;
@@ -219,8 +221,12 @@ export async function encodeCommand(args: readonly string[], io: CliIo): Promise
     bar.clear();
     await writer?.abort();
     const err = toTesseraError(e);
-    io.err(`tessera encode: ${err.code}: ${err.message}`);
     await tower.close();
+    if (err.code === 'ERR_ABORTED') {
+      io.err(`tessera encode: interrupted${o.out ? `; ${o.out} not written` : ''}`);
+      return EXIT_INTERRUPTED;
+    }
+    io.err(`tessera encode: ${err.code}: ${err.message}`);
     return err.code === 'ERR_INVALID_ARGUMENT' ? EXIT_USAGE : EXIT_SOME_FAILED;
   }
   await tower.close();

@@ -11,10 +11,21 @@ export interface CliIo {
   tty: boolean;
   /** Columns of that terminal (for the bar). */
   columns: number;
+  /** Aborted on SIGINT / SIGTERM: encode stops between blocks and removes its partial output. */
+  signal?: AbortSignal;
 }
 
 export function processIo(): CliIo {
+  const interrupt = new AbortController();
+  const stop = () => {
+    // A second signal ends the process at once.
+    if (interrupt.signal.aborted) process.exit(EXIT_INTERRUPTED);
+    interrupt.abort();
+  };
+  process.on('SIGINT', stop);
+  process.on('SIGTERM', stop);
   return {
+    signal: interrupt.signal,
     out: (l) => process.stdout.write(l + '\n'),
     err: (l) => process.stderr.write(l + '\n'),
     progress: (t) => process.stderr.write(t),
@@ -27,6 +38,8 @@ export function processIo(): CliIo {
 export const EXIT_OK = 0;
 export const EXIT_SOME_FAILED = 1;
 export const EXIT_USAGE = 2;
+/** Interrupted by SIGINT / SIGTERM (the shell's 128 + SIGINT). */
+export const EXIT_INTERRUPTED = 130;
 
 export function formatBytes(n: number): string {
   if (n < 1024) return `${n} B`;
