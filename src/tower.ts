@@ -61,6 +61,9 @@ export interface EncodeResult {
   positions?: Int32Array;
   deepstack?: Float32Array[];
   stages?: Record<string, Float32Array>;
+  /** encode / encodeBatch: the image's upright decoded size and the size it was resized to. */
+  decoded?: { width: number; height: number };
+  resized?: { width: number; height: number };
   timings: { decodeMs: number; preprocessMs: number; encodeMs: number };
 }
 
@@ -432,6 +435,8 @@ export class VisionTower {
       out[group[k]!.index] = {
         ...r,
         ...(p.grid ? { grid: [p.grid] } : { positions: p.positions! }),
+        decoded: p.decoded,
+        resized: p.resized,
         timings: { decodeMs: p.timings.decodeMs, preprocessMs: p.timings.preprocessMs, encodeMs },
       };
     });

@@ -119,7 +119,9 @@ class Backend {
   // Ends the current stage's recording and starts it. on_complete runs (on any thread) once the
   // device has finished every op issued before this call: it is where weight slots are released.
   virtual void submit(std::function<void()> on_complete) = 0;
-  virtual void finish() = 0;  // waits for everything submitted
+  // Waits for everything submitted, and returns only after every on_complete of that work has run
+  // (the weight stores rely on it to know their slots are free).
+  virtual void finish() = 0;
 };
 
 }  // namespace tessera::gpu

@@ -6,7 +6,7 @@
 import { basename } from 'node:path';
 import { parseArgs } from 'node:util';
 import { TesseraError, toTesseraError } from '../errors.js';
-import { checkSoftTokenBudget, readImageHeader } from '../image/index.js';
+import { checkSoftTokenBudget } from '../image/index.js';
 import { VisionTower, type EncodeOptions, type EncodeResult, type OpenOptions } from '../tower.js';
 import { DEMO_NOTICE, demoTowerPath, tesseraVersion } from './demo.js';
 import { EXIT_INTERRUPTED, EXIT_OK, EXIT_SOME_FAILED, EXIT_USAGE, formatBytes, type CliIo } from './io.js';
@@ -167,13 +167,11 @@ export async function encodeCommand(args: readonly string[], io: CliIo): Promise
     }
     for (let start = 0; start < o.images.length; start += o.batch) {
       const chunk = o.images.slice(start, start + o.batch);
-      const sizes = Promise.all(chunk.map((f) => readImageHeader(f).then((h) => `${h.width}x${h.height}`, () => '?')));
       const results = await tower.encodeBatch(chunk, {
         ...o.encode,
         ...(io.signal ? { signal: io.signal } : {}),
         onProgress: bar.enabled ? (p) => bar.block(p.block, p.blocks) : undefined,
       });
-      const sizeText = await sizes;
       for (const [k, r] of results.entries()) {
         const i = start + k;
         const file = o.images[i]!;
@@ -191,17 +189,17 @@ export async function encodeCommand(args: readonly string[], io: CliIo): Promise
         }
         if (writer) await writeResult(writer, i, r);
         const ms = r.timings.decodeMs + r.timings.preprocessMs + r.timings.encodeMs;
+        const size = r.decoded ? `${r.decoded.width}x${r.decoded.height}` : '?';
         bar.above(() => {
           if (o.json) {
-            const [w, h] = sizeText[k]!.split('x').map(Number);
             io.out(
               JSON.stringify({
-                type: 'image', index: i, file, ok: true, width: w ?? null, height: h ?? null,
+                type: 'image', index: i, file, ok: true, width: r.decoded?.width ?? null, height: r.decoded?.height ?? null,
                 grid: r.grid ? r.grid.map((g) => [g.t, g.h, g.w]) : null, patches: patchesOf(r), tokens: r.tokens,
                 embeddingWidth: r.width, ms: { decode: r.timings.decodeMs, preprocess: r.timings.preprocessMs, encode: r.timings.encodeMs },
               }),
             );
-          } else io.out(cols([file, sizeText[k]!, gridText(r), String(r.tokens), ms.toFixed(0)]));
+          } else io.out(cols([file, size, gridText(r), String(r.tokens), ms.toFixed(0)]));
         });
       }
       bar.imagesDone(Math.min(o.images.length, start + chunk.length));
