@@ -152,25 +152,9 @@ void linear(Context& c, const Tensor& y, const Tensor& x_in, const Tensor& w, co
           const int64_t kc = std::min(kKc, K - k0);
           const bool last = k0 + kc == K;
           // Pack A: micro-panel ip holds rows [ip*mr, ip*mr+mr) as [kc][mr], zero past M.
-          for (int64_t ip = 0; ip < mpanels; ++ip) {
-            float* dst = apack + ip * mr * kc;
-            for (int i = 0; i < mr; ++i) {
-              int64_t r = ip * mr + i;
-              if (r < mrows) {
-                const float* src = x_base + (m0 + r) * x_ld + k0;
-                if (clamp_in) {
-                  for (int64_t k = 0; k < kc; ++k) {
-                    float v = src[k];
-                    dst[k * mr + i] = v < in_lo ? in_lo : (v > in_hi ? in_hi : v);
-                  }
-                } else {
-                  for (int64_t k = 0; k < kc; ++k) dst[k * mr + i] = src[k];
-                }
-              } else {
-                for (int64_t k = 0; k < kc; ++k) dst[k * mr + i] = 0.0f;
-              }
-            }
-          }
+          for (int64_t ip = 0; ip < mpanels; ++ip)
+            kk.pack_a(apack + ip * mr * kc, x_base + (m0 + ip * mr) * x_ld + k0, x_ld,
+                      std::min<int64_t>(mr, mrows - ip * mr), kc, mr, clamp_in, in_lo, in_hi);
           for (int64_t p = p0; p < p1; ++p) {
             const float* bp = bpack + k0 * ns_pad + p * kc * nr;
             const int64_t col = (p - p0) * nr;

@@ -29,6 +29,9 @@ struct Kernels {
   // Packs B = Wᵀ for columns [0, n) (n <= nr; the rest zero) over kc: dst[k*nr + j] = W[j][k]
   // widened to f32; W rows start at w with a stride of ldw elements of type dt.
   void (*pack_b)(float* dst, const void* w, DType dt, int64_t ldw, int64_t n, int64_t kc, int nr);
+  // Packs A: dst[k*mr + i] = clamp(x[i][k]) for i < rows (<= mr; zero rows after), k < kc.
+  void (*pack_a)(float* dst, const float* x, int64_t ldx, int64_t rows, int64_t kc, int mr, bool clamp, float lo,
+                 float hi);
   // y[j] = act(clamp(acc[j] + bias[j])) + res[j], j < n (bias, res may be null; res may be y).
   void (*epilogue)(float* y, const float* acc, int64_t n, const float* bias, const float* res, const Epilogue& e);
   void (*act_row)(float* y, const float* x, int64_t n, gpu::Act act);

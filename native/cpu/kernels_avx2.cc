@@ -56,6 +56,26 @@ struct V256 {
     return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16));
   }
   static R load_f16(const uint16_t* p) { return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p))); }
+  // 8 x 8: 32-bit unpacks, 64-bit unpacks, then a 128-bit lane permute.
+  static void transpose(R r[8]) {
+    R t[8], u[8];
+    for (int i = 0; i < 8; i += 2) {
+      t[i] = _mm256_unpacklo_ps(r[i], r[i + 1]);
+      t[i + 1] = _mm256_unpackhi_ps(r[i], r[i + 1]);
+    }
+    for (int q = 0; q < 8; q += 4) {
+      __m256d a = _mm256_castps_pd(t[q]), b = _mm256_castps_pd(t[q + 1]);
+      __m256d c = _mm256_castps_pd(t[q + 2]), d = _mm256_castps_pd(t[q + 3]);
+      u[q] = _mm256_castpd_ps(_mm256_unpacklo_pd(a, c));
+      u[q + 1] = _mm256_castpd_ps(_mm256_unpackhi_pd(a, c));
+      u[q + 2] = _mm256_castpd_ps(_mm256_unpacklo_pd(b, d));
+      u[q + 3] = _mm256_castpd_ps(_mm256_unpackhi_pd(b, d));
+    }
+    for (int m = 0; m < 4; ++m) {
+      r[m] = _mm256_permute2f128_ps(u[m], u[4 + m], 0x20);
+      r[4 + m] = _mm256_permute2f128_ps(u[m], u[4 + m], 0x31);
+    }
+  }
 };
 
 #include "cpu/kernels_generic.inc"
@@ -63,7 +83,7 @@ struct V256 {
 constexpr int kMr = 6, kNv = 2;  // 6 x 16 tile: 12 accumulators, 2 B vectors, 1 broadcast
 const Kernels kTable{Simd::Avx2,           kMr,
                      kNv * V256::L,        gemm_micro_t<V256, kMr, kNv>,
-                     pack_b_t<V256>,       epilogue_t<V256>,
+                     pack_b_transposed<V256>, pack_a_transposed<V256>,       epilogue_t<V256>,
                      act_row_t<V256>,      layer_norm_row_t<V256>,
                      rms_norm_row_t<V256>, rope_row_t<V256>, attention_task_t<V256>,
                      attention_scratch_t<V256>};

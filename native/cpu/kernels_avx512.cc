@@ -60,6 +60,30 @@ struct V512 {
     return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
   }
   static R load_f16(const uint16_t* p) { return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p))); }
+  // 16 x 16: 32-bit unpacks, 64-bit unpacks, then two rounds of 128-bit lane shuffles.
+  static void transpose(R r[16]) {
+    R t[16], u[16];
+    for (int i = 0; i < 16; i += 2) {
+      t[i] = _mm512_unpacklo_ps(r[i], r[i + 1]);
+      t[i + 1] = _mm512_unpackhi_ps(r[i], r[i + 1]);
+    }
+    for (int q = 0; q < 16; q += 4) {  // u[q + m], lane l: element 4l + m of rows q..q+3
+      __m512d a = _mm512_castps_pd(t[q]), b = _mm512_castps_pd(t[q + 1]);
+      __m512d c = _mm512_castps_pd(t[q + 2]), d = _mm512_castps_pd(t[q + 3]);
+      u[q] = _mm512_castpd_ps(_mm512_unpacklo_pd(a, c));
+      u[q + 1] = _mm512_castpd_ps(_mm512_unpackhi_pd(a, c));
+      u[q + 2] = _mm512_castpd_ps(_mm512_unpacklo_pd(b, d));
+      u[q + 3] = _mm512_castpd_ps(_mm512_unpackhi_pd(b, d));
+    }
+    for (int m = 0; m < 4; ++m) {
+      R a = _mm512_shuffle_f32x4(u[m], u[4 + m], 0x44), b = _mm512_shuffle_f32x4(u[8 + m], u[12 + m], 0x44);
+      R c = _mm512_shuffle_f32x4(u[m], u[4 + m], 0xEE), d = _mm512_shuffle_f32x4(u[8 + m], u[12 + m], 0xEE);
+      r[m] = _mm512_shuffle_f32x4(a, b, 0x88);
+      r[4 + m] = _mm512_shuffle_f32x4(a, b, 0xDD);
+      r[8 + m] = _mm512_shuffle_f32x4(c, d, 0x88);
+      r[12 + m] = _mm512_shuffle_f32x4(c, d, 0xDD);
+    }
+  }
 };
 
 #include "cpu/kernels_generic.inc"
@@ -67,7 +91,7 @@ struct V512 {
 constexpr int kMr = TESSERA_AVX512_MR, kNv = TESSERA_AVX512_NV;  // 12 x 32: 24 accumulators, 2 B vectors
 const Kernels kTable{Simd::Avx512,           kMr,
                      kNv * V512::L,          gemm_micro_t<V512, kMr, kNv>,
-                     pack_b_t<V512>,         epilogue_t<V512>,
+                     pack_b_transposed<V512>, pack_a_transposed<V512>,         epilogue_t<V512>,
                      act_row_t<V512>,        layer_norm_row_t<V512>,
                      rms_norm_row_t<V512>, rope_row_t<V512>,   attention_task_t<V512>,
                      attention_scratch_t<V512>};
