@@ -166,17 +166,19 @@ int64_t count_nonfinite(Context& c, const Tensor& x, int64_t* first) {
   int64_t first_flat = -1;
   for_rows(c, x.rows, n, [&](int64_t r, float* ta, float*) {
     const float* xr = row_f32(x, r, ta);
-    int64_t local = 0, local_first = -1;
+    // Exponent all ones = inf or NaN; counted branch-free so the compiler vectorises the scan.
+    int64_t local = 0;
     for (int64_t j = 0; j < n; ++j) {
-      if (!std::isfinite(xr[j])) {
-        if (local_first < 0) local_first = r * n + j;
-        ++local;
-      }
+      uint32_t bits;
+      std::memcpy(&bits, xr + j, 4);
+      local += (bits & 0x7f800000u) == 0x7f800000u;
     }
     if (local) {
+      int64_t j = 0;
+      while (std::isfinite(xr[j])) ++j;
       count += local;
       std::lock_guard<std::mutex> lock(mu);
-      if (first_flat < 0 || local_first < first_flat) first_flat = local_first;
+      if (first_flat < 0 || r * n + j < first_flat) first_flat = r * n + j;
     }
   });
   if (first) *first = first_flat;
