@@ -144,9 +144,9 @@ int main(int argc, char** argv) {
       double total_ms = 0, total_cpu = 0, total_flop = 0;
       std::printf("== %s, %d threads, N=%lld, weights %s\n", cpu::simd_name(level), nthreads, (long long)N,
                   dtype_name(wdt));
-      // "cpu-bound": the rate if the threads had the cores to themselves (FLOPs over process CPU
+      // "per-cpu": the rate if the threads had the cores to themselves (FLOPs over process CPU
       // time / threads): a steadier figure while other work shares the machine.
-      std::printf("  %-28s %9s %8s %10s\n", "op", "ms", "GFLOP/s", "cpu-bound");
+      std::printf("  %-28s %9s %8s %10s\n", "op", "ms", "GFLOP/s", "per-cpu");
       for (Row& r : rows) {
         Timing t = best_of(reps, r.fn);
         total_ms += t.wall;

@@ -9,7 +9,7 @@
 
 namespace tessera::cpu {
 
-enum class Scratch { PackA, Accum, Attn, Row, Count };
+enum class Scratch { PackA, Accum, Attn, Count };
 
 class Workspace {
  public:

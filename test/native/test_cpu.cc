@@ -594,3 +594,33 @@ TEST("cpu: property: norms and activations at random widths") {
     }
   });
 }
+
+namespace {
+// The thread's floating-point control word (MXCSR on x86-64, FPCR on arm64).
+unsigned long fp_control() {
+#if defined(__x86_64__)
+  unsigned v;
+  __asm__ volatile("stmxcsr %0" : "=m"(v));
+  return v;
+#elif defined(__aarch64__)
+  unsigned long v;
+  __asm__ volatile("mrs %0, fpcr" : "=r"(v));
+  return v;
+#else
+  return 0;
+#endif
+}
+}  // namespace
+
+TEST("cpu: kernels flush denormals internally but leave the caller's FP mode as it was") {
+  each_level([&](Simd level) {
+    Env env(level);
+    Rng rng(77);
+    const unsigned long before = fp_control();
+    Mat q = env.make(rng, 40, 72), k = env.make(rng, 40, 72), v = env.make(rng, 40, 72), o = env.make(rng, 40, 72);
+    env.b->attention(o.t, q.t, k.t, v.t, 1, 72, 1.0f, {{0, 40}});
+    Mat x = env.make(rng, 20, 30), w = env.make(rng, 10, 30), y = env.make(rng, 20, 10);
+    env.b->linear(y.t, x.t, w.t, LinearArgs{});
+    EXPECT(fp_control() == before);
+  });
+}
