@@ -3,6 +3,7 @@
 // Not a test; built and run by scripts/bench-kernels.mjs. Best of --reps runs (this machine is
 // shared: the best run is the one least disturbed).
 //   bench-kernels [--threads T] [--simd scalar|avx2|avx512] [--rows 1120,4096] [--reps 3] [--dtype bf16|f32|f16]
+//                 [--hd 72|64]
 #include <sys/resource.h>
 
 #include <algorithm>
@@ -73,10 +74,12 @@ int main(int argc, char** argv) {
   std::vector<int64_t> rows_list = {1120, 4096};
   std::vector<cpu::Simd> levels = cpu::supported_simd();
   DType wdt = DType::BF16;
+  int64_t head_dim = 72;  // --hd 64: Gemma 4's other head size (18 heads over the same width)
   for (int i = 1; i + 1 < argc; i += 2) {
     std::string a = argv[i], v = argv[i + 1];
     if (a == "--threads") threads = std::atoi(v.c_str());
     else if (a == "--reps") reps = std::atoi(v.c_str());
+    else if (a == "--hd") head_dim = std::atoll(v.c_str());
     else if (a == "--dtype") parse_dtype(v, &wdt);
     else if (a == "--rows") {
       rows_list.clear();
@@ -92,7 +95,7 @@ int main(int argc, char** argv) {
     }
   }
   const int nthreads = threads > 0 ? threads : ThreadPool::physical_cores();
-  const int64_t D = 1152, H = 16, HD = 72, F = 4304;
+  const int64_t D = 1152, F = 4304, HD = head_dim, H = D / HD;
   for (cpu::Simd level : levels) {
     auto be = cpu::make_cpu_backend(threads, level);
     Backend& b = *be;
@@ -113,6 +116,7 @@ int main(int argc, char** argv) {
         sinv.host_ptr<float>()[i] = std::sin(a);
       }
       std::vector<Segment> segs = {{0, N}};
+      const std::string attn_name = "attention " + std::to_string(H) + "x" + std::to_string(HD);
       struct Row {
         const char* name;
         double flop;
@@ -132,10 +136,10 @@ int main(int argc, char** argv) {
              b.rope(qkv.cols_view(0, D), cosv, sinv, H, HD, 1);
              b.rope(qkv.cols_view(D, D), cosv, sinv, H, HD, 1);
            }},
-          {"attention 16x72", 4 * n * n * D,
+          {attn_name.c_str(), 4 * n * n * D,
            [&] {
              b.attention(attn, qkv.cols_view(0, D), qkv.cols_view(D, D), qkv.cols_view(2 * D, D), H, HD,
-                         1.0f / std::sqrt(72.0f), segs);
+                         1.0f / std::sqrt(float(HD)), segs);
            }},
           {"proj 1152->1152 +bias+res", 2 * n * D * D, [&] { b.linear(x, attn, wproj, ap); }},
           {"fc1 1152->4304 +bias+gelu", 2 * n * D * F, [&] { b.linear(mlp, h, w1, a1); }},
