@@ -76,18 +76,34 @@ struct ProgressEvent {
   double ms;  // wall time of the stage just done (weights wait + compute + checks)
 };
 
+// An encode call's arguments, checked on the JS thread before any worker exists (a worker owns a
+// thread-safe function whose teardown must not race a half-built worker's deletion).
+struct EncodeArgs {
+  PixelInput input;
+  EncodeControl control;
+  const int32_t* cancel_flag = nullptr;
+  Napi::Object keep;  // the JS typed arrays the worker reads, kept alive while it runs
+  Napi::Function on_progress;
+};
+
 class EncodeWorker : public Napi::AsyncProgressQueueWorker<ProgressEvent> {
  public:
-  EncodeWorker(Napi::Env env, std::shared_ptr<TowerCore> core)
+  EncodeWorker(Napi::Env env, std::shared_ptr<TowerCore> core, EncodeArgs args)
       : Napi::AsyncProgressQueueWorker<ProgressEvent>(env),
+        input(std::move(args.input)),
+        control(std::move(args.control)),
+        cancel_flag(args.cancel_flag),
+        keep_alive(Napi::Persistent(args.keep)),
         core_(std::move(core)),
-        deferred_(Napi::Promise::Deferred::New(env)) {}
+        deferred_(Napi::Promise::Deferred::New(env)) {
+    if (!args.on_progress.IsEmpty()) on_progress = Napi::Persistent(args.on_progress);
+  }
 
   Napi::Promise promise() { return deferred_.Promise(); }
   PixelInput input;
   EncodeControl control;
   const int32_t* cancel_flag = nullptr;
-  Napi::ObjectReference keep_alive;  // the JS typed arrays the worker reads
+  Napi::ObjectReference keep_alive;
   Napi::FunctionReference on_progress;
 
   void Execute(const ExecutionProgress& progress) override {
@@ -169,6 +185,63 @@ Napi::Function NativeTower::Define(Napi::Env env) {
   return f;
 }
 
+static EncodeArgs parse_encode_args(Napi::Env env, const Napi::Object& a) {
+  EncodeArgs args;
+  args.keep = Napi::Object::New(env);
+  Napi::Value pixels = a.Get("pixels");
+  if (!pixels.IsTypedArray() || pixels.As<Napi::TypedArray>().TypedArrayType() != napi_float32_array)
+    fail(Code::InvalidArgument, "pixelValues must be a Float32Array");
+  Napi::Float32Array px = pixels.As<Napi::Float32Array>();
+  args.keep.Set("pixels", px);
+  double cols = a.Get("cols").IsNumber() ? a.Get("cols").As<Napi::Number>().DoubleValue() : 0;
+  if (!(cols >= 1 && cols < 1e9) || px.ElementLength() % size_t(cols) != 0)
+    fail(Code::InvalidArgument, "pixelValues length " + std::to_string(px.ElementLength()) +
+                                    " is not a whole number of rows of " + std::to_string(int64_t(cols)));
+  args.input.pixels = px.Data();
+  args.input.cols = int64_t(cols);
+  args.input.rows = int64_t(px.ElementLength() / size_t(cols));
+  auto int32_array = [](const Napi::Value& v) {
+    return v.IsTypedArray() && v.As<Napi::TypedArray>().TypedArrayType() == napi_int32_array;
+  };
+  Napi::Value grids = a.Get("grids");
+  if (!grids.IsUndefined()) {
+    if (!int32_array(grids) || grids.As<Napi::Int32Array>().ElementLength() % 3)
+      fail(Code::InvalidArgument, "grid must be an Int32Array of (t, h, w) triples");
+    Napi::Int32Array g = grids.As<Napi::Int32Array>();
+    for (size_t i = 0; i < g.ElementLength(); i += 3) args.input.grids.push_back({g[i], g[i + 1], g[i + 2]});
+  }
+  Napi::Value positions = a.Get("positions");
+  if (!positions.IsUndefined()) {
+    if (!int32_array(positions) || positions.As<Napi::Int32Array>().ElementLength() != size_t(args.input.rows) * 2)
+      fail(Code::InvalidArgument, "positions must be an Int32Array of (x, y) per patch row");
+    Napi::Int32Array p = positions.As<Napi::Int32Array>();
+    args.keep.Set("positions", p);
+    args.input.positions = p.Data();
+  }
+  Napi::Value image_rows = a.Get("imageRows");
+  if (image_rows.IsArray()) {
+    Napi::Array r = image_rows.As<Napi::Array>();
+    for (uint32_t i = 0; i < r.Length(); ++i) {
+      Napi::Value v = r.Get(i);
+      if (!v.IsNumber()) fail(Code::InvalidArgument, "imageRows must hold row counts");
+      args.input.image_rows.push_back(v.As<Napi::Number>().Int64Value());
+    }
+  }
+  args.control.keep_stages = a.Get("stages").ToBoolean();
+  args.control.check_finite = !a.Get("checkFinite").IsBoolean() || a.Get("checkFinite").ToBoolean();
+  Napi::Value cancel = a.Get("cancel");
+  if (!cancel.IsUndefined()) {
+    if (!int32_array(cancel) || cancel.As<Napi::Int32Array>().ElementLength() < 1)
+      fail(Code::InvalidArgument, "cancel must be an Int32Array(1)");
+    Napi::Int32Array c = cancel.As<Napi::Int32Array>();
+    args.keep.Set("cancel", c);
+    args.cancel_flag = c.Data();
+  }
+  Napi::Value progress = a.Get("onProgress");
+  if (progress.IsFunction()) args.on_progress = progress.As<Napi::Function>();
+  return args;
+}
+
 // encode({ pixels: Float32Array, cols, grids?: Int32Array (t,h,w)*, positions?: Int32Array,
 //          imageRows?: number[], stages: bool, checkFinite: bool, cancel?: Int32Array(1),
 //          onProgress?: fn }) → Promise
@@ -177,56 +250,9 @@ Napi::Value NativeTower::Encode(const Napi::CallbackInfo& info) {
   return guarded(env, [&]() -> Napi::Value {
     if (!core || core->closed) fail(Code::Closed, "the tower is closed");
     if (info.Length() < 1 || !info[0].IsObject()) fail(Code::InvalidArgument, "encode expects an options object");
-    Napi::Object a = info[0].As<Napi::Object>();
-    auto* w = new EncodeWorker(env, core);
-    std::unique_ptr<EncodeWorker> guard(w);
-    w->keep_alive = Napi::Persistent(Napi::Object::New(env));
-    Napi::Value pixels = a.Get("pixels");
-    if (!pixels.IsTypedArray() || pixels.As<Napi::TypedArray>().TypedArrayType() != napi_float32_array)
-      fail(Code::InvalidArgument, "pixelValues must be a Float32Array");
-    Napi::Float32Array px = pixels.As<Napi::Float32Array>();
-    w->keep_alive.Set("pixels", px);
-    double cols = a.Get("cols").IsNumber() ? a.Get("cols").As<Napi::Number>().DoubleValue() : 0;
-    if (!(cols >= 1) || px.ElementLength() % size_t(cols) != 0)
-      fail(Code::InvalidArgument, "pixelValues length " + std::to_string(px.ElementLength()) +
-                                      " is not a whole number of rows of " + std::to_string(int64_t(cols)));
-    w->input.pixels = px.Data();
-    w->input.cols = int64_t(cols);
-    w->input.rows = int64_t(px.ElementLength() / size_t(cols));
-    Napi::Value grids = a.Get("grids");
-    if (grids.IsTypedArray()) {
-      Napi::Int32Array g = grids.As<Napi::Int32Array>();
-      if (g.TypedArrayType() != napi_int32_array || g.ElementLength() % 3)
-        fail(Code::InvalidArgument, "grid must be (t, h, w) triples");
-      for (size_t i = 0; i < g.ElementLength(); i += 3) w->input.grids.push_back({g[i], g[i + 1], g[i + 2]});
-    }
-    Napi::Value positions = a.Get("positions");
-    if (positions.IsTypedArray()) {
-      Napi::Int32Array p = positions.As<Napi::Int32Array>();
-      if (p.TypedArrayType() != napi_int32_array || p.ElementLength() != size_t(w->input.rows) * 2)
-        fail(Code::InvalidArgument, "positions must be an Int32Array of (x, y) per patch row");
-      w->keep_alive.Set("positions", p);
-      w->input.positions = p.Data();
-    }
-    Napi::Value image_rows = a.Get("imageRows");
-    if (image_rows.IsArray()) {
-      Napi::Array r = image_rows.As<Napi::Array>();
-      for (uint32_t i = 0; i < r.Length(); ++i) w->input.image_rows.push_back(r.Get(i).As<Napi::Number>().Int64Value());
-    }
-    w->control.keep_stages = a.Get("stages").ToBoolean();
-    w->control.check_finite = !a.Get("checkFinite").IsBoolean() || a.Get("checkFinite").ToBoolean();
-    Napi::Value cancel = a.Get("cancel");
-    if (cancel.IsTypedArray()) {
-      Napi::Int32Array c = cancel.As<Napi::Int32Array>();
-      if (c.TypedArrayType() != napi_int32_array || c.ElementLength() < 1)
-        fail(Code::InvalidArgument, "cancel must be an Int32Array(1)");
-      w->keep_alive.Set("cancel", c);
-      w->cancel_flag = c.Data();
-    }
-    Napi::Value progress = a.Get("onProgress");
-    if (progress.IsFunction()) w->on_progress = Napi::Persistent(progress.As<Napi::Function>());
+    auto* w = new EncodeWorker(env, core, parse_encode_args(env, info[0].As<Napi::Object>()));
     Napi::Promise promise = w->promise();
-    guard.release()->Queue();
+    w->Queue();
     return promise;
   });
 }
