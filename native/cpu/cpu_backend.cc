@@ -3,6 +3,7 @@
 #include "cpu/cpu_backend.h"
 
 #include <cstring>
+#include <algorithm>
 #include <mutex>
 #include <set>
 
@@ -150,6 +151,26 @@ class CpuBackend final : public gpu::Backend {
   }
   int64_t count_nonfinite(const gpu::Tensor& x, int64_t* first) override { return cpu::count_nonfinite(ctx_, x, first); }
 
+  uint64_t predict_workspace(const Workload& w) const {
+    const int T = pool_.size();
+    size_t shared = 0, pack_a = 0, accum = 0;
+    int gemm_slots = 0;
+    for (const LinearShape& l : w.linears) {
+      LinearScratch s = linear_scratch(ctx_.k, T, l.rows, l.in, l.out);
+      if (!s.tasks) continue;
+      shared = std::max(shared, s.shared_floats);
+      pack_a = std::max(pack_a, s.pack_a_floats);
+      accum = std::max(accum, s.accum_floats);
+      gemm_slots = std::max(gemm_slots, s.tasks);
+    }
+    uint64_t bytes = shared ? Workspace::bytes_for(shared) : 0;
+    if (gemm_slots) bytes += uint64_t(gemm_slots) * (Workspace::bytes_for(pack_a) + Workspace::bytes_for(accum));
+    if (w.max_segment > 0 && w.head_dim > 0)  // up to one attention task per thread
+      bytes += uint64_t(T) * Workspace::bytes_for(ctx_.k.attention_scratch(w.max_segment, w.head_dim));
+    return bytes;
+  }
+  uint64_t held_workspace() const { return ws_.held_bytes(); }
+
   // Ops ran as they were issued: the stage is complete when submit() is called.
   void submit(std::function<void()> on_complete) override {
     if (on_complete) on_complete();
@@ -176,5 +197,17 @@ std::unique_ptr<gpu::Backend> make_cpu_backend(int threads, Simd level) {
 }
 
 std::unique_ptr<gpu::Backend> make_cpu_backend(int threads) { return make_cpu_backend(threads, best_simd()); }
+
+static const CpuBackend& as_cpu(const gpu::Backend& b) {
+  const auto* c = dynamic_cast<const CpuBackend*>(&b);
+  if (!c) fail(Code::InvalidArgument, std::string("workspace_bytes: backend '") + b.name() + "' is not the CPU backend");
+  return *c;
+}
+
+uint64_t workspace_bytes(const gpu::Backend& backend, const Workload& work) {
+  return as_cpu(backend).predict_workspace(work);
+}
+
+uint64_t held_workspace_bytes(const gpu::Backend& backend) { return as_cpu(backend).held_workspace(); }
 
 }  // namespace tessera::cpu

@@ -1,6 +1,7 @@
 // The CPU backend: every op of gpu/backend.h run eagerly on the host, multithreaded with the
 // common ThreadPool, with SIMD kernels chosen at run time (AVX-512 / AVX2+FMA / NEON / scalar).
 #pragma once
+#include <cstdint>
 #include <memory>
 #include <vector>
 
@@ -21,5 +22,20 @@ std::vector<Simd> supported_simd();
 std::unique_ptr<gpu::Backend> make_cpu_backend(int threads);
 // The same with the kernels forced to `level` (ERR_INVALID_ARGUMENT if this machine cannot run it).
 std::unique_ptr<gpu::Backend> make_cpu_backend(int threads, Simd level);
+
+// ---- the backend's own scratch (packed weight strips, per-thread GEMM and attention buffers)
+// It grows to the largest op run so far and is kept for the backend's lifetime, so a model's
+// memory prediction must add it. workspace_bytes() is that prediction, from the formulas the
+// kernels allocate by: the bytes the workspace of `backend` (a CPU backend) holds at most after
+// running the given ops (on a fresh backend; afterwards, the max of this and what it held).
+struct LinearShape {
+  int64_t rows = 0, in = 0, out = 0;  // x [rows, in] · W[out, in]ᵀ
+};
+struct Workload {
+  std::vector<LinearShape> linears;
+  int64_t max_segment = 0, head_dim = 0;  // attention: longest segment (rows), head size
+};
+uint64_t workspace_bytes(const gpu::Backend& backend, const Workload& work);
+uint64_t held_workspace_bytes(const gpu::Backend& backend);  // what it holds now
 
 }  // namespace tessera::cpu

@@ -37,6 +37,36 @@ constexpr int64_t kKc = TESSERA_GEMM_KC;
 constexpr int64_t kMcTarget = TESSERA_GEMM_MC;
 constexpr int64_t kStripFloats = TESSERA_GEMM_STRIP_FLOATS;
 
+// How one linear is cut up: weight strips, row blocks, and (for few row blocks) column chunks.
+struct Blocking {
+  int64_t panels_total, strip_panels, mc, mblocks;
+};
+
+Blocking blocking(int64_t M, int64_t K, int64_t N, int mr, int nr) {
+  Blocking b;
+  b.panels_total = (N + nr - 1) / nr;
+  b.strip_panels = std::max<int64_t>(1, std::min<int64_t>(b.panels_total, kStripFloats / (std::max<int64_t>(K, 1) * nr)));
+  b.mc = std::max<int64_t>(mr, kMcTarget / mr * mr);
+  b.mblocks = (M + b.mc - 1) / b.mc;
+  return b;
+}
+
+struct Split {
+  int64_t nchunks, chunk_panels, items;
+};
+
+// Work items over a strip of sp panels: row blocks, split further by column chunks when there
+// are fewer than two row blocks per thread.
+Split split(int64_t mblocks, int64_t sp, int threads) {
+  Split s;
+  s.nchunks = 1;
+  if (mblocks < 2 * threads) s.nchunks = std::min<int64_t>(sp, (2 * threads + mblocks - 1) / mblocks);
+  s.chunk_panels = (sp + s.nchunks - 1) / s.nchunks;
+  s.nchunks = (sp + s.chunk_panels - 1) / s.chunk_panels;
+  s.items = mblocks * s.nchunks;
+  return s;
+}
+
 bool overlaps(const Tensor& a, const Tensor& b) {
   if (a.buf != b.buf || a.rows == 0 || b.rows == 0) return false;
   size_t a0 = a.offset, a1 = a.offset + (size_t(a.rows - 1) * size_t(a.ld) + size_t(a.cols)) * dtype_size(a.dtype);
@@ -45,6 +75,18 @@ bool overlaps(const Tensor& a, const Tensor& b) {
 }
 
 }  // namespace
+
+LinearScratch linear_scratch(const Kernels& k, int threads, int64_t M, int64_t K, int64_t N) {
+  LinearScratch s;
+  if (M <= 0 || N <= 0 || K <= 0) return s;
+  const Blocking bl = blocking(M, K, N, k.mr, k.nr);
+  const Split sl = split(bl.mblocks, bl.strip_panels, threads);  // the first strip is the widest
+  s.tasks = int(std::min<int64_t>(threads, sl.items));
+  s.shared_floats = size_t(K) * size_t(bl.strip_panels * k.nr);
+  s.pack_a_floats = size_t(bl.mc) * size_t(kKc);
+  s.accum_floats = size_t(bl.mc) * size_t(sl.chunk_panels * k.nr);
+  return s;
+}
 
 void linear(Context& c, const Tensor& y, const Tensor& x_in, const Tensor& w, const LinearArgs& args) {
   const char* op = "linear";
@@ -104,11 +146,8 @@ void linear(Context& c, const Tensor& y, const Tensor& x_in, const Tensor& w, co
     return;
   }
 
-  const int64_t panels_total = (N + nr - 1) / nr;
-  const int64_t strip_panels =
-      std::max<int64_t>(1, std::min<int64_t>(panels_total, kStripFloats / (K * nr)));
-  const int64_t mc = std::max<int64_t>(mr, kMcTarget / mr * mr);
-  const int64_t mblocks = (M + mc - 1) / mc;
+  const Blocking bl = blocking(M, K, N, mr, nr);
+  const int64_t panels_total = bl.panels_total, strip_panels = bl.strip_panels, mc = bl.mc, mblocks = bl.mblocks;
   const size_t w_es = dtype_size(w.dtype);
   const char* w_base = static_cast<const char*>(w.buf->host) + w.offset;
 
@@ -129,12 +168,8 @@ void linear(Context& c, const Tensor& y, const Tensor& x_in, const Tensor& w, co
       }
     }, 4);
 
-    // Work items: row blocks, split further by column chunks when there are few row blocks.
-    int64_t nchunks = 1;
-    if (mblocks < 2 * T) nchunks = std::min<int64_t>(sp, (2 * T + mblocks - 1) / mblocks);
-    const int64_t chunk_panels = (sp + nchunks - 1) / nchunks;
-    nchunks = (sp + chunk_panels - 1) / chunk_panels;
-    const int64_t items = mblocks * nchunks;
+    const Split sl = split(mblocks, sp, T);
+    const int64_t nchunks = sl.nchunks, chunk_panels = sl.chunk_panels, items = sl.items;
     std::atomic<int64_t> next{0};
     const int tasks = int(std::min<int64_t>(T, items));
 

@@ -38,6 +38,14 @@ void gather_sum(Context& c, const Tensor& y, const Tensor& table, const void* lo
                 int64_t taps, bool accumulate);
 int64_t count_nonfinite(Context& c, const Tensor& x, int64_t* first);
 
+// The workspace a linear of [M, K] x [N, K]ᵀ takes (the formula gemm.cc allocates by): shared
+// packed-weight floats, and per task (tasks of them) packed-A and accumulator floats.
+struct LinearScratch {
+  size_t shared_floats = 0, pack_a_floats = 0, accum_floats = 0;
+  int tasks = 0;
+};
+LinearScratch linear_scratch(const Kernels& k, int threads, int64_t M, int64_t K, int64_t N);
+
 // ---- helpers shared by the drivers (tensor_util.cc)
 // Throws ERR_INVALID_ARGUMENT "<op>: <what>" unless cond.
 void require(bool cond, const char* op, const std::string& what);

@@ -21,7 +21,18 @@ class Workspace {
   // Scratch shared by all threads of one op (e.g. the packed weight panel).
   float* shared(size_t floats) { return grow(shared_, floats); }
 
+  // Bytes held now (each buffer rounded up to whole pages, as allocated).
+  size_t held_bytes() const {
+    size_t n = held(shared_);
+    for (const Slot& s : slots_)
+      for (const AlignedBuffer& b : s.b) n += held(b);
+    return n;
+  }
+  // What a buffer grown to `floats` floats holds (the rounding of grow()).
+  static size_t bytes_for(size_t floats) { return round_up((floats ? floats : 1) * sizeof(float), page_size()); }
+
  private:
+  static size_t held(const AlignedBuffer& b) { return b.size() ? round_up(b.size(), page_size()) : 0; }
   static float* grow(AlignedBuffer& b, size_t floats) {
     size_t bytes = (floats ? floats : 1) * sizeof(float);
     if (b.size() < bytes) b = AlignedBuffer(bytes);

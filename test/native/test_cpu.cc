@@ -624,3 +624,35 @@ TEST("cpu: kernels flush denormals internally but leave the caller's FP mode as 
     EXPECT(fp_control() == before);
   });
 }
+
+TEST("cpu: workspace_bytes predicts the scratch the backend holds after a block's ops") {
+  each_level([&](Simd level) {
+    for (int threads : {1, 2, 3}) {
+      Env env(level, threads);
+      Rng rng(31);
+      EXPECT(tessera::cpu::held_workspace_bytes(*env.b) == 0);
+      // A small block: qkv, attention over two segments, proj, fc1, fc2 (and a row count that
+      // leaves a ragged row block).
+      const int64_t rows = 203, d = 48, f = 100, hd = 16, heads = d / hd;
+      Mat x = env.make(rng, rows, d), qkv = env.make(rng, rows, 3 * d), o = env.make(rng, rows, d);
+      Mat mlp = env.make(rng, rows, f);
+      Mat wqkv = env.make(rng, 3 * d, d, DType::BF16), wo = env.make(rng, d, d), w1 = env.make(rng, f, d, DType::F16),
+          w2 = env.make(rng, d, f);
+      std::vector<Segment> segs = {{0, 150}, {150, 53}};
+      env.b->linear(qkv.t, x.t, wqkv.t, LinearArgs{});
+      env.b->attention(o.t, qkv.t.cols_view(0, d), qkv.t.cols_view(d, d), qkv.t.cols_view(2 * d, d), heads, hd, 0.25f,
+                       segs);
+      env.b->linear(x.t, o.t, wo.t, LinearArgs{});
+      env.b->linear(mlp.t, x.t, w1.t, LinearArgs{});
+      env.b->linear(x.t, mlp.t, w2.t, LinearArgs{});
+      tessera::cpu::Workload work;
+      work.linears = {{rows, d, 3 * d}, {rows, d, d}, {rows, d, f}, {rows, f, d}};
+      work.max_segment = 150;
+      work.head_dim = hd;
+      const uint64_t predicted = tessera::cpu::workspace_bytes(*env.b, work);
+      const uint64_t held = tessera::cpu::held_workspace_bytes(*env.b);
+      EXPECT_MSG(held == predicted, tessera::cpu::simd_name(level) << " threads " << threads << ": held " << held
+                                                                  << ", predicted " << predicted);
+    }
+  });
+}
