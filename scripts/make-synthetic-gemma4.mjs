@@ -3,9 +3,10 @@
 // MLP 4304, position tables 2 x 10240, standardisation on, no clamps, projection to 2816; random
 // bf16 weights) as an HF checkpoint folder, for benchmarks. Never committed:
 //   node scripts/make-synthetic-gemma4.mjs [outdir]     (default bench/out/gemma4-synthetic)
-import { closeSync, existsSync, mkdirSync, openSync, writeFileSync, writeSync } from 'node:fs';
+import { existsSync, mkdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { writeRandomBf16 } from '../dist/synthetic.js';
 
 const root = fileURLToPath(new URL('..', import.meta.url));
 const defaultOut = join(root, 'bench', 'out', 'gemma4-synthetic');
@@ -41,43 +42,6 @@ export function gemma4Tensors(v = GEMMA4_LARGE) {
   return t.map(([name, shape, kind]) => ({ name: 'model.' + name, shape, kind }));
 }
 
-// xorshift32: fast, deterministic. Weights ~ U(-a, a) with a = sqrt(3 / fan_in) (unit-variance outputs).
-function fill(buf, kind, fanIn, seed) {
-  let s = seed >>> 0 || 1;
-  const scale = kind === 'w' ? Math.sqrt(3 / fanIn) : kind === 'e' ? 0.5 : 0.02;
-  const f32 = new Float32Array(1);
-  const u32 = new Uint32Array(f32.buffer);
-  for (let i = 0; i < buf.length / 2; i++) {
-    s ^= s << 13; s >>>= 0; s ^= s >>> 17; s ^= s << 5; s >>>= 0;
-    f32[0] = kind === 'one' ? 1 : ((s / 4294967296) * 2 - 1) * scale;
-    buf.writeUInt16LE(u32[0] >>> 16, i * 2);
-  }
-}
-
-function writeSafetensorsBf16(path, tensors, seed = 1) {
-  const header = {};
-  let offset = 0;
-  for (const t of tensors) {
-    const bytes = t.shape.reduce((a, b) => a * b, 1) * 2;
-    header[t.name] = { dtype: 'BF16', shape: t.shape, data_offsets: [offset, offset + bytes] };
-    offset += bytes;
-  }
-  let text = JSON.stringify(header);
-  text += ' '.repeat((8 - (text.length % 8)) % 8);
-  const fd = openSync(path, 'w');
-  const len = Buffer.alloc(8);
-  len.writeBigUInt64LE(BigInt(text.length));
-  writeSync(fd, len);
-  writeSync(fd, Buffer.from(text));
-  tensors.forEach((t, i) => {
-    const n = t.shape.reduce((a, b) => a * b, 1);
-    const buf = Buffer.alloc(n * 2);
-    fill(buf, t.kind, t.shape.length > 1 ? t.shape.at(-1) : 1, seed * 7919 + i);
-    writeSync(fd, buf);
-  });
-  closeSync(fd);
-}
-
 export function makeSyntheticGemma4(dir = defaultOut, v = GEMMA4_LARGE) {
   if (existsSync(join(dir, 'model.safetensors'))) return dir;
   mkdirSync(dir, { recursive: true });
@@ -96,7 +60,7 @@ export function makeSyntheticGemma4(dir = defaultOut, v = GEMMA4_LARGE) {
     rescale_factor: 1 / 255, do_normalize: false, image_mean: [0, 0, 0], image_std: [1, 1, 1], do_convert_rgb: true,
     image_processor_type: 'Gemma4ImageProcessor', processor_class: 'Gemma4Processor',
   }, null, 2));
-  writeSafetensorsBf16(join(dir, 'model.safetensors'), gemma4Tensors(v));
+  writeRandomBf16(join(dir, 'model.safetensors'), gemma4Tensors(v));
   return dir;
 }
 
