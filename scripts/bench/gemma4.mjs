@@ -22,7 +22,7 @@ const CHILD = fileURLToPath(import.meta.url);
 async function child() {
   const [model, residency, wp, hp, runs, warmup, threads] = process.argv.slice(3);
   const { VisionTower } = await import('../../dist/index.js');
-  const tower = await VisionTower.open(model, { backend: 'cpu', residency, threads: Number(threads) });
+  const tower = await VisionTower.open(model, { backend: process.env['TESSERA_BENCH_BACKEND'] ?? 'cpu', residency, threads: Number(threads) });
   const W = Number(wp), H = Number(hp), n = W * H;
   const pixelValues = new Float32Array(n * 768);
   for (let i = 0; i < pixelValues.length; i++) pixelValues[i] = 0.5 + Math.sin(i * 0.37) * 0.45;
@@ -68,7 +68,7 @@ export async function section() {
     );
   }
   return {
-    title: 'Gemma 4 26B/31B-size vision tower + projector on the CPU (resident, bf16 weights)',
+    title: `Gemma 4 26B/31B-size vision tower + projector, backend ${process.env['TESSERA_BENCH_BACKEND'] ?? 'cpu'} (resident, bf16 weights)`,
     body: [
       'Synthetic tower (27 blocks, hidden 1152, 16 heads of 72, MLP 4304, standardisation on, projection to 2816; random bf16 weights, `scripts/make-synthetic-gemma4.mjs`), `encodePixels` of one 448×640 image at the budget, all cores, fresh process per row. 280: median of 3 after a warm-up; 1120: one run, no warm-up (it takes minutes on 2 cores).',
       '',

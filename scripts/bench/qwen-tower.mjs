@@ -18,7 +18,7 @@ const CHILD = fileURLToPath(import.meta.url);
 async function child() {
   const [model, residency, h, w, runs, threads] = process.argv.slice(3);
   const { VisionTower } = await import('../../dist/index.js');
-  const tower = await VisionTower.open(model, { backend: 'cpu', residency, threads: Number(threads) });
+  const tower = await VisionTower.open(model, { backend: process.env['TESSERA_BENCH_BACKEND'] ?? 'cpu', residency, threads: Number(threads) });
   const n = Number(h) * Number(w);
   const px = new Float32Array(n * 1536);
   for (let i = 0; i < px.length; i++) px[i] = Math.sin(i * 0.37) * 0.9;
@@ -55,7 +55,7 @@ export async function section() {
     rows.push(`| ${label} | ${h * w} | ${r.ms.toFixed(0)} | ${gflop.toFixed(1)} | ${(gflop / (r.ms / 1000)).toFixed(1)} | ${r.maxRssMiB.toFixed(0)} |`);
   }
   return {
-    title: 'Qwen3.5-size tower on the CPU (resident, bf16 weights)',
+    title: `Qwen3.5-size tower, backend ${process.env['TESSERA_BENCH_BACKEND'] ?? 'cpu'} (resident, bf16 weights)`,
     body: [
       'Synthetic tower (27 blocks, hidden 1152, 16 heads of 72, MLP 4304, out 3584; random bf16 weights, `scripts/make-synthetic-qwen.mjs`), `encodePixels` of one image, median of 3 after a warm-up, all cores, fresh process per row.',
       '',
