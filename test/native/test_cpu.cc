@@ -175,8 +175,8 @@ TEST("cpu: linear spanning several weight strips, and y aliasing x") {
   each_level([&](Simd level) {
     Env env(level);
     Rng rng(11);
-    // K * N above the packed-strip budget (6 Mi floats): the weight is packed in two strips.
-    const int64_t m = 3, k = 3001, n = 2100;
+    // K * N above the packed-strip budget (2 Mi floats): the weight is packed in two strips.
+    const int64_t m = 3, k = 1501, n = 2100;
     Mat x = env.make(rng, m, k), w = env.make(rng, n, k, DType::BF16), y = env.make(rng, m, n);
     std::vector<double> ref(size_t(m * n));
     for (int64_t r = 0; r < m; ++r)
