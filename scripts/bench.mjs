@@ -15,7 +15,7 @@ const dir = join(root, 'scripts', 'bench');
 const args = process.argv.slice(2);
 const backendAt = args.indexOf('--backend');
 if (backendAt >= 0) process.env['TESSERA_BENCH_BACKEND'] = args[backendAt + 1] ?? 'cpu';
-const wanted = args.filter((a, i) => !a.startsWith('-') && i !== backendAt + 1);
+const wanted = args.filter((a, i) => !a.startsWith('-') && (backendAt < 0 || i !== backendAt + 1));
 const pieces = readdirSync(dir)
   .filter((f) => f.endsWith('.mjs'))
   .sort()
