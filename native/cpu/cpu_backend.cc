@@ -151,6 +151,7 @@ class CpuBackend final : public gpu::Backend {
   }
   int64_t count_nonfinite(const gpu::Tensor& x, int64_t* first) override { return cpu::count_nonfinite(ctx_, x, first); }
 
+  uint64_t workspace_bytes(const gpu::Workload& w) const override { return predict_workspace(w); }
   uint64_t predict_workspace(const Workload& w) const {
     const int T = pool_.size();
     size_t shared = 0, pack_a = 0, accum = 0;

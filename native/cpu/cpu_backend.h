@@ -28,13 +28,9 @@ std::unique_ptr<gpu::Backend> make_cpu_backend(int threads, Simd level);
 // memory prediction must add it. workspace_bytes() is that prediction, from the formulas the
 // kernels allocate by: the bytes the workspace of `backend` (a CPU backend) holds at most after
 // running the given ops (on a fresh backend; afterwards, the max of this and what it held).
-struct LinearShape {
-  int64_t rows = 0, in = 0, out = 0;  // x [rows, in] · W[out, in]ᵀ
-};
-struct Workload {
-  std::vector<LinearShape> linears;
-  int64_t max_segment = 0, head_dim = 0;  // attention: longest segment (rows), head size
-};
+// (The CPU backend's gpu::Backend::workspace_bytes override is this same formula.)
+using gpu::LinearShape;
+using gpu::Workload;
 uint64_t workspace_bytes(const gpu::Backend& backend, const Workload& work);
 uint64_t held_workspace_bytes(const gpu::Backend& backend);  // what it holds now
 

@@ -69,12 +69,25 @@ struct Segment {
   int64_t begin = 0, length = 0;
 };
 
+// A description of the work a model will issue, for backends that keep scratch of their own
+// (the CPU backend's packed weight strips and per-thread buffers) to predict it.
+struct LinearShape {
+  int64_t rows = 0, in = 0, out = 0;  // x [rows, in] · W[out, in]ᵀ
+};
+struct Workload {
+  std::vector<LinearShape> linears;
+  int64_t max_segment = 0, head_dim = 0;  // attention: longest segment (rows), head size
+};
+
 class Backend {
  public:
   virtual ~Backend() = default;
   virtual const char* name() const = 0;
 
   // ---- memory
+  // Bytes of its own scratch the backend holds at most after running `work` (beyond the buffers
+  // it is asked for): part of every memory prediction. 0 for a backend that keeps none.
+  virtual uint64_t workspace_bytes(const Workload& work) const { return 0; }
   virtual Buffer* alloc(size_t bytes) = 0;                      // scratch, uninitialised
   virtual Buffer* wrap_host(void* host, size_t bytes) = 0;      // zero-copy where possible; host outlives it
   virtual void release(Buffer* buf) = 0;

@@ -57,9 +57,17 @@ class Gemma4Vision final : public VisionModel {
       fail(Code::ConfigInvalid, "gemma4 tower spec: head_dim must be a multiple of 4 and pooling_kernel positive");
   }
 
+  // The plan's buffers plus the backend's own scratch for this tower's ops (one segment of all
+  // the rows: the largest an input of `rows` can have).
   uint64_t scratch_bytes(int64_t rows) const override {
     Plan p = plan(rows);
-    return p.plan.bytes() + p.pos_lookup_bytes + p.pool_lookup_bytes;
+    const int64_t D = d_.hidden, Q = d_.qdim, F = d_.inter;
+    gpu::Workload work;
+    work.linears = {{rows, d_.patch_dim, D}, {rows, D, Q}, {rows, Q, D},          {rows, D, F},
+                    {rows, F, D},            {p.pooled_rows, D, d_.out}};
+    work.max_segment = rows;
+    work.head_dim = d_.head_dim;
+    return p.plan.bytes() + p.pos_lookup_bytes + p.pool_lookup_bytes + backend_.workspace_bytes(work);
   }
 
   void encode(const PixelInput& in, const EncodeControl& ctl, EncodeOutput& out) override;

@@ -41,9 +41,17 @@ class QwenVision final : public VisionModel {
       fail(Code::ConfigInvalid, "hidden_size must equal num_heads x head_dim with head_dim a multiple of 4");
   }
 
+  // The plan's buffers plus the backend's own scratch for this tower's ops (one segment of all
+  // the rows: the largest an input of `rows` can have).
   uint64_t scratch_bytes(int64_t rows) const override {
     Plan p = plan(rows);
-    return p.plan.bytes() + p.lookup_bytes;
+    const int64_t D = d_.hidden, W = d_.merge * d_.merge * D, g = rows / (d_.merge * d_.merge);
+    gpu::Workload work;
+    work.linears = {{rows, d_.patch_dim, D}, {rows, D, 3 * D}, {rows, D, D}, {rows, D, d_.inter},
+                    {rows, d_.inter, D},     {g, W, W},         {g, W, d_.out}};
+    work.max_segment = rows;
+    work.head_dim = d_.head_dim;
+    return p.plan.bytes() + p.lookup_bytes + backend_.workspace_bytes(work);
   }
 
   void encode(const PixelInput& in, const EncodeControl& ctl, EncodeOutput& out) override;
