@@ -19,9 +19,29 @@ namespace iotest {
 
 using namespace tessera;
 
+// The op set as no-ops: the io tests exercise memory and completion, never arithmetic.
+class NoOpsBackend : public gpu::Backend {
+ public:
+  void upload(gpu::Buffer*, size_t, const void*, size_t) override {}
+  void download(void*, const gpu::Tensor&) override {}
+  void linear(const gpu::Tensor&, const gpu::Tensor&, const gpu::Tensor&, const gpu::LinearArgs&) override {}
+  void layer_norm(const gpu::Tensor&, const gpu::Tensor&, const gpu::Tensor&, const gpu::Tensor&, float) override {}
+  void rms_norm(const gpu::Tensor&, const gpu::Tensor&, const gpu::Tensor*, int64_t, float) override {}
+  void activation(const gpu::Tensor&, const gpu::Tensor&, gpu::Act) override {}
+  void add(const gpu::Tensor&, const gpu::Tensor&, const gpu::Tensor&) override {}
+  void mul(const gpu::Tensor&, const gpu::Tensor&, const gpu::Tensor&) override {}
+  void affine(const gpu::Tensor&, const gpu::Tensor&, const gpu::Tensor*, const gpu::Tensor*, float) override {}
+  void clamp(const gpu::Tensor&, const gpu::Tensor&, float, float) override {}
+  void rope(const gpu::Tensor&, const gpu::Tensor&, const gpu::Tensor&, int64_t, int64_t, int64_t) override {}
+  void attention(const gpu::Tensor&, const gpu::Tensor&, const gpu::Tensor&, const gpu::Tensor&, int64_t, int64_t,
+                 float, const std::vector<gpu::Segment>&) override {}
+  void gather_sum(const gpu::Tensor&, const gpu::Tensor&, gpu::Buffer*, int64_t, bool) override {}
+  int64_t count_nonfinite(const gpu::Tensor&, int64_t*) override { return 0; }
+};
+
 // Runs no ops. submit() either completes at once (like the CPU backend) or, with defer = true,
 // queues the completion until complete_one()/complete_all() (like a GPU still reading a slot).
-class FakeBackend final : public gpu::Backend {
+class FakeBackend final : public NoOpsBackend {
  public:
   bool defer = false;
   int live_buffers = 0;
@@ -51,21 +71,6 @@ class FakeBackend final : public gpu::Backend {
     delete buf;
     --live_buffers;
   }
-  void upload(gpu::Buffer*, size_t, const void*, size_t) override {}
-  void download(void*, const gpu::Tensor&) override {}
-  void linear(const gpu::Tensor&, const gpu::Tensor&, const gpu::Tensor&, const gpu::LinearArgs&) override {}
-  void layer_norm(const gpu::Tensor&, const gpu::Tensor&, const gpu::Tensor&, const gpu::Tensor&, float) override {}
-  void rms_norm(const gpu::Tensor&, const gpu::Tensor&, const gpu::Tensor*, int64_t, float) override {}
-  void activation(const gpu::Tensor&, const gpu::Tensor&, gpu::Act) override {}
-  void add(const gpu::Tensor&, const gpu::Tensor&, const gpu::Tensor&) override {}
-  void mul(const gpu::Tensor&, const gpu::Tensor&, const gpu::Tensor&) override {}
-  void affine(const gpu::Tensor&, const gpu::Tensor&, const gpu::Tensor*, const gpu::Tensor*, float) override {}
-  void clamp(const gpu::Tensor&, const gpu::Tensor&, float, float) override {}
-  void rope(const gpu::Tensor&, const gpu::Tensor&, const gpu::Tensor&, int64_t, int64_t, int64_t) override {}
-  void attention(const gpu::Tensor&, const gpu::Tensor&, const gpu::Tensor&, const gpu::Tensor&, int64_t, int64_t,
-                 float, const std::vector<gpu::Segment>&) override {}
-  void gather_sum(const gpu::Tensor&, const gpu::Tensor&, gpu::Buffer*, int64_t, bool) override {}
-  int64_t count_nonfinite(const gpu::Tensor&, int64_t*) override { return 0; }
   void submit(std::function<void()> on_complete) override {
     if (defer)
       pending.push_back(std::move(on_complete));

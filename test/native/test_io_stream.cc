@@ -24,7 +24,7 @@ using namespace iotest;
 namespace {
 
 // A backend whose completions arrive on their own thread after a random delay, like Metal's.
-class AsyncBackend final : public gpu::Backend {
+class AsyncBackend final : public NoOpsBackend {
  public:
   FakeBackend inner;
   explicit AsyncBackend(unsigned seed) : rng_(seed), thread_([this] { loop(); }) {}
@@ -40,21 +40,6 @@ class AsyncBackend final : public gpu::Backend {
   gpu::Buffer* alloc(size_t b) override { return inner.alloc(b); }
   gpu::Buffer* wrap_host(void* h, size_t b) override { return inner.wrap_host(h, b); }
   void release(gpu::Buffer* b) override { inner.release(b); }
-  void upload(gpu::Buffer*, size_t, const void*, size_t) override {}
-  void download(void*, const gpu::Tensor&) override {}
-  void linear(const gpu::Tensor&, const gpu::Tensor&, const gpu::Tensor&, const gpu::LinearArgs&) override {}
-  void layer_norm(const gpu::Tensor&, const gpu::Tensor&, const gpu::Tensor&, const gpu::Tensor&, float) override {}
-  void rms_norm(const gpu::Tensor&, const gpu::Tensor&, const gpu::Tensor*, int64_t, float) override {}
-  void activation(const gpu::Tensor&, const gpu::Tensor&, gpu::Act) override {}
-  void add(const gpu::Tensor&, const gpu::Tensor&, const gpu::Tensor&) override {}
-  void mul(const gpu::Tensor&, const gpu::Tensor&, const gpu::Tensor&) override {}
-  void affine(const gpu::Tensor&, const gpu::Tensor&, const gpu::Tensor*, const gpu::Tensor*, float) override {}
-  void clamp(const gpu::Tensor&, const gpu::Tensor&, float, float) override {}
-  void rope(const gpu::Tensor&, const gpu::Tensor&, const gpu::Tensor&, int64_t, int64_t, int64_t) override {}
-  void attention(const gpu::Tensor&, const gpu::Tensor&, const gpu::Tensor&, const gpu::Tensor&, int64_t, int64_t,
-                 float, const std::vector<gpu::Segment>&) override {}
-  void gather_sum(const gpu::Tensor&, const gpu::Tensor&, gpu::Buffer*, int64_t, bool) override {}
-  int64_t count_nonfinite(const gpu::Tensor&, int64_t*) override { return 0; }
   void submit(std::function<void()> fn) override {
     std::lock_guard<std::mutex> lk(mu_);
     queue_.push_back(std::move(fn));
