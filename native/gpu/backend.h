@@ -87,7 +87,7 @@ class Backend {
   // ---- memory
   // Bytes of its own scratch the backend holds at most after running `work` (beyond the buffers
   // it is asked for): part of every memory prediction. 0 for a backend that keeps none.
-  virtual uint64_t workspace_bytes(const Workload& work) const { return 0; }
+  virtual uint64_t workspace_bytes(const Workload& /*work*/) const { return 0; }
   virtual Buffer* alloc(size_t bytes) = 0;                      // scratch, uninitialised
   virtual Buffer* wrap_host(void* host, size_t bytes) = 0;      // zero-copy where possible; host outlives it
   virtual void release(Buffer* buf) = 0;
