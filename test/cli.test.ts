@@ -9,6 +9,7 @@ import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { FIXTURES, IMAGES, asFloat32, asInt64Numbers, readSafetensors } from './image-helpers.js';
 import { readFileSync } from 'node:fs';
+import { relErr } from './helpers/fixtures.js';
 
 const ROOT = fileURLToPath(new URL('..', import.meta.url));
 const MAIN = join(ROOT, 'dist', 'cli', 'main.js');
@@ -32,11 +33,6 @@ function metadata(path: string): Record<string, string> {
   return (JSON.parse(buf.subarray(8, 8 + n).toString('utf8')) as { __metadata__: Record<string, string> }).__metadata__;
 }
 
-const relErr = (a: Float32Array, b: Float32Array) => {
-  let d = 0, m = 0;
-  for (let i = 0; i < b.length; i++) (d = Math.max(d, Math.abs(a[i]! - b[i]!))), (m = Math.max(m, Math.abs(b[i]!)));
-  return d / m;
-};
 
 describe('tessera encode', () => {
   it('without --model runs the demo tower and says its weights are random', () => {
@@ -186,5 +182,14 @@ describe('interrupting', () => {
     expect(existsSync(out)).toBe(false);
     const { readdirSync } = await import('node:fs');
     expect(readdirSync(tmp).filter((f) => f.startsWith('aborted'))).toEqual([]);
+  });
+});
+
+describe('a closed stdout', () => {
+  it('stops quietly when the reader goes away (tessera inspect | head -1), no EPIPE crash', () => {
+    const model = join(FIXTURES, 'qwen3_vl-tiny', 'model');
+    const r = spawnSync('/bin/sh', ['-c', `"${process.execPath}" "${MAIN}" inspect "${model}" | head -1`], { encoding: 'utf8' });
+    expect(r.stdout.trim()).toMatch(/^model\s/);
+    expect(r.stderr).not.toMatch(/EPIPE|Unhandled/);
   });
 });

@@ -24,9 +24,19 @@ export function processIo(): CliIo {
   };
   process.on('SIGINT', stop);
   process.on('SIGTERM', stop);
+  // The reader of stdout went away (`tessera inspect m | head`): stop writing and stop the work,
+  // as SIGPIPE would, instead of dying on an unhandled EPIPE.
+  let stdoutClosed = false;
+  process.stdout.on('error', (e: NodeJS.ErrnoException) => {
+    if (e.code !== 'EPIPE') throw e;
+    stdoutClosed = true;
+    if (!interrupt.signal.aborted) interrupt.abort();
+  });
   return {
     signal: interrupt.signal,
-    out: (l) => process.stdout.write(l + '\n'),
+    out: (l) => {
+      if (!stdoutClosed) process.stdout.write(l + '\n');
+    },
     err: (l) => process.stderr.write(l + '\n'),
     progress: (t) => process.stderr.write(t),
     tty: Boolean(process.stderr.isTTY),
