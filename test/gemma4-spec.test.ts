@@ -1,6 +1,7 @@
 // Gemma 4 TowerSpec builders (src/spec/gemma4.ts) for the three sources, their refusals (through
 // VisionTower.open: they happen before the addon is touched), and a fuzz smoke test of the GGUF
 // reader + builder. Numerics are in gemma4.test.ts.
+import { seededRandom } from './helpers/fixtures.js';
 import { cpSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -176,14 +177,7 @@ describe('Gemma 4 spec: refusals', () => {
 });
 
 describe('GGUF fuzz smoke test', () => {
-  // Deterministic PRNG: a failure reproduces.
-  let seed = 0x9e3779b9;
-  const rand = () => {
-    seed ^= seed << 13;
-    seed ^= seed >>> 17;
-    seed ^= seed << 5;
-    return (seed >>> 0) / 2 ** 32;
-  };
+  const rand = seededRandom(0x9e3779b9); // deterministic: a failure reproduces
   const fixture = readFileSync(GEMMA4_MMPROJ);
   const headerEnd = 8256; // metadata + tensor infos of the fixture end before this (data starts here)
   const ALLOWED = ['ERR_WEIGHTS_CORRUPT', 'ERR_MODEL_FORMAT', 'ERR_CONFIG_INVALID', 'ERR_TENSOR_MISSING', 'ERR_TENSOR_SHAPE'];

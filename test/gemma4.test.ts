@@ -10,7 +10,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 
 import { TesseraError, VisionTower } from '../src/index.js';
 import { GEMMA4_CASES, GEMMA4_DIR, GEMMA4_MMPROJ, GEMMA4_MODEL, ollamaGgufFromFolder } from './helpers/gemma4-fixtures.js';
-import { readTensors, relErr } from './helpers/fixtures.js';
+import { readTensors, relErr, seededRandom } from './helpers/fixtures.js';
 import { GGML, type TensorIn } from './helpers/gguf-writer.js';
 
 const TOL = 1e-4;
@@ -211,13 +211,7 @@ describe('gemma4-tiny packed clamps: all-zero entries mean "no clamp"', () => {
 
 describe('gemma4-tiny mmproj fuzz through the tower', () => {
   it('byte-flipped files either encode or fail with a TesseraError, never crash', async () => {
-    let seed = 12345;
-    const rand = () => {
-      seed ^= seed << 13;
-      seed ^= seed >>> 17;
-      seed ^= seed << 5;
-      return (seed >>> 0) / 2 ** 32;
-    };
+    const rand = seededRandom(12345); // deterministic: a failure reproduces
     const fixture = readFileSync(GEMMA4_MMPROJ);
     const { pixelValues, positions } = input('rocket_thin');
     const outcomes: string[] = [];

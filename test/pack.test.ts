@@ -8,22 +8,13 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { TesseraError, VisionTower } from '../src/index.js';
 import { loadModel } from '../src/spec/load.js';
 import { MANIFEST_FILE, PACK_ALIGNMENT, packCommand, packModel, parseManifest, planPack, specFromManifest, type PackManifest } from '../src/pack/index.js';
-import { FIXTURES, readTensors, relErr } from './helpers/fixtures.js';
-import { GEMMA4_DIR, GEMMA4_MMPROJ } from './helpers/gemma4-fixtures.js';
+import { FIXTURES, gemmaInput, qwenInput, readTensors, relErr } from './helpers/fixtures.js';
+import { GEMMA4_MMPROJ } from './helpers/gemma4-fixtures.js';
 
 const tmp = mkdtempSync(join(tmpdir(), 'tessera-pack-'));
 afterAll(() => rmSync(tmp, { recursive: true, force: true }));
 
 type Input = Parameters<VisionTower['encodePixels']>[0];
-function qwenInput(family: string, name: string): Input {
-  const ref = readTensors(join(FIXTURES, family, 'expected', `${name}.safetensors`));
-  const [t, h, w] = ref['image_grid_thw']!.i64();
-  return { pixelValues: ref['pixel_values']!.f32(), grid: { t: t!, h: h!, w: w! } };
-}
-function gemmaInput(name: string): Input {
-  const ref = readTensors(join(GEMMA4_DIR, 'expected', `${name}.safetensors`));
-  return { pixelValues: ref['pixel_values']!.f32(), positions: Int32Array.from(ref['positions']!.i64()) };
-}
 
 async function run(path: string, input: Input, opts: Parameters<typeof VisionTower.open>[1] = {}) {
   const tower = await VisionTower.open(path, { backend: 'cpu', ...opts });

@@ -6,23 +6,14 @@ import { rmSync, truncateSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { VisionTower } from '../src/index.js';
-import { FIXTURES, readTensors } from './helpers/fixtures.js';
-import { GEMMA4_DIR, GEMMA4_MMPROJ, GEMMA4_MODEL } from './helpers/gemma4-fixtures.js';
+import { FIXTURES, gemmaInput, qwenInput } from './helpers/fixtures.js';
+import { GEMMA4_MMPROJ, GEMMA4_MODEL } from './helpers/gemma4-fixtures.js';
 import { copyModel } from './helpers/model-copy.js';
 // @ts-expect-error: plain ESM build script, no type declarations
 import { build } from '../tools/mslemu/build.mjs';
 
 type Input = Parameters<VisionTower['encodePixels']>[0];
 
-function qwenInput(family: string, name: string): Input {
-  const ref = readTensors(join(FIXTURES, family, 'expected', `${name}.safetensors`));
-  const [t, h, w] = ref['image_grid_thw']!.i64();
-  return { pixelValues: ref['pixel_values']!.f32(), grid: { t: t!, h: h!, w: w! } };
-}
-function gemmaInput(name: string): Input {
-  const ref = readTensors(join(GEMMA4_DIR, 'expected', `${name}.safetensors`));
-  return { pixelValues: ref['pixel_values']!.f32(), positions: Int32Array.from(ref['positions']!.i64()) };
-}
 
 const models: { label: string; path: string; input: () => Input }[] = [
   { label: 'qwen3_5-tiny (sharded bf16)', path: join(FIXTURES, 'qwen3_5-tiny', 'model'), input: () => qwenInput('qwen3_5-tiny', 'coffee') },

@@ -55,3 +55,27 @@ export function relErr(ours: ArrayLike<number>, ref: ArrayLike<number>): number 
 export function readJson<T = any>(path: string): T {
   return JSON.parse(readFileSync(path, 'utf8')) as T;
 }
+
+/** A Qwen fixture case's tower input: HF's pixel_values and grid. */
+export function qwenInput(family: string, name: string): { pixelValues: Float32Array; grid: { t: number; h: number; w: number } } {
+  const ref = readTensors(`${FIXTURES}${family}/expected/${name}.safetensors`);
+  const [t, h, w] = ref['image_grid_thw']!.i64();
+  return { pixelValues: ref['pixel_values']!.f32(), grid: { t: t!, h: h!, w: w! } };
+}
+
+/** A gemma4-tiny fixture case's tower input: unpadded pixel_values and (x, y) positions. */
+export function gemmaInput(name: string): { pixelValues: Float32Array; positions: Int32Array } {
+  const ref = readTensors(`${FIXTURES}gemma4-tiny/expected/${name}.safetensors`);
+  return { pixelValues: ref['pixel_values']!.f32(), positions: Int32Array.from(ref['positions']!.i64()) };
+}
+
+/** A deterministic xorshift32 generator in [0, 1), so a fuzz failure reproduces from its seed. */
+export function seededRandom(seed: number): () => number {
+  let s = seed >>> 0 || 1;
+  return () => {
+    s ^= s << 13;
+    s ^= s >>> 17;
+    s ^= s << 5;
+    return (s >>> 0) / 2 ** 32;
+  };
+}
