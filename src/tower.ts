@@ -10,7 +10,8 @@ import { headerSize, makePreprocessor, type Plan, type Prepared, type Preprocess
 import type { ImageInput } from './image/index.js';
 import { activationBudget, chooseResidency, heldWeightBytes, splitBatch, type Residency, type WeightMemory } from './residency/index.js';
 import { concatPrepared, splitResult } from './batch.js';
-import type { Family, SourceKind, TowerSpec } from './spec/types.js';
+import type { TowerSpec } from './spec/types.js';
+import { describe, peakRss, type MemoryInfo, type TowerInfo } from './tower-info.js';
 
 const OpenOptionsSchema = z
   .object({
@@ -79,84 +80,11 @@ export interface Estimate extends Plan {
   peakBytes: number;
 }
 
-export interface TowerInfo {
-  family: Family;
-  source: SourceKind;
-  path: string;
-  depth: number;
-  hidden: number;
-  heads: number;
-  headDim: number;
-  outHidden: number;
-  patchSize: number;
-  /** Patches per side of one output token: Qwen's spatial merge (2), Gemma 4's pooling kernel (3). */
-  mergeSize: number;
-  dtype: string;
-  bytes: { total: number; perBlock: number; nonBlock: number };
-  backend: string;
-  residency: string;
-  simd: string;
-  memory: MemoryInfo;
-}
-
-/** tower.info.memory: what the weights take under each residency (the stores' own formulas,
- * through the addon), what this tower holds, and the process's measured peak so far. */
-export interface MemoryInfo {
-  residency: Residency;
-  /** Why this residency (an explicit option, TESSERA_RESIDENCY, or the auto policy's reasoning). */
-  reason: string;
-  slots: number;
-  /** Bytes of weights this tower holds itself under its residency (mapped: 0, the page cache holds them). */
-  weightBytes: number;
-  residentBytes: number;
-  slotBytes: number;
-  streamBytes: number;
-  fileBytes: number;
-  /** Peak resident set of the process so far (bytes), updated after each encode. */
-  peakRss: number;
-}
-
-function peakRss(): number {
-  return process.resourceUsage().maxRSS * 1024;
-}
-
 function resolveBackend(requested: string): string {
   if (requested === 'auto') return process.platform === 'darwin' && process.arch === 'arm64' ? 'metal' : 'cpu';
   if (requested === 'metal' && !(process.platform === 'darwin' && process.arch === 'arm64'))
     throw new TesseraError('ERR_BACKEND_UNAVAILABLE', `backend 'metal' needs macOS on Apple Silicon (this is ${process.platform}/${process.arch})`);
   return requested;
-}
-
-function describe(spec: TowerSpec, path: string, backend: string, memory: MemoryInfo, simd: string): TowerInfo {
-  const stageBytes = spec.stages.map((s) => s.tensors.reduce((a, t) => a + t.length, 0));
-  const blockBytes = spec.stages.flatMap((s, i) => (s.kind === 'block' ? [stageBytes[i]!] : []));
-  const total = stageBytes.reduce((a, b) => a + b, 0);
-  const dtypes = new Map<string, number>();
-  for (const s of spec.stages) for (const t of s.tensors) dtypes.set(t.dtype, (dtypes.get(t.dtype) ?? 0) + t.length);
-  const dtype = [...dtypes.entries()].sort((a, b) => b[1] - a[1])[0]?.[0] ?? 'f32';
-  const d = spec.dims;
-  return {
-    family: spec.family,
-    source: spec.source,
-    path,
-    depth: d['depth']!,
-    hidden: d['hidden']!,
-    heads: d['heads']!,
-    headDim: d['head_dim']!,
-    outHidden: d['out_hidden']!,
-    patchSize: d['patch_size']!,
-    mergeSize: d['merge_size'] ?? d['pooling_kernel'] ?? 1,
-    dtype,
-    bytes: {
-      total,
-      perBlock: Math.max(0, ...blockBytes),
-      nonBlock: total - blockBytes.reduce((a, b) => a + b, 0),
-    },
-    backend,
-    residency: memory.residency,
-    simd,
-    memory,
-  };
 }
 
 function normaliseGrid(grid: Grid | Grid[] | number[][]): Grid[] {

@@ -4,6 +4,7 @@
 import { parseArgs } from 'node:util';
 import { toTesseraError } from '../errors.js';
 import type { StageSpec } from '../spec/types.js';
+import { stageBytes } from '../tower-info.js';
 import { VisionTower } from '../tower.js';
 import { EXIT_OK, EXIT_USAGE, formatBytes, table, type CliIo } from './io.js';
 
@@ -20,7 +21,7 @@ function summarise(s: StageSpec): StageSummary {
   return {
     name: s.name,
     kind: s.kind,
-    bytes: s.tensors.reduce((a, t) => a + t.length, 0),
+    bytes: stageBytes(s),
     tensors: s.tensors.map((t) => ({ role: t.role, name: t.name, dtype: t.dtype, shape: t.shape })),
   };
 }

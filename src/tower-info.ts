@@ -1,0 +1,84 @@
+// tower.info: what a tower is (family, sizes, dtype, bytes per stage kind) and what it holds in
+// memory, derived from the TowerSpec and the residency decision; nothing here touches the addon.
+import type { Residency } from './residency/index.js';
+import type { Family, SourceKind, StageSpec, TowerSpec } from './spec/types.js';
+
+export interface TowerInfo {
+  family: Family;
+  source: SourceKind;
+  path: string;
+  depth: number;
+  hidden: number;
+  heads: number;
+  headDim: number;
+  outHidden: number;
+  patchSize: number;
+  /** Patches per side of one output token: Qwen's spatial merge (2), Gemma 4's pooling kernel (3). */
+  mergeSize: number;
+  dtype: string;
+  bytes: { total: number; perBlock: number; nonBlock: number };
+  backend: string;
+  residency: string;
+  simd: string;
+  memory: MemoryInfo;
+}
+
+/** tower.info.memory: what the weights take under each residency (the stores' own formulas,
+ * through the addon), what this tower holds, and the process's measured peak so far. */
+export interface MemoryInfo {
+  residency: Residency;
+  /** Why this residency (an explicit option, TESSERA_RESIDENCY, or the auto policy's reasoning). */
+  reason: string;
+  slots: number;
+  /** Bytes of weights this tower holds itself under its residency (mapped: 0, the page cache holds them). */
+  weightBytes: number;
+  residentBytes: number;
+  slotBytes: number;
+  streamBytes: number;
+  fileBytes: number;
+  /** Peak resident set of the process so far (bytes), updated after each encode. */
+  peakRss: number;
+}
+
+/** Bytes of a stage's weights as stored. */
+export function stageBytes(stage: StageSpec): number {
+  return stage.tensors.reduce((a, t) => a + t.length, 0);
+}
+
+/** Peak resident set of this process so far, in bytes. */
+export function peakRss(): number {
+  return process.resourceUsage().maxRSS * 1024;
+}
+
+
+export function describe(spec: TowerSpec, path: string, backend: string, memory: MemoryInfo, simd: string): TowerInfo {
+  const bytes = spec.stages.map(stageBytes);
+  const blockBytes = spec.stages.flatMap((s, i) => (s.kind === 'block' ? [bytes[i]!] : []));
+  const total = bytes.reduce((a, b) => a + b, 0);
+  const dtypes = new Map<string, number>();
+  for (const s of spec.stages) for (const t of s.tensors) dtypes.set(t.dtype, (dtypes.get(t.dtype) ?? 0) + t.length);
+  const dtype = [...dtypes.entries()].sort((a, b) => b[1] - a[1])[0]?.[0] ?? 'f32';
+  const d = spec.dims;
+  return {
+    family: spec.family,
+    source: spec.source,
+    path,
+    depth: d['depth']!,
+    hidden: d['hidden']!,
+    heads: d['heads']!,
+    headDim: d['head_dim']!,
+    outHidden: d['out_hidden']!,
+    patchSize: d['patch_size']!,
+    mergeSize: d['merge_size'] ?? d['pooling_kernel'] ?? 1,
+    dtype,
+    bytes: {
+      total,
+      perBlock: Math.max(0, ...blockBytes),
+      nonBlock: total - blockBytes.reduce((a, b) => a + b, 0),
+    },
+    backend,
+    residency: memory.residency,
+    simd,
+    memory,
+  };
+}
