@@ -274,15 +274,17 @@ export class VisionTower {
   /** What HF's processor (PIL backend) returns for this image: pixel rows plus grid or positions. */
   async preprocess(input: ImageInput, options: PreprocessOptions = {}): Promise<Prepared> {
     this.#checkOpen();
-    if (this.#memoryBudget !== undefined) {
-      const e = await this.estimate(input, options);
-      if (e.peakBytes > this.#memoryBudget)
-        throw new TesseraError(
-          'ERR_IMAGE_TOO_LARGE',
-          `encoding this image needs about ${e.peakBytes} bytes (${e.patches} patches), over memoryBudget ${this.#memoryBudget}`,
-        );
-    }
+    if (this.#memoryBudget !== undefined) this.#admit(await this.estimate(input, options));
     return this.#pre.run(input, options);
+  }
+
+  /** ERR_IMAGE_TOO_LARGE when an image's predicted peak passes memoryBudget: before any work. */
+  #admit(e: Estimate): void {
+    if (this.#memoryBudget !== undefined && e.peakBytes > this.#memoryBudget)
+      throw new TesseraError(
+        'ERR_IMAGE_TOO_LARGE',
+        `encoding this image needs about ${e.peakBytes} bytes (${e.patches} patches), over memoryBudget ${this.#memoryBudget}`,
+      );
   }
 
   /** Decodes, preprocesses and encodes one image (a path, Buffer or Uint8Array). */
@@ -310,7 +312,12 @@ export class VisionTower {
       const what = typeof inputs[i] === 'string' ? ` (${inputs[i]})` : '';
       return new TesseraError(err.code, `input ${i}${what}: ${err.message}`, { cause: err });
     };
-    const plans = await Promise.all(inputs.map((input, i) => this.estimate(input, options).catch((e) => named(i, e))));
+    const plan = async (input: ImageInput) => {
+      const e = await this.estimate(input, options);
+      this.#admit(e);
+      return e;
+    };
+    const plans = await Promise.all(inputs.map((input, i) => plan(input).catch((e) => named(i, e))));
     const ok: number[] = [];
     plans.forEach((p, i) => (p instanceof TesseraError ? (out[i] = p) : ok.push(i)));
     const budget = activationBudget({ memoryBudget: this.#memoryBudget, weightBytes: this.info.memory.weightBytes, freeMem: freemem() });
@@ -321,7 +328,7 @@ export class VisionTower {
     ).map((g) => g.map((k) => ok[k]!));
 
     const prepare = (group: number[]) =>
-      Promise.all(group.map((i) => this.preprocess(inputs[i]!, options).catch((e) => named(i, e))));
+      Promise.all(group.map((i) => this.#pre.run(inputs[i]!, options).catch((e) => named(i, e))));
     let next = groups.length ? prepare(groups[0]!) : undefined;
     for (let g = 0; g < groups.length; g++) {
       const prepared = await next!;
