@@ -128,44 +128,72 @@ export function planGemma(decoded: WidthHeight, cfg: GemmaPreprocessConfig, opts
   };
 }
 
+/** The settings both families' configs share: how the resized bytes become values. */
+interface ValueSettings {
+  doRescale: boolean;
+  rescaleFactor: number;
+  doNormalize: boolean;
+  imageMean: [number, number, number];
+  imageStd: [number, number, number];
+}
+
+/**
+ * The pipeline both families share: check the options on a nominal size (before a possibly large
+ * decode), decode with admission, size the upright image, then one native call that converts,
+ * resizes, rescales/normalises and patchifies into `layout`.
+ */
+async function decodeAndPatchify<P extends { resized: WidthHeight }>(
+  input: ImageInput,
+  admission: { maxInputPixels?: number | undefined; maxAspect?: number },
+  plan: (size: WidthHeight) => P,
+  layout: Pick<NativePreprocessArgs, 'layout' | 'patch' | 'temporal' | 'merge'>,
+  values: ValueSettings,
+  output: 'float32' | 'uint8',
+) {
+  const t0 = performance.now();
+  plan({ width: 1024, height: 1024 });
+  const img = await decodeImage(input, admission);
+  const t1 = performance.now();
+  const p = plan(img);
+  const r = await nativePreprocess(img.pixels, {
+    width: img.width,
+    height: img.height,
+    format: img.pixelFormat,
+    ...(img.transparentColor ? { transparentColor: img.transparentColor } : {}),
+    targetWidth: p.resized.width,
+    targetHeight: p.resized.height,
+    ...layout,
+    doRescale: values.doRescale,
+    rescaleFactor: values.rescaleFactor,
+    doNormalize: values.doNormalize,
+    mean: values.imageMean,
+    std: values.imageStd,
+    output,
+  });
+  const t2 = performance.now();
+  return {
+    plan: p,
+    native: r,
+    decoded: { width: img.width, height: img.height },
+    timings: { decodeMs: t1 - t0, preprocessMs: t2 - t1 },
+  };
+}
+
 async function runQwen<T extends Float32Array | Uint8Array>(
   input: ImageInput,
   cfg: QwenPreprocessConfig,
   opts: QwenPreprocessOptions,
   output: 'float32' | 'uint8',
 ): Promise<QwenPreprocessResult<T>> {
-  const t0 = performance.now();
-  // Validate the options before the (possibly large) decode.
-  planQwen({ width: 1024, height: 1024 }, cfg, opts);
-  const img = await decodeImage(input, { maxInputPixels: opts.maxInputPixels, maxAspect: QWEN_MAX_ASPECT });
-  const t1 = performance.now();
-  const plan = planQwen(img, cfg, opts);
-  const args: NativePreprocessArgs = {
-    width: img.width,
-    height: img.height,
-    format: img.pixelFormat,
-    ...(img.transparentColor ? { transparentColor: img.transparentColor } : {}),
-    targetWidth: plan.resized.width,
-    targetHeight: plan.resized.height,
-    layout: 'qwen',
-    patch: cfg.patchSize,
-    temporal: cfg.temporalPatchSize,
-    merge: cfg.mergeSize,
-    doRescale: cfg.doRescale,
-    rescaleFactor: cfg.rescaleFactor,
-    doNormalize: cfg.doNormalize,
-    mean: cfg.imageMean,
-    std: cfg.imageStd,
+  const r = await decodeAndPatchify(
+    input,
+    { maxInputPixels: opts.maxInputPixels, maxAspect: QWEN_MAX_ASPECT },
+    (size) => planQwen(size, cfg, opts),
+    { layout: 'qwen', patch: cfg.patchSize, temporal: cfg.temporalPatchSize, merge: cfg.mergeSize },
+    cfg,
     output,
-  };
-  const r = await nativePreprocess(img.pixels, args);
-  const t2 = performance.now();
-  return {
-    ...plan,
-    pixelValues: r.pixelValues as T,
-    decoded: { width: img.width, height: img.height },
-    timings: { decodeMs: t1 - t0, preprocessMs: t2 - t1 },
-  };
+  );
+  return { ...r.plan, pixelValues: r.native.pixelValues as T, decoded: r.decoded, timings: r.timings };
 }
 
 async function runGemma<T extends Float32Array | Uint8Array>(
@@ -174,37 +202,16 @@ async function runGemma<T extends Float32Array | Uint8Array>(
   opts: GemmaPreprocessOptions,
   output: 'float32' | 'uint8',
 ): Promise<GemmaPreprocessResult<T>> {
-  const t0 = performance.now();
-  planGemma({ width: 1024, height: 1024 }, cfg, opts);
-  const img = await decodeImage(input, { maxInputPixels: opts.maxInputPixels });
-  const t1 = performance.now();
-  const plan = planGemma(img, cfg, opts);
-  const args: NativePreprocessArgs = {
-    width: img.width,
-    height: img.height,
-    format: img.pixelFormat,
-    ...(img.transparentColor ? { transparentColor: img.transparentColor } : {}),
-    targetWidth: plan.resized.width,
-    targetHeight: plan.resized.height,
-    layout: 'gemma',
-    patch: cfg.patchSize,
-    doRescale: cfg.doRescale,
-    rescaleFactor: cfg.rescaleFactor,
-    doNormalize: cfg.doNormalize,
-    mean: cfg.imageMean,
-    std: cfg.imageStd,
+  const r = await decodeAndPatchify(
+    input,
+    { maxInputPixels: opts.maxInputPixels },
+    (size) => planGemma(size, cfg, opts),
+    { layout: 'gemma', patch: cfg.patchSize },
+    cfg,
     output,
-  };
-  const r = await nativePreprocess(img.pixels, args);
-  const t2 = performance.now();
-  if (!r.positions) throw new TesseraError('ERR_INTERNAL', 'image: native preprocessing returned no positions');
-  return {
-    ...plan,
-    pixelValues: r.pixelValues as T,
-    positions: r.positions,
-    decoded: { width: img.width, height: img.height },
-    timings: { decodeMs: t1 - t0, preprocessMs: t2 - t1 },
-  };
+  );
+  if (!r.native.positions) throw new TesseraError('ERR_INTERNAL', 'image: native preprocessing returned no positions');
+  return { ...r.plan, pixelValues: r.native.pixelValues as T, positions: r.native.positions, decoded: r.decoded, timings: r.timings };
 }
 
 /** Qwen3.5 / Qwen3-VL: pixel_values [patches, 1536] and image_grid_thw, as HF's PIL backend. */
