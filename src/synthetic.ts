@@ -4,6 +4,7 @@
 // a = sqrt(3 / fan_in), biases ±0.02, norm weights 1, position tables ±0.5. Never real models.
 import { closeSync, mkdirSync, openSync, writeFileSync, writeSync } from 'node:fs';
 import { join } from 'node:path';
+import { QWEN_HUB_PREPROCESSOR_CONFIG } from './image/config.js';
 
 export type WeightKind = 'w' | 'b' | 'one' | 'e';
 
@@ -95,7 +96,10 @@ export function writeRandomBf16(path: string, tensors: readonly SyntheticTensor[
 export function writeQwenFolder(
   dir: string,
   v: QwenVisionSize,
-  budget: { minPixels: number; maxPixels: number } = { minPixels: 65536, maxPixels: 16777216 },
+  budget: { minPixels: number; maxPixels: number } = {
+    minPixels: QWEN_HUB_PREPROCESSOR_CONFIG.size.shortest_edge,
+    maxPixels: QWEN_HUB_PREPROCESSOR_CONFIG.size.longest_edge,
+  },
   extraConfig: Record<string, unknown> = {},
 ): void {
   mkdirSync(dir, { recursive: true });
@@ -108,11 +112,7 @@ export function writeQwenFolder(
     text_config: { hidden_size: v.out_hidden_size },
     ...extraConfig,
   };
-  const preprocessor = {
-    size: { shortest_edge: budget.minPixels, longest_edge: budget.maxPixels }, patch_size: 16, temporal_patch_size: 2,
-    merge_size: 2, image_mean: [0.5, 0.5, 0.5], image_std: [0.5, 0.5, 0.5], processor_class: 'Qwen3VLProcessor',
-    image_processor_type: 'Qwen2VLImageProcessorFast',
-  };
+  const preprocessor = { ...QWEN_HUB_PREPROCESSOR_CONFIG, size: { shortest_edge: budget.minPixels, longest_edge: budget.maxPixels } };
   writeFileSync(join(dir, 'config.json'), JSON.stringify(config, null, 2));
   writeFileSync(join(dir, 'preprocessor_config.json'), JSON.stringify(preprocessor, null, 2));
   writeRandomBf16(join(dir, 'model.safetensors'), qwenVisionTensors(v));

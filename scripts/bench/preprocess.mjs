@@ -27,14 +27,7 @@ const median = (xs) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)];
 export async function benchPreprocess() {
   const img = await import(join(root, 'dist', 'image', 'index.js'));
   const photo = await makePhoto();
-  const qwen = img.parseQwenPreprocessConfig({
-    size: { shortest_edge: 65536, longest_edge: 16777216 },
-    patch_size: 16,
-    temporal_patch_size: 2,
-    merge_size: 2,
-    image_mean: [0.5, 0.5, 0.5],
-    image_std: [0.5, 0.5, 0.5],
-  });
+  const qwen = img.parseQwenPreprocessConfig(img.QWEN_HUB_PREPROCESSOR_CONFIG);
   const gemma = img.parseGemmaPreprocessConfig({});
   const cases = [
     { family: 'Qwen3.5 / Qwen3-VL', budget: 'default (max 16777216 px)', run: () => img.preprocessQwen(photo, qwen) },

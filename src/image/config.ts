@@ -11,6 +11,18 @@ export const RESCALE_1_255 = 0.00392156862745098;
 const OPENAI_CLIP_MEAN = [0.48145466, 0.4578275, 0.40821073] as const;
 const OPENAI_CLIP_STD = [0.26862954, 0.26130258, 0.27577711] as const;
 
+/** preprocessor_config.json as every Qwen3-VL and Qwen3.5 checkpoint ships it (specs/qwen-vision.md §1). */
+export const QWEN_HUB_PREPROCESSOR_CONFIG = {
+  size: { longest_edge: 16777216, shortest_edge: 65536 },
+  patch_size: 16,
+  temporal_patch_size: 2,
+  merge_size: 2,
+  image_mean: [0.5, 0.5, 0.5],
+  image_std: [0.5, 0.5, 0.5],
+  processor_class: 'Qwen3VLProcessor',
+  image_processor_type: 'Qwen2VLImageProcessorFast',
+} as const;
+
 /** Gemma 4 accepts exactly these soft-token budgets (anything else raises in HF). */
 export const GEMMA_SOFT_TOKEN_BUDGETS = [70, 140, 280, 560, 1120] as const;
 

@@ -2,6 +2,7 @@
 export {
   GEMMA_SOFT_TOKEN_BUDGETS,
   GemmaPreprocessConfigSchema,
+  QWEN_HUB_PREPROCESSOR_CONFIG,
   QwenPreprocessConfigSchema,
   RESCALE_1_255,
   parseGemmaPreprocessConfig,
