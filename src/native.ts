@@ -36,7 +36,7 @@ export interface NativeEncodeResult {
 export interface NativeTower {
   encode(args: NativeEncodeArgs): Promise<NativeEncodeResult>;
   scratchBytes(rows: number): number;
-  stats(): { bytesRead: number; residentBytes: number; reads: number; violations: number; residency: string; backend: string };
+  stats(): { bytesRead: number; residentBytes: number; reads: number; violations: number; packedWeights: number; residency: string; backend: string };
   close(): void;
 }
 

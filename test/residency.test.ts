@@ -2,6 +2,7 @@
 // resident, mapped and stream with K = 1..4, on every fixture family and source (a sharded bf16
 // folder, an f16 folder with deepstack, an f32 Gemma folder and its f16 GGUF); a block-major call
 // reads the weights once however many images it carries; tower.info.memory and TESSERA_RESIDENCY.
+// (resident's weights are packed at open, the others' per call: the comparison covers both.)
 import { rmSync, truncateSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
@@ -37,6 +38,10 @@ describe('residencies give bit-identical results', () => {
         const tower = await VisionTower.open(m.path, { backend: 'cpu', ...v });
         try {
           expect(tower.info.residency).toBe(v.residency);
+          // resident's linear weights are rearranged in place at open (the CPU's panel layout),
+          // the others' are packed per call: so this also compares the two GEMM weight paths.
+          if (v.residency === 'resident') expect(tower.stats().packedWeights).toBeGreaterThan(0);
+          else expect(tower.stats().packedWeights).toBe(0);
           // Twice: the second pass runs over slots the first one left behind.
           for (let pass = 0; pass < 2; pass++) {
             const r = await tower.encodePixels(input, { stages: true });

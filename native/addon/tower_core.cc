@@ -17,6 +17,7 @@ void TowerCore::open() {
   backend = make_backend(options.backend, options.threads);
   store = make_weight_store(spec, options.residency, *backend, options.slots);
   model = make_model(spec, *backend, *store);
+  store->pack_linear_weights(model->linear_weight_roles());
 }
 
 void TowerCore::close() {

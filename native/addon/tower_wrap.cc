@@ -278,6 +278,7 @@ Napi::Value NativeTower::Stats(const Napi::CallbackInfo& info) {
     o.Set("residentBytes", Napi::Number::New(env, double(s.resident_bytes)));
     o.Set("reads", Napi::Number::New(env, double(s.reads)));
     o.Set("violations", Napi::Number::New(env, double(s.violations)));
+    o.Set("packedWeights", Napi::Number::New(env, double(s.packed)));
     o.Set("residency", core->store->residency());
     o.Set("backend", core->backend->name());
     return o;

@@ -121,6 +121,7 @@ class CpuBackend final : public gpu::Backend {
   void linear(const gpu::Tensor& y, const gpu::Tensor& x, const gpu::Tensor& w, const gpu::LinearArgs& a) override {
     cpu::linear(ctx_, y, x, w, a);
   }
+  bool pack_weight(gpu::Tensor& w) override { return cpu::pack_weight(ctx_, w); }
   void layer_norm(const gpu::Tensor& y, const gpu::Tensor& x, const gpu::Tensor& g, const gpu::Tensor& b,
                   float eps) override {
     cpu::layer_norm(ctx_, y, x, g, b, eps);

@@ -1,9 +1,13 @@
 // linear(): y = act(clamp_out(clamp_in(x)·Wᵀ + bias)) + residual, as a cache-blocked GEMM.
 //
-// Blocking (GotoBLAS/BLIS style): the weight is packed strip by strip (all of K for up to a few
-// MiB of output columns) into k-major micro-panels [kc][nr], widened from bf16/f16 on the way
-// (the weight is never converted as a whole). Threads then take (row block x column chunk) work
-// items: each packs its MC x KC block of x (applying the input clamp), runs the register-blocked
+// Blocking (GotoBLAS/BLIS style): the weight is cut into strips (all of K for up to a few MiB of
+// output columns), a strip into K blocks, a K block into micro-panels [kc][nr] of nr output
+// columns, k-major, in the weight's own dtype (the micro-kernel widens bf16/f16 in registers).
+// strip_layout() is that layout, and one K block of a strip is contiguous, so the kernels walk
+// it front to back. A weight pack_weight() rearranged at load is read where it lies; otherwise
+// (a mapping, a stream slot) each strip is packed per call into shared scratch. A packed weight's
+// last rows (out % nr: no whole panel) stay row-major and are packed per call. Threads then take
+// (row block x column chunk) work items: each packs its MC x KC block of x (applying the input clamp), runs the register-blocked
 // micro-kernel over every nr-panel, and, on the last K block, applies the fused epilogue (bias,
 // output clamp, activation, residual) to each mr x nr tile while it is still in L1. Partial sums
 // live in a slot-private accumulator, never in y, so y may alias the residual (and even x: x is
@@ -12,6 +16,7 @@
 #include <atomic>
 #include <cmath>
 #include <cstring>
+#include <vector>
 
 #include "common/aligned.h"
 #include "common/error.h"
@@ -31,7 +36,7 @@ namespace {
 #define TESSERA_GEMM_MC 96  // rows per work item: the packed A block (mc x kc) stays in L2
 #endif
 #ifndef TESSERA_GEMM_STRIP_FLOATS
-#define TESSERA_GEMM_STRIP_FLOATS (2 << 20)  // packed weight strip budget (8 MiB: measured faster than 24)
+#define TESSERA_GEMM_STRIP_FLOATS (2 << 20)  // weight strip budget, in elements (measured faster than 3x it)
 #endif
 constexpr int64_t kKc = TESSERA_GEMM_KC;
 constexpr int64_t kMcTarget = TESSERA_GEMM_MC;
@@ -49,6 +54,12 @@ Blocking blocking(int64_t M, int64_t K, int64_t N, int mr, int nr) {
   b.mc = std::max<int64_t>(mr, kMcTarget / mr * mr);
   b.mblocks = (M + b.mc - 1) / b.mc;
   return b;
+}
+
+// Where micro-panel p (of `panels` in its strip) holds K block k0 (kc deep): elements from the
+// strip's start. The one formula for the packed weights and the per-call strips.
+size_t strip_offset(int64_t panels, int64_t p, int64_t k0, int64_t kc, int nr) {
+  return (size_t(k0) * size_t(panels) + size_t(p) * size_t(kc)) * size_t(nr);
 }
 
 struct Split {
@@ -82,7 +93,7 @@ LinearScratch linear_scratch(const Kernels& k, int threads, int64_t M, int64_t K
   const Blocking bl = blocking(M, K, N, k.mr, k.nr);
   const Split sl = split(bl.mblocks, bl.strip_panels, threads);  // the first strip is the widest
   s.tasks = int(std::min<int64_t>(threads, sl.items));
-  s.shared_floats = size_t(K) * size_t(bl.strip_panels * k.nr);
+  s.shared_floats = size_t(K) * size_t(bl.strip_panels * k.nr);  // f32 weights; bf16/f16 need half
   s.pack_a_floats = size_t(bl.mc) * size_t(kKc);
   s.accum_floats = size_t(bl.mc) * size_t(sl.chunk_panels * k.nr);
   return s;
@@ -114,6 +125,9 @@ void linear(Context& c, const Tensor& y, const Tensor& x_in, const Tensor& w, co
     res_base = r.host_ptr<float>();
     res_ld = r.ld;
   }
+  require(!w.panel || (w.panel == c.k.nr && w.contiguous()), op,
+          "weight was packed in panels of " + std::to_string(w.panel) + " rows; this kernel reads " +
+              std::to_string(c.k.nr));
   if (M == 0 || N == 0) return;
 
   const Kernels& kk = c.k;
@@ -150,23 +164,36 @@ void linear(Context& c, const Tensor& y, const Tensor& x_in, const Tensor& w, co
   const int64_t panels_total = bl.panels_total, strip_panels = bl.strip_panels, mc = bl.mc, mblocks = bl.mblocks;
   const size_t w_es = dtype_size(w.dtype);
   const char* w_base = static_cast<const char*>(w.buf->host) + w.offset;
+  const Kernels::GemmMicro micro = kk.gemm_micro[size_t(w.dtype)];
+  // Panels [0, in_place) of a packed weight are read where they lie, as [K][nr] each.
+  const int64_t in_place = w.panel ? N / nr : 0;
 
   for (int64_t sp0 = 0; sp0 < panels_total; sp0 += strip_panels) {
     const int64_t sp = std::min(strip_panels, panels_total - sp0);  // panels in this strip
-    const int64_t ns_pad = sp * nr;
-    float* bpack = c.ws.shared(size_t(K) * size_t(ns_pad));
+    const int64_t first_packed = std::clamp<int64_t>(in_place - sp0, 0, sp);  // strip-local
+    const int64_t packed_cols = (sp - first_packed) * nr;
     const int64_t kblocks = (K + kKc - 1) / kKc;
-
-    // Pack the strip: one item per (K block, panel).
-    c.pool.parallel_for(size_t(kblocks * sp), [&](size_t b, size_t e) {
-      for (size_t it = b; it < e; ++it) {
-        int64_t kb = int64_t(it) / sp, p = int64_t(it) % sp;
-        int64_t k0 = kb * kKc, kc = std::min(kKc, K - k0);
-        int64_t n0 = (sp0 + p) * nr, n = std::min<int64_t>(nr, N - n0);
-        kk.pack_b(bpack + k0 * ns_pad + p * kc * nr, w_base + (size_t(n0) * size_t(w.ld) + size_t(k0)) * w_es,
-                  w.dtype, w.ld, n, kc, nr);
-      }
-    }, 4);
+    char* bpack = nullptr;
+    if (packed_cols > 0) {  // pack this strip's other panels: one item per (K block, panel)
+      bpack = reinterpret_cast<char*>(c.ws.shared((size_t(K) * size_t(packed_cols) * w_es + 3) / 4));
+      const int64_t np = sp - first_packed;
+      c.pool.parallel_for(size_t(kblocks * np), [&](size_t b, size_t e) {
+        for (size_t it = b; it < e; ++it) {
+          int64_t kb = int64_t(it) / np, p = int64_t(it) % np;
+          int64_t k0 = kb * kKc, kc = std::min(kKc, K - k0);
+          int64_t n0 = (sp0 + first_packed + p) * nr, n = std::min<int64_t>(nr, N - n0);
+          kk.pack_b(bpack + strip_offset(np, p, k0, kc, nr) * w_es,
+                    w_base + (size_t(n0) * size_t(w.ld) + size_t(k0)) * w_es, w.dtype, w.ld, n, kc, nr);
+        }
+      }, 4);
+    }
+    // The [kc][nr] block of strip-local panel p at K offset k0: the in-place panels of a packed
+    // weight form a strip of first_packed panels at the strip's start (all of its rows).
+    auto panel = [&](int64_t p, int64_t k0, int64_t kc) -> const void* {
+      if (p < first_packed)
+        return w_base + (size_t(sp0) * size_t(nr) * size_t(K) + strip_offset(first_packed, p, k0, kc, nr)) * w_es;
+      return bpack + strip_offset(sp - first_packed, p - first_packed, k0, kc, nr) * w_es;
+    };
 
     const Split sl = split(mblocks, sp, T);
     const int64_t nchunks = sl.nchunks, chunk_panels = sl.chunk_panels, items = sl.items;
@@ -191,10 +218,9 @@ void linear(Context& c, const Tensor& y, const Tensor& x_in, const Tensor& w, co
             kk.pack_a(apack + ip * mr * kc, x_base + (m0 + ip * mr) * x_ld + k0, x_ld,
                       std::min<int64_t>(mr, mrows - ip * mr), kc, mr, clamp_in, in_lo, in_hi);
           for (int64_t p = p0; p < p1; ++p) {
-            const float* bp = bpack + k0 * ns_pad + p * kc * nr;
+            const void* bp = panel(p, k0, kc);
             const int64_t col = (p - p0) * nr;
-            for (int64_t ip = 0; ip < mpanels; ++ip)
-              kk.gemm_micro(kc, apack + ip * mr * kc, bp, acc + ip * mr * ldc + col, ldc, k0 > 0);
+            for (int64_t ip = 0; ip < mpanels; ++ip) micro(kc, apack + ip * mr * kc, bp, acc + ip * mr * ldc + col, ldc, k0 > 0);
             if (last) {
               const int64_t n0 = (sp0 + p) * nr, n = std::min<int64_t>(nr, N - n0);
               for (int64_t r = 0; r < mrows; ++r) {
@@ -209,6 +235,40 @@ void linear(Context& c, const Tensor& y, const Tensor& x_in, const Tensor& w, co
       }
     });
   }
+}
+
+bool pack_weight(Context& c, Tensor& w) {
+  const int nr = c.k.nr;
+  if (w.panel || !w.buf || !w.buf->host || w.rows < nr || w.cols < 1 || !w.contiguous()) return false;
+  require_tensor(w, "pack_weight", "weight");
+  const int64_t K = w.cols, N = w.rows, in_place = N / nr;
+  const int64_t strip_panels = blocking(1, K, N, c.k.mr, nr).strip_panels;
+  const size_t es = dtype_size(w.dtype), bytes = size_t(in_place) * size_t(nr) * size_t(K) * es;
+  // The whole panels' rows are exactly the bytes their strips take: rearranged in place, from a
+  // copy (made here: the pool's tasks must not throw). Items: (strip, K block, panel).
+  char* base = w.host_ptr<char>();
+  AlignedBuffer copy(bytes);
+  std::memcpy(copy.data(), base, bytes);
+  struct Item {
+    int64_t sp0, np, p, k0;
+  };
+  std::vector<Item> items;
+  for (int64_t sp0 = 0; sp0 < in_place; sp0 += strip_panels) {
+    const int64_t np = std::min(strip_panels, in_place - sp0);
+    for (int64_t k0 = 0; k0 < K; k0 += kKc)
+      for (int64_t p = 0; p < np; ++p) items.push_back({sp0, np, p, k0});
+  }
+  c.pool.parallel_for(items.size(), [&](size_t b, size_t e) {
+    for (size_t i = b; i < e; ++i) {
+      const Item& it = items[i];
+      const int64_t kc = std::min(kKc, K - it.k0);
+      c.k.pack_b(base + (size_t(it.sp0) * size_t(nr) * size_t(K) + strip_offset(it.np, it.p, it.k0, kc, nr)) * es,
+                 copy.as<char>() + (size_t(it.sp0 + it.p) * size_t(nr) * size_t(K) + size_t(it.k0)) * es, w.dtype, K,
+                 nr, kc, nr);
+    }
+  }, 16);
+  w.panel = nr;
+  return true;
 }
 
 }  // namespace tessera::cpu

@@ -2,6 +2,7 @@
 // drivers (gemm.cc, attention.cc, norms.cc, elementwise.cc) do validation, blocking, packing and
 // threading once; only these inner loops differ between AVX-512, AVX2+FMA, NEON and scalar.
 #pragma once
+#include <array>
 #include <cstddef>
 #include <cstdint>
 
@@ -23,12 +24,16 @@ struct AttnJob {
 struct Kernels {
   Simd level;
   // GEMM micro-kernel: C[0..mr)[0..nr) (row stride ldc) = (accumulate ? C : 0) + A·B, where A is
-  // packed k-major [kc][mr] and B k-major [kc][nr].
+  // packed k-major [kc][mr] f32 and B is a weight panel k-major [kc][nr] in the weight's own
+  // dtype, widened in registers (free next to the FMAs, and half the bytes for bf16/f16).
+  // Indexed by DType (F32, F16, BF16).
   int mr, nr;
-  void (*gemm_micro)(int64_t kc, const float* a, const float* b, float* c, int64_t ldc, bool accumulate);
-  // Packs B = Wᵀ for columns [0, n) (n <= nr; the rest zero) over kc: dst[k*nr + j] = W[j][k]
-  // widened to f32; W rows start at w with a stride of ldw elements of type dt.
-  void (*pack_b)(float* dst, const void* w, DType dt, int64_t ldw, int64_t n, int64_t kc, int nr);
+  using GemmMicro = void (*)(int64_t kc, const float* a, const void* b, float* c, int64_t ldc, bool accumulate);
+  std::array<GemmMicro, 3> gemm_micro;
+  // Packs a weight panel: dst[k*nr + j] = W[j][k] for columns j < n (n <= nr; the rest zero),
+  // k < kc, in W's dtype dt (a bit-exact move, never a conversion); W rows start at w with a
+  // stride of ldw elements.
+  void (*pack_b)(void* dst, const void* w, DType dt, int64_t ldw, int64_t n, int64_t kc, int nr);
   // Packs A: dst[k*mr + i] = clamp(x[i][k]) for i < rows (<= mr; zero rows after), k < kc.
   void (*pack_a)(float* dst, const float* x, int64_t ldx, int64_t rows, int64_t kc, int mr, bool clamp, float lo,
                  float hi);

@@ -56,6 +56,10 @@ struct V256 {
     return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16));
   }
   static R load_f16(const uint16_t* p) { return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p))); }
+  static void store_hi16(uint16_t* p, R v) {  // lanes >> 16 fit 16 bits: the unsigned-saturating pack is exact
+    __m256i s = _mm256_srli_epi32(_mm256_castps_si256(v), 16);
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(p), _mm_packus_epi32(_mm256_castsi256_si128(s), _mm256_extracti128_si256(s, 1)));
+  }
   // 8 x 8: 32-bit unpacks, 64-bit unpacks, then a 128-bit lane permute.
   static void transpose(R r[8]) {
     R t[8], u[8];
@@ -82,7 +86,7 @@ struct V256 {
 
 constexpr int kMr = 6, kNv = 2;  // 6 x 16 tile: 12 accumulators, 2 B vectors, 1 broadcast
 const Kernels kTable{Simd::Avx2,           kMr,
-                     kNv * V256::L,        gemm_micro_t<V256, kMr, kNv>,
+                     kNv * V256::L,        gemm_micros<V256, kMr, kNv>(),
                      pack_b_transposed<V256>, pack_a_transposed<V256>,       epilogue_t<V256>,
                      act_row_t<V256>,      layer_norm_row_t<V256>,
                      rms_norm_row_t<V256>, rope_row_t<V256>, attention_task_t<V256>,

@@ -60,6 +60,9 @@ struct V512 {
     return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
   }
   static R load_f16(const uint16_t* p) { return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p))); }
+  static void store_hi16(uint16_t* p, R v) {
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(p), _mm512_cvtepi32_epi16(_mm512_srli_epi32(_mm512_castps_si512(v), 16)));
+  }
   // 16 x 16: 32-bit unpacks, 64-bit unpacks, then two rounds of 128-bit lane shuffles.
   static void transpose(R r[16]) {
     R t[16], u[16];
@@ -90,7 +93,7 @@ struct V512 {
 
 constexpr int kMr = TESSERA_AVX512_MR, kNv = TESSERA_AVX512_NV;  // 12 x 32: 24 accumulators, 2 B vectors
 const Kernels kTable{Simd::Avx512,           kMr,
-                     kNv * V512::L,          gemm_micro_t<V512, kMr, kNv>,
+                     kNv * V512::L,          gemm_micros<V512, kMr, kNv>(),
                      pack_b_transposed<V512>, pack_a_transposed<V512>,         epilogue_t<V512>,
                      act_row_t<V512>,        layer_norm_row_t<V512>,
                      rms_norm_row_t<V512>, rope_row_t<V512>,   attention_task_t<V512>,

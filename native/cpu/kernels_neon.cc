@@ -45,6 +45,7 @@ struct V128 {
   static R lt_select(R a, R b, R x, R y) { return vbslq_f32(vcltq_f32(a, b), x, y); }
   static R load_bf16(const uint16_t* p) { return vreinterpretq_f32_u32(vshll_n_u16(vld1_u16(p), 16)); }
   static R load_f16(const uint16_t* p) { return vcvt_f32_f16(vreinterpret_f16_u16(vld1_u16(p))); }
+  static void store_hi16(uint16_t* p, R v) { vst1_u16(p, vshrn_n_u32(vreinterpretq_u32_f32(v), 16)); }
   static void transpose(R r[4]) {
     R t0 = vtrn1q_f32(r[0], r[1]), t1 = vtrn2q_f32(r[0], r[1]);
     R t2 = vtrn1q_f32(r[2], r[3]), t3 = vtrn2q_f32(r[2], r[3]);
@@ -59,7 +60,7 @@ struct V128 {
 
 constexpr int kMr = 8, kNv = 3;  // 8 x 12 tile: 24 accumulators, 3 B vectors, 1 broadcast
 const Kernels kTable{Simd::Neon,           kMr,
-                     kNv * V128::L,        gemm_micro_t<V128, kMr, kNv>,
+                     kNv * V128::L,        gemm_micros<V128, kMr, kNv>(),
                      pack_b_transposed<V128>, pack_a_transposed<V128>,       epilogue_t<V128>,
                      act_row_t<V128>,      layer_norm_row_t<V128>,
                      rms_norm_row_t<V128>, rope_row_t<V128>, attention_task_t<V128>,

@@ -40,6 +40,11 @@ struct V1 {
   static R lt_select(R a, R b, R x, R y) { return a < b ? x : y; }
   static R load_bf16(const uint16_t* p) { return bf16_to_f32(*p); }
   static R load_f16(const uint16_t* p) { return f16_to_f32(*p); }
+  static void store_hi16(uint16_t* p, R v) {
+    uint32_t bits;
+    std::memcpy(&bits, &v, 4);
+    *p = uint16_t(bits >> 16);
+  }
   static void transpose(R*) {}  // 1 x 1
 };
 
@@ -47,7 +52,7 @@ struct V1 {
 
 constexpr int kMr = 4, kNv = 16;  // 4 x 16 tile the compiler may vectorise for the baseline ISA
 const Kernels kTable{Simd::Scalar,       kMr,
-                     kNv * V1::L,        gemm_micro_t<V1, kMr, kNv>,
+                     kNv * V1::L,        gemm_micros<V1, kMr, kNv>(),
                      pack_b_transposed<V1>, pack_a_transposed<V1>,       epilogue_t<V1>,
                      act_row_t<V1>,      layer_norm_row_t<V1>,
                      rms_norm_row_t<V1>, rope_row_t<V1>, attention_task_t<V1>,

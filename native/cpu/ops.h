@@ -23,6 +23,8 @@ using gpu::Segment;
 using gpu::Tensor;
 
 void linear(Context& c, const Tensor& y, const Tensor& x, const Tensor& w, const LinearArgs& args);
+// Backend::pack_weight: rearranges w's whole panels of nr rows in place into linear()'s [K][nr].
+bool pack_weight(Context& c, Tensor& w);
 void attention(Context& c, const Tensor& out, const Tensor& q, const Tensor& k, const Tensor& v, int64_t heads,
                int64_t head_dim, float scale, const std::vector<Segment>& segments);
 void layer_norm(Context& c, const Tensor& y, const Tensor& x, const Tensor& gamma, const Tensor& beta, float eps);

@@ -33,6 +33,9 @@ struct Tensor {
   size_t offset = 0;  // bytes from the start of buf
   DType dtype = DType::F32;
   int64_t rows = 0, cols = 0, ld = 0;  // ld: elements between consecutive rows
+  // A weight the backend rearranged in place (Backend::pack_weight): its panel height, else 0.
+  // Such a tensor is only an operand of linear(), never a view to slice or read.
+  int32_t panel = 0;
 
   bool contiguous() const { return ld == cols; }
   size_t elements() const { return size_t(rows) * size_t(cols); }
@@ -94,6 +97,11 @@ class Backend {
   // Copies host bytes into a buffer / out of it. download waits for all work issued so far.
   virtual void upload(Buffer* dst, size_t offset, const void* src, size_t bytes) = 0;
   virtual void download(void* dst, const Tensor& src) = 0;      // rows packed densely (cols per row)
+  // Rearranges a linear weight [out, in] in place into the layout this backend's linear() reads
+  // without repacking, and marks `w` so (w.panel). False, and w untouched, where the backend has
+  // no such layout or w does not qualify. For weights that stay in writable memory across
+  // encodes (the resident store), once, before any op reads them.
+  virtual bool pack_weight(Tensor& /*w*/) { return false; }
 
   // ---- ops (outputs are f32)
   virtual void linear(const Tensor& y, const Tensor& x, const Tensor& w, const LinearArgs& args) = 0;

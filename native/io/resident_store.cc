@@ -40,6 +40,17 @@ class ResidentStore final : public WeightStore {
     for (auto* b : buffers_) backend_.release(b);
   }
   const char* residency() const override { return "resident"; }
+  void pack_linear_weights(const std::vector<std::string>& roles) override {
+    for (StageWeights& v : views_)
+      for (const std::string& role : roles)
+        if (const gpu::Tensor* t = v.find(role)) {
+          gpu::Tensor packed = *t;
+          if (backend_.pack_weight(packed)) {
+            v.set(role, packed);
+            ++stats_.packed;
+          }
+        }
+  }
   const StageWeights& acquire(size_t stage) override { return views_.at(stage); }
   void release(size_t) override {}
   WeightStoreStats stats() const override { return stats_; }

@@ -64,6 +64,7 @@ struct WeightStoreStats {
   uint64_t resident_bytes = 0;  // bytes of weights held in memory by the store itself
   uint64_t reads = 0;           // positional reads issued (one per run of stage_layout)
   uint64_t violations = 0;      // stream: slots handed out or refilled while still in use (must stay 0)
+  uint64_t packed = 0;          // linear weights the backend rearranged in place (resident)
 };
 
 class WeightStore {
@@ -72,6 +73,11 @@ class WeightStore {
   virtual const char* residency() const = 0;
   // The model is about to walk every stage in order (a pass): streaming stores start prefetching.
   virtual void begin_pass() {}
+  // The model's linear weights (by role): a store that keeps its weights in writable memory for
+  // good (resident) lets the backend rearrange those in place, once (gpu::Backend::pack_weight),
+  // so that no encode repacks them. A mapping is read-only and a stream slot is refilled every
+  // pass, so the others keep the file's layout and the backend packs as it reads.
+  virtual void pack_linear_weights(const std::vector<std::string>& /*roles*/) {}
   virtual const StageWeights& acquire(size_t stage) = 0;
   virtual void release(size_t stage) = 0;
   // The pass is over and the backend has finished its work (finish() first): a stage acquired

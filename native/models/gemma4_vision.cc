@@ -70,6 +70,11 @@ class Gemma4Vision final : public VisionModel {
     return p.plan.bytes() + p.pos_lookup_bytes + p.pool_lookup_bytes + backend_.workspace_bytes(work);
   }
 
+  std::vector<std::string> linear_weight_roles() const override {
+    return {"patch.weight",  "attn.q.weight",   "attn.k.weight", "attn.v.weight", "attn.o.weight",
+            "mlp.gate.weight", "mlp.up.weight", "mlp.down.weight", "proj.weight"};
+  }
+
   void encode(const PixelInput& in, const EncodeControl& ctl, EncodeOutput& out) override;
 
  private:

@@ -54,6 +54,11 @@ class QwenVision final : public VisionModel {
     return p.plan.bytes() + p.lookup_bytes + backend_.workspace_bytes(work);
   }
 
+  std::vector<std::string> linear_weight_roles() const override {
+    return {"patch_embed.proj.weight", "attn.qkv.weight",  "attn.proj.weight", "mlp.linear_fc1.weight",
+            "mlp.linear_fc2.weight",   "linear_fc1.weight", "linear_fc2.weight"};
+  }
+
   void encode(const PixelInput& in, const EncodeControl& ctl, EncodeOutput& out) override;
 
  private:

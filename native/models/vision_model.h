@@ -50,6 +50,9 @@ class VisionModel {
   virtual void encode(const PixelInput& in, const EncodeControl& ctl, EncodeOutput& out) = 0;
   // Scratch bytes the encode of `rows` patch rows allocates: the same plan the allocator uses.
   virtual uint64_t scratch_bytes(int64_t rows) const = 0;
+  // The roles of the weights this tower only ever passes to linear(), in any stage: those a
+  // store may let the backend rearrange (WeightStore::pack_linear_weights).
+  virtual std::vector<std::string> linear_weight_roles() const = 0;
 };
 
 // Picks the family's model from spec.family; an unknown family is ERR_MODEL_FORMAT.
