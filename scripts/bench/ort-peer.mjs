@@ -77,6 +77,18 @@ function roofline(ns, threads, runs, noisy, waitS) {
   return JSON.parse(r.stdout.trim().split('\n').at(-1));
 }
 
+/**
+ * The machine's f32 FMA peak at 1 and `threads` threads (ort/fma-peak.cc, compiled here with the
+ * system C++ compiler): the ceiling no engine can pass. null without a compiler.
+ */
+function fmaPeak(threads) {
+  const bin = join(root, 'bench', 'out', 'fma-peak');
+  const cc = spawnSync('c++', ['-O2', '-std=c++17', '-pthread', join(here, 'ort', 'fma-peak.cc'), '-o', bin], { encoding: 'utf8' });
+  if (cc.error || cc.status !== 0) return null;
+  const at = (t) => JSON.parse(spawnSync(bin, [String(t)], { encoding: 'utf8' }).stdout.trim());
+  return Object.fromEntries([...new Set([1, threads])].map((t) => [t, at(t)]));
+}
+
 /** Runs the sweep; returns the raw figures. */
 export async function measureOrtPeer(opts = flags()) {
   const { ns, runs, noisy, stdMaxN } = opts;
@@ -99,6 +111,8 @@ export async function measureOrtPeer(opts = flags()) {
   await quiet();
   const roof = roofline(ns, T, runs, noisy, Math.max(0, waitBudgetMs) / 1000);
   if (roof) waitBudgetMs -= roof.waited_s * 1000;
+  await quiet();
+  const peak = fmaPeak(T);
   const rows = [], failures = [];
   for (const N of ns) {
     const grid = gridFor(N);
@@ -167,7 +181,7 @@ export async function measureOrtPeer(opts = flags()) {
     }
   }
   return {
-    rows, failures, roof, T, runs, noisy, degraded, stdMaxN, genS, loadAtStart, ns, waitS: opts.waitS,
+    rows, failures, roof, peak, T, runs, noisy, degraded, stdMaxN, genS, loadAtStart, ns, waitS: opts.waitS,
     minutes: (performance.now() - t0) / 60000,
     ortVersion: require('onnxruntime-node/package.json').version,
   };
@@ -178,17 +192,18 @@ const f1 = (v) => v.toFixed(1);
 
 export function report(res, plotFile = 'bench-plot.svg') {
   const { rows, roof, T } = res;
+  const peakAt = (t) => res.peak?.[t]?.gflops;
   const roofAt = (n, t) => roof?.rows.find((r) => r.n === n && r.threads === t)?.gflops;
   // The reference for a row: the faster ORT variant at the row's thread count, else at T threads.
   const ortAt = (n, t) => rows.filter((r) => r.N === n && r.threads === t && r.engine.startsWith('ort')).reduce((a, b) => (!a || b.ms < a.ms ? b : a), null);
   const ortBest = (n, t = T) => ortAt(n, t) ?? ortAt(n, T);
   const label = (r) => (r.engine === 'tessera' ? `tessera, ${r.threads} thread${r.threads > 1 ? 's' : ''}` : `ORT ${r.engine.slice(4)}, ${r.threads} thread${r.threads > 1 ? 's' : ''}`);
-  const table = ['| N (grid) | engine | ms / 4 blocks | ms / image (27 blocks, ×27) | GFLOP/s | speed ÷ ORT | % of roofline | peak RSS MiB | runs kept (rejected) |',
-    '| --- | --- | --- | --- | --- | --- | --- | --- | --- |'];
+  const table = ['| N (grid) | engine | ms / 4 blocks | ms / image (27 blocks, ×27) | GFLOP/s | speed ÷ ORT | % of roofline | % of FMA peak | peak RSS MiB | runs kept (rejected) |',
+    '| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |'];
   for (const r of rows) {
     const best = ortBest(r.N, r.threads), roofG = roofAt(r.N, r.threads);
     const isBest = r.threads === T && r === ortAt(r.N, T) && rows.some((o) => o.N === r.N && o.threads === T && o.engine.startsWith('ort') && o !== r) ? ' (faster ORT)' : '';
-    table.push(`| ${f0(r.N)} (${r.grid.h}×${r.grid.w}) | ${label(r)}${isBest} | ${f0(r.ms)} | ${f0(r.msTower)} | ${f1(r.gflops)} | ${best ? `${(best.ms / r.ms).toFixed(2)}×` : '–'} | ${roofG ? `${f0((100 * r.gflops) / roofG)} %` : '–'} | ${f0(r.maxRssMiB)} | ${r.kept.length} (${r.rejected.length})${r.unquiet ? ' †' : ''} |`);
+    table.push(`| ${f0(r.N)} (${r.grid.h}×${r.grid.w}) | ${label(r)}${isBest} | ${f0(r.ms)} | ${f0(r.msTower)} | ${f1(r.gflops)} | ${best ? `${(best.ms / r.ms).toFixed(2)}×` : '–'} | ${roofG ? `${f0((100 * r.gflops) / roofG)} %` : '–'} | ${peakAt(r.threads) ? `${f0((100 * r.gflops) / peakAt(r.threads))} %` : '–'} | ${f0(r.maxRssMiB)} | ${r.kept.length} (${r.rejected.length})${r.unquiet ? ' †' : ''} |`);
   }
   const checks = ['| N | roofline GFLOP/s, 1 thread | roofline GFLOP/s, ' + T + ' threads | max\\|ORT mha − tessera\\| / max\\|tessera\\| | same, ORT std |', '| --- | --- | --- | --- | --- |'];
   for (const n of res.ns) {
@@ -215,7 +230,7 @@ export function report(res, plotFile = 'bench-plot.svg') {
   const body = [
     `Both engines run the same 4 blocks of a Qwen3.5-size vision tower (hidden 1152, 16 heads of 72, MLP 4304, LayerNorm eps 1e-6, tanh-GELU, 2D rope; random weights, \`scripts/bench/ort/model.mjs\`) on the same input, one image of N patches, in one run, alternating.`,
     '',
-    '- **Weights**: tessera reads them as bf16 from an HF folder and widens them to f32 panels as it goes (its normal path); onnxruntime gets the very same values as f32 in an ONNX model (its CPU MatMul takes no bf16 weights). Both compute in f32.',
+    '- **Weights**: tessera reads them as bf16 from an HF folder and, at open, rearranges them in place into its GEMM\'s panel layout (still bf16; the micro-kernel widens them to f32 in registers: its normal \`resident\` path); onnxruntime gets the very same values as f32 in an ONNX model (its CPU MatMul takes no bf16 weights). Both compute in f32.',
     '- **Same function**: the ONNX graph includes the 2D rope, as tessera\'s blocks do (an earlier ORT-only measurement of this stack left it out). ORT\'s input is tessera\'s embed-stage output for the image, and ORT gets the rope tables (cos/sin, spec §3.3, computed in JS; tessera computes its own before the embed stage). Each run compares the two engines\' outputs after the 4 blocks (second table).',
     `- **onnxruntime-node ${res.ortVersion}**, CPU EP, intraOpNumThreads ${T}, graphOptimizationLevel \`all\`, in two attention variants: \`mha\` (com.microsoft RotaryEmbedding + MultiHeadAttention, ORT's fused kernels) and \`std\` (plain Reshape/Transpose/MatMul/Softmax; [16, N, N] scores materialised; rope from elementwise ops). The faster one at each N is the reference for the speed ratio. \`std\` does not run above N = ${f0(res.stdMaxN)}: at 8,192 its score buffers alone take 4 GiB, and ORT's arena keeps two of them.`,
     `- **Time**: tessera = the sum of its 4 block stages' wall times (\`onProgress\` \`ms\`; leaves out the patch embedding, the merger and the rope tables; includes its default finite-value check of each block output); ORT = \`session.run\` (the 4 blocks and its input/output copies). ms / image = ms per block × 27 (the real tower's depth; embedding and merger not included). Warm-up, then the median of ${res.runs} timed runs per engine; the engines of one N are loaded together and take turns, the order rotating each round.`,
@@ -223,7 +238,10 @@ export function report(res, plotFile = 'bench-plot.svg') {
     roof
       ? `- **Roofline**: numpy ${roof.numpy} sgemm (OpenBLAS kernel \`${roof.corename}\`, OPENBLAS_CORETYPE/L2_SIZE unset for that process) on the block's four weight GEMMs with M = N, at 1 and ${T} threads, measured in the same run; % of roofline = the row's GFLOP/s ÷ the roofline at its thread count and N.`
       : '- **Roofline**: not measured (python3 with numpy not found).',
-    `- **Peak RSS**: maxRSS of the engine's own process (a fresh one per engine and N; Node's own ~50 MiB included). tessera holds ${f0((DEPTH * 15.2e6 * 2) / 2 ** 20)} MiB of bf16 block weights (plus ~80 MiB for the patch embedding and the merger, which ORT's model does not have) and widens them block by block; ORT's model holds ${f0((DEPTH * 15.2e6 * 4) / 2 ** 20)} MiB of f32, which ORT prepacks.`,
+    res.peak
+      ? `- **FMA peak**: ${f1(peakAt(1))} GFLOP/s at 1 thread, ${f1(peakAt(T))} at ${T} (${res.peak[T].isa} FMAs on registers only, \`scripts/bench/ort/fma-peak.cc\`, measured in the same run): the ceiling for any engine. A speed ratio over ORT is bounded by this peak ÷ ORT's GFLOP/s (e.g. at ${T} threads and N = ${f0(res.ns[1] ?? res.ns[0])}: ${(() => { const o = ortBest(res.ns[1] ?? res.ns[0]); return o ? `${(peakAt(T) / o.gflops).toFixed(2)}×` : '–'; })()}), and only if every op of a block ran at peak.`
+      : '- **FMA peak**: not measured (no C++ compiler named `c++`).',
+    `- **Peak RSS**: maxRSS of the engine's own process (a fresh one per engine and N; Node's own ~50 MiB included). tessera holds ${f0((DEPTH * 15.2e6 * 2) / 2 ** 20)} MiB of bf16 block weights (plus ~80 MiB for the patch embedding and the merger, which ORT's model does not have); ORT's model holds ${f0((DEPTH * 15.2e6 * 4) / 2 ** 20)} MiB of f32, which ORT prepacks.`,
     `- **Shared machine**: before each timed run the bench waits for other processes to be quiet (< 5 % of the cores, bounded), and a run during which they used more than ${REJECT * 100} % is rejected and repeated (at most 4× the runs; the waiting is capped at ${f0(res.waitS / 60)} min for the whole piece, after which runs are neither repeated nor waited for, and so marked). Foreign load when the piece started: ${f0(100 * res.loadAtStart)} %.`,
     loaded,
     ...table,

@@ -1,0 +1,130 @@
+// The machine's f32 FMA peak: what no GEMM can beat, so that the side-by-side bench can say how
+// close each engine comes to the hardware (OpenBLAS's sgemm is the practical roofline; this is
+// the theoretical one, measured). Each of T threads runs independent chains of vector FMAs on
+// registers (no memory traffic) for a fixed time; the widest vector unit the CPU has is used
+// (AVX-512, else AVX2+FMA on x86-64; NEON on arm64).
+//   c++ -O2 -std=c++17 -pthread fma-peak.cc -o fma-peak && ./fma-peak 2     -> {"threads":2,"isa":"avx512","gflops":...}
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <thread>
+#include <vector>
+
+#if defined(__x86_64__)
+#include <immintrin.h>
+#elif defined(__aarch64__)
+#include <arm_neon.h>
+#endif
+
+namespace {
+
+constexpr int kChains = 24;  // enough independent accumulators to cover FMA latency x throughput
+constexpr long kIters = 1 << 20;
+
+#if defined(__x86_64__)
+__attribute__((target("avx512f"))) double run_avx512(long reps) {
+  __m512 acc[kChains], m = _mm512_set1_ps(0.999999f), a = _mm512_set1_ps(1e-7f);
+  for (int i = 0; i < kChains; ++i) acc[i] = _mm512_set1_ps(float(i));
+  for (long r = 0; r < reps; ++r)
+    for (long k = 0; k < kIters / 64; ++k)
+#pragma GCC unroll 24
+      for (int i = 0; i < kChains; ++i) acc[i] = _mm512_fmadd_ps(acc[i], m, a);
+  float s = 0;
+  for (int i = 0; i < kChains; ++i) s += _mm512_reduce_add_ps(acc[i]);
+  return double(s);
+}
+__attribute__((target("avx2,fma"))) double run_avx2(long reps) {
+  __m256 acc[kChains / 2], m = _mm256_set1_ps(0.999999f), a = _mm256_set1_ps(1e-7f);
+  for (int i = 0; i < kChains / 2; ++i) acc[i] = _mm256_set1_ps(float(i));
+  for (long r = 0; r < reps; ++r)
+    for (long k = 0; k < kIters / 64; ++k)
+#pragma GCC unroll 12
+      for (int i = 0; i < kChains / 2; ++i) acc[i] = _mm256_fmadd_ps(acc[i], m, a);
+  alignas(32) float t[8];
+  float s = 0;
+  for (int i = 0; i < kChains / 2; ++i) {
+    _mm256_store_ps(t, acc[i]);
+    for (float v : t) s += v;
+  }
+  return double(s);
+}
+#elif defined(__aarch64__)
+double run_neon(long reps) {
+  float32x4_t acc[kChains], m = vdupq_n_f32(0.999999f), a = vdupq_n_f32(1e-7f);
+  for (int i = 0; i < kChains; ++i) acc[i] = vdupq_n_f32(float(i));
+  for (long r = 0; r < reps; ++r)
+    for (long k = 0; k < kIters / 64; ++k)
+#pragma GCC unroll 24
+      for (int i = 0; i < kChains; ++i) acc[i] = vfmaq_f32(a, acc[i], m);
+  float s = 0;
+  for (int i = 0; i < kChains; ++i) s += vaddvq_f32(acc[i]);
+  return double(s);
+}
+#endif
+
+struct Isa {
+  const char* name;
+  double (*run)(long);
+  double flops_per_rep;  // 2 flops per lane per FMA
+};
+
+Isa pick() {
+#if defined(__x86_64__)
+  __builtin_cpu_init();
+  if (__builtin_cpu_supports("avx512f")) return {"avx512", run_avx512, 2.0 * 16 * kChains * (kIters / 64)};
+  if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma"))
+    return {"avx2", run_avx2, 2.0 * 8 * (kChains / 2) * (kIters / 64)};
+  return {"none", nullptr, 0};
+#elif defined(__aarch64__)
+  return {"neon", run_neon, 2.0 * 4 * kChains * (kIters / 64)};
+#else
+  return {"none", nullptr, 0};
+#endif
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const int threads = argc > 1 ? std::atoi(argv[1]) : 1;
+  const double seconds = argc > 2 ? std::atof(argv[2]) : 1.0;
+  const Isa isa = pick();
+  if (!isa.run) {
+    std::printf("{\"threads\":%d,\"isa\":\"none\",\"gflops\":null}\n", threads);
+    return 0;
+  }
+  // Calibrate one thread's reps for ~seconds/4, then time `threads` threads together, best of 3.
+  long reps = 1;
+  for (;;) {
+    auto t0 = std::chrono::steady_clock::now();
+    volatile double sink = isa.run(reps);
+    (void)sink;
+    double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    if (s > seconds / 4) break;
+    reps *= 2;
+  }
+  double best = 0;
+  for (int trial = 0; trial < 3; ++trial) {
+    std::atomic<int> ready{0};
+    std::atomic<bool> go{false};
+    std::vector<std::thread> ts;
+    std::vector<double> sinks(static_cast<size_t>(threads), 0.0);
+    for (int t = 0; t < threads; ++t)
+      ts.emplace_back([&, t] {
+        ready.fetch_add(1);
+        while (!go.load()) {
+        }
+        sinks[size_t(t)] = isa.run(reps);
+      });
+    while (ready.load() < threads) {
+    }
+    auto t0 = std::chrono::steady_clock::now();
+    go.store(true);
+    for (auto& th : ts) th.join();
+    double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    best = std::max(best, isa.flops_per_rep * double(reps) * threads / s / 1e9);
+  }
+  std::printf("{\"threads\":%d,\"isa\":\"%s\",\"gflops\":%.1f}\n", threads, isa.name, best);
+  return 0;
+}
