@@ -37,8 +37,8 @@ struct Image {
 
 class Gemma4Vision final : public VisionModel {
  public:
-  Gemma4Vision(const TowerSpec& spec, gpu::Backend& backend, WeightStore& store)
-      : spec_(spec), backend_(backend), store_(store) {
+  Gemma4Vision(const TowerSpec& spec, gpu::Backend& backend, WeightStore& store, int64_t row_chunk)
+      : spec_(spec), backend_(backend), store_(store), max_chunk_(std::max<int64_t>(1, row_chunk)) {
     d_.hidden = spec.i64("hidden");
     d_.heads = spec.i64("heads");
     d_.head_dim = spec.i64("head_dim");
@@ -63,8 +63,9 @@ class Gemma4Vision final : public VisionModel {
     Plan p = plan(rows);
     const int64_t D = d_.hidden, Q = d_.qdim, F = d_.inter;
     gpu::Workload work;
-    work.linears = {{rows, d_.patch_dim, D}, {rows, D, Q}, {rows, Q, D},          {rows, D, F},
-                    {rows, F, D},            {p.pooled_rows, D, d_.out}};
+    work.linears = {{rows, d_.patch_dim, D}, {p.pooled_rows, D, d_.out}};  // embed, projector: whole
+    for (int64_t c : chunk_sizes(rows, p.chunk))  // q, k, v, o and the MLP: per row chunk
+      work.linears.insert(work.linears.end(), {{c, D, Q}, {c, Q, D}, {c, D, F}, {c, F, D}});
     work.max_segment = rows;
     work.head_dim = d_.head_dim;
     return p.plan.bytes() + p.pos_lookup_bytes + p.pool_lookup_bytes + backend_.workspace_bytes(work);
@@ -80,28 +81,44 @@ class Gemma4Vision final : public VisionModel {
  private:
   // The scratch plan for n patch rows: one definition for the allocator and for the prediction.
   // Pooled rows are at most n / pool² (exactly that for a valid grid).
+  //   x (the residual stream), cos and sin (the rope tables): whole image, whole encode;
+  //   h (a norm's or a projection's output): one row chunk, whole encode;
+  //   then regions that one stage, or one phase of a block, uses at a time, over the same bytes:
+  //     the embed's pixels and position sum;
+  //     a block's q, k, v (attention writes its output over q);
+  //     then the attention output (q's bytes) that the chunks' o projections read, and an MLP
+  //       chunk's gate and up over the spent k and v;
+  //     the pooler's and projector's pooled, normed and projected rows.
   struct Plan {
     ScratchPlan plan;
-    size_t pixels, half, x, h, q, k, v, attn, gate, up, cos, sin, pooled, normed, projected;
+    int64_t chunk;  // rows per chunk of the per-token work
+    size_t half, x, cos, sin, h, pixels, pos, q, k, v, attn, gate, up, pooled, normed, projected;
     int64_t pooled_rows;
     uint64_t pos_lookup_bytes, pool_lookup_bytes;  // gather_sum buffers: int32 indices + f32 weights
   };
   Plan plan(int64_t n) const {
     Plan p;
     const int64_t m = n / (d_.pool * d_.pool);
+    p.chunk = std::min(n, chunk_rows(n, max_chunk_));
     p.pooled_rows = m;
-    p.pixels = p.plan.add(n, d_.patch_dim);
     p.half = p.plan.add(1, d_.patch_dim);
     p.x = p.plan.add(n, d_.hidden);
-    p.h = p.plan.add(n, std::max(d_.hidden, d_.qdim));
+    p.cos = p.plan.add(n, d_.head_dim);
+    p.sin = p.plan.add(n, d_.head_dim);
+    p.h = p.plan.add(p.chunk, d_.hidden);
+    const uint64_t per_stage = p.plan.mark();
+    p.pixels = p.plan.add(n, d_.patch_dim);
+    p.pos = p.plan.add(n, d_.hidden);
+    p.plan.reuse(per_stage);
     p.q = p.plan.add(n, d_.qdim);
     p.k = p.plan.add(n, d_.qdim);
     p.v = p.plan.add(n, d_.qdim);
+    p.plan.reuse(per_stage);
     p.attn = p.plan.add(n, d_.qdim);
-    p.gate = p.plan.add(n, d_.inter);
-    p.up = p.plan.add(n, d_.inter);
-    p.cos = p.plan.add(n, d_.head_dim);
-    p.sin = p.plan.add(n, d_.head_dim);
+    TESSERA_CHECK(p.plan.offset(p.attn) == p.plan.offset(p.q), "the attention output must be q's bytes");
+    p.gate = p.plan.add(p.chunk, d_.inter);
+    p.up = p.plan.add(p.chunk, d_.inter);
+    p.plan.reuse(per_stage);
     p.pooled = p.plan.add(m, d_.hidden);
     p.normed = p.plan.add(m, d_.hidden);
     p.projected = p.plan.add(m, d_.out);
@@ -109,6 +126,12 @@ class Gemma4Vision final : public VisionModel {
     p.pool_lookup_bytes = uint64_t(m) * uint64_t(d_.pool * d_.pool) * 8;
     return p;
   }
+  // Tensors over the plan's regions for one encode.
+  struct Tensors {
+    gpu::Tensor half, x, cos, sin;
+    gpu::Tensor h, gate, up;  // [chunk, D], [chunk, intermediate] x 2
+    gpu::Tensor pixels, pos, q, k, v, attn, pooled, normed, projected;
+  };
 
   struct Clamp {
     float in_min = -std::numeric_limits<float>::infinity(), in_max = std::numeric_limits<float>::infinity();
@@ -120,15 +143,13 @@ class Gemma4Vision final : public VisionModel {
   std::vector<Image> validate(const PixelInput& in, std::vector<int64_t>& keep) const;
   void upload_inputs(const PixelInput& in, const std::vector<int64_t>& keep, const std::vector<Image>& images,
                      gpu::Buffer* scratch, gpu::Buffer* pos_lookup, gpu::Buffer* pool_lookup, const Plan& p) const;
-  void run_block(const StageWeights& w, const gpu::Tensor& x, const gpu::Tensor& h, const gpu::Tensor& q,
-                 const gpu::Tensor& k, const gpu::Tensor& v, const gpu::Tensor& attn, const gpu::Tensor& gate,
-                 const gpu::Tensor& up, const gpu::Tensor& cos, const gpu::Tensor& sin,
-                 const std::vector<gpu::Segment>& segments);
+  void run_block(const StageWeights& w, const Tensors& t, const std::vector<gpu::Segment>& segments);
 
   const TowerSpec& spec_;
   gpu::Backend& backend_;
   WeightStore& store_;
   Dims d_;
+  int64_t max_chunk_;  // at most this many rows per chunk of the per-token work
 };
 
 // A clamp scalar as stored (any dtype: 0-d in HF checkpoints, [1] in GGUF files).
@@ -291,38 +312,48 @@ void Gemma4Vision::upload_inputs(const PixelInput& in, const std::vector<int64_t
   backend_.upload(pool_lookup, qidx.size() * 4, qw.data(), qw.size() * 4);
 }
 
-void Gemma4Vision::run_block(const StageWeights& w, const gpu::Tensor& x, const gpu::Tensor& h,
-                             const gpu::Tensor& q, const gpu::Tensor& k, const gpu::Tensor& v,
-                             const gpu::Tensor& attn, const gpu::Tensor& gate, const gpu::Tensor& up,
-                             const gpu::Tensor& cos, const gpu::Tensor& sin,
-                             const std::vector<gpu::Segment>& segments) {
-  const int64_t D = d_.hidden, hd = d_.head_dim;
-  const gpu::Tensor hD = h.cols_view(0, D);
-  backend_.rms_norm(hD, x, &w.get("ln1.weight"), D, d_.eps);
-  backend_.linear(q, hD, w.get("attn.q.weight"), clamps(w, "attn.q"));
-  backend_.linear(k, hD, w.get("attn.k.weight"), clamps(w, "attn.k"));
-  backend_.linear(v, hD, w.get("attn.v.weight"), clamps(w, "attn.v"));
-  backend_.rms_norm(q, q, &w.get("attn.q_norm.weight"), hd, d_.eps);
-  backend_.rms_norm(k, k, &w.get("attn.k_norm.weight"), hd, d_.eps);
-  backend_.rms_norm(v, v, nullptr, hd, d_.eps);
-  backend_.rope(q, cos, sin, d_.heads, hd, 2);
-  backend_.rope(k, cos, sin, d_.heads, hd, 2);
-  backend_.attention(attn, q, k, v, d_.heads, hd, 1.0f, segments);
-  backend_.linear(hD, attn, w.get("attn.o.weight"), clamps(w, "attn.o"));
-  backend_.rms_norm(hD, hD, &w.get("attn_post_norm.weight"), D, d_.eps);
-  backend_.add(x, x, hD);
+// Attention needs q, k and v of every token, so they are whole-image; everything else in a block
+// works token by token and runs one row chunk at a time (kRowChunk).
+void Gemma4Vision::run_block(const StageWeights& w, const Tensors& t, const std::vector<gpu::Segment>& segments) {
+  const int64_t D = d_.hidden, hd = d_.head_dim, n = t.x.rows;
+  const gpu::LinearArgs cq = clamps(w, "attn.q"), ck = clamps(w, "attn.k"), cv = clamps(w, "attn.v");
+  for_row_chunks(n, t.h.rows, [&](int64_t r0, int64_t rows) {
+    const gpu::Tensor h = t.h.rows_view(0, rows);
+    backend_.rms_norm(h, t.x.rows_view(r0, rows), &w.get("ln1.weight"), D, d_.eps);
+    backend_.linear(t.q.rows_view(r0, rows), h, w.get("attn.q.weight"), cq);
+    backend_.linear(t.k.rows_view(r0, rows), h, w.get("attn.k.weight"), ck);
+    backend_.linear(t.v.rows_view(r0, rows), h, w.get("attn.v.weight"), cv);
+  });
+  backend_.rms_norm(t.q, t.q, &w.get("attn.q_norm.weight"), hd, d_.eps);
+  backend_.rms_norm(t.k, t.k, &w.get("attn.k_norm.weight"), hd, d_.eps);
+  backend_.rms_norm(t.v, t.v, nullptr, hd, d_.eps);
+  backend_.rope(t.q, t.cos, t.sin, d_.heads, hd, 2);
+  backend_.rope(t.k, t.cos, t.sin, d_.heads, hd, 2);
+  // The output overwrites q (t.attn is q's bytes; each query row is read before it is written).
+  backend_.attention(t.attn, t.q, t.k, t.v, d_.heads, hd, 1.0f, segments);
 
-  backend_.rms_norm(hD, x, &w.get("ln2.weight"), D, d_.eps);
-  gpu::LinearArgs g = clamps(w, "mlp.gate");
-  g.act = gpu::Act::GeluTanh;  // after the output clamp, as HF: act(CL_gate(m))
-  backend_.linear(gate, hD, w.get("mlp.gate.weight"), g);
-  backend_.linear(up, hD, w.get("mlp.up.weight"), clamps(w, "mlp.up"));
-  backend_.mul(gate, gate, up);
-  backend_.linear(hD, gate, w.get("mlp.down.weight"), clamps(w, "mlp.down"));
-  backend_.rms_norm(hD, hD, &w.get("ffn_post_norm.weight"), D, d_.eps);
-  backend_.add(x, x, hD);
-  // A GGUF's per-block output scale (not in HF 5.17 checkpoints; Ollama multiplies the block output).
-  if (w.find("out_scale")) backend_.affine(x, x, nullptr, nullptr, scalar(w, "out_scale", 1.0f));
+  const gpu::LinearArgs co = clamps(w, "attn.o"), cu = clamps(w, "mlp.up"), cd = clamps(w, "mlp.down");
+  gpu::LinearArgs cg = clamps(w, "mlp.gate");
+  cg.act = gpu::Act::GeluTanh;  // after the output clamp, as HF: act(CL_gate(m))
+  const bool scaled = w.find("out_scale") != nullptr;
+  const float out_scale = scalar(w, "out_scale", 1.0f);
+  for_row_chunks(n, t.h.rows, [&](int64_t r0, int64_t rows) {
+    const gpu::Tensor x = t.x.rows_view(r0, rows), h = t.h.rows_view(0, rows);
+    const gpu::Tensor gate = t.gate.rows_view(0, rows), up = t.up.rows_view(0, rows);
+    backend_.linear(h, t.attn.rows_view(r0, rows), w.get("attn.o.weight"), co);
+    backend_.rms_norm(h, h, &w.get("attn_post_norm.weight"), D, d_.eps);
+    backend_.add(x, x, h);
+
+    backend_.rms_norm(h, x, &w.get("ln2.weight"), D, d_.eps);
+    backend_.linear(gate, h, w.get("mlp.gate.weight"), cg);
+    backend_.linear(up, h, w.get("mlp.up.weight"), cu);
+    backend_.mul(gate, gate, up);
+    backend_.linear(h, gate, w.get("mlp.down.weight"), cd);
+    backend_.rms_norm(h, h, &w.get("ffn_post_norm.weight"), D, d_.eps);
+    backend_.add(x, x, h);
+    // A GGUF's per-block output scale (not in HF 5.17 checkpoints; Ollama multiplies the block output).
+    if (scaled) backend_.affine(x, x, nullptr, nullptr, out_scale);
+  });
 }
 
 void Gemma4Vision::encode(const PixelInput& in, const EncodeControl& ctl, EncodeOutput& out) {
@@ -336,14 +367,24 @@ void Gemma4Vision::encode(const PixelInput& in, const EncodeControl& ctl, Encode
   auto tensor = [&](size_t region, int64_t rows, int64_t cols) {
     return gpu::make_tensor(scratch.get(), p.plan.offset(region), DType::F32, rows, cols);
   };
-  const int64_t D = d_.hidden;
-  const gpu::Tensor pixels = tensor(p.pixels, n, d_.patch_dim), half = tensor(p.half, 1, d_.patch_dim),
-                    x = tensor(p.x, n, D), h = tensor(p.h, n, std::max(D, d_.qdim)), q = tensor(p.q, n, d_.qdim),
-                    k = tensor(p.k, n, d_.qdim), v = tensor(p.v, n, d_.qdim), attn = tensor(p.attn, n, d_.qdim),
-                    gate = tensor(p.gate, n, d_.inter), up = tensor(p.up, n, d_.inter),
-                    cos = tensor(p.cos, n, d_.head_dim), sin = tensor(p.sin, n, d_.head_dim),
-                    pooled = tensor(p.pooled, m, D), normed = tensor(p.normed, m, D),
-                    projected = tensor(p.projected, m, d_.out);
+  const int64_t D = d_.hidden, chunk = p.chunk;
+  Tensors t;
+  t.half = tensor(p.half, 1, d_.patch_dim);
+  t.x = tensor(p.x, n, D);
+  t.cos = tensor(p.cos, n, d_.head_dim);
+  t.sin = tensor(p.sin, n, d_.head_dim);
+  t.h = tensor(p.h, chunk, D);
+  t.gate = tensor(p.gate, chunk, d_.inter);
+  t.up = tensor(p.up, chunk, d_.inter);
+  t.pixels = tensor(p.pixels, n, d_.patch_dim);
+  t.pos = tensor(p.pos, n, D);
+  t.q = tensor(p.q, n, d_.qdim);
+  t.k = tensor(p.k, n, d_.qdim);
+  t.v = tensor(p.v, n, d_.qdim);
+  t.attn = tensor(p.attn, n, d_.qdim);
+  t.pooled = tensor(p.pooled, m, D);
+  t.normed = tensor(p.normed, m, D);
+  t.projected = tensor(p.projected, m, d_.out);
   upload_inputs(in, keep, images, scratch.get(), pos_lookup.get(), pool_lookup.get(), p);
 
   std::vector<gpu::Segment> segments;  // one per image: images never attend to each other
@@ -354,31 +395,30 @@ void Gemma4Vision::encode(const PixelInput& in, const EncodeControl& ctl, Encode
     if (stage.kind == "embed") {
       // §3.1: v = 2·(pixel − 0.5) in f32, then the patch matmul; §3.2: + (Tab_x[x] + Tab_y[y]),
       // the two taps summed first (into h) as HF adds the tables before adding them to e.
-      backend_.affine(pixels, pixels, &half, nullptr, 2.0f);
-      backend_.linear(x, pixels, w.get("patch.weight"), gpu::LinearArgs{});
+      backend_.affine(t.pixels, t.pixels, &t.half, nullptr, 2.0f);
+      backend_.linear(t.x, t.pixels, w.get("patch.weight"), gpu::LinearArgs{});
       const gpu::Tensor& table = w.get("pos.table");  // [2, rows·D] → [2·rows, D], x table first
-      const gpu::Tensor hD = h.cols_view(0, D);
-      backend_.gather_sum(hD, table.reshaped(D), pos_lookup.get(), 2, false);
-      backend_.add(x, x, hD);
-      return x;
+      backend_.gather_sum(t.pos, table.reshaped(D), pos_lookup.get(), 2, false);
+      backend_.add(t.x, t.x, t.pos);
+      return t.x;
     }
     if (stage.kind == "block") {
-      run_block(w, x, h, q, k, v, attn, gate, up, cos, sin, segments);
-      return x;
+      run_block(w, t, segments);
+      return t.x;
     }
     if (stage.kind == "pooler") {
       // §3.6-§3.7: mean of each k×k bucket, · √D in f32, then standardise.
-      backend_.gather_sum(pooled, x, pool_lookup.get(), d_.pool * d_.pool, false);
-      backend_.affine(pooled, pooled, nullptr, nullptr, float(std::sqrt(double(D))));
-      if (d_.standardize) backend_.affine(pooled, pooled, &w.get("std.bias"), &w.get("std.scale"), 1.0f);
-      return pooled;
+      backend_.gather_sum(t.pooled, t.x, pool_lookup.get(), d_.pool * d_.pool, false);
+      backend_.affine(t.pooled, t.pooled, nullptr, nullptr, float(std::sqrt(double(D))));
+      if (d_.standardize) backend_.affine(t.pooled, t.pooled, &w.get("std.bias"), &w.get("std.scale"), 1.0f);
+      return t.pooled;
     }
     if (stage.kind == "projector") {
       // §3.8: weightless RMSNorm over D, then the projection (Ollama's reversed order is not HF's).
-      backend_.rms_norm(normed, pooled, nullptr, D, d_.eps);
-      backend_.linear(projected, normed, w.get("proj.weight"), clamps(w, "proj"));
+      backend_.rms_norm(t.normed, t.pooled, nullptr, D, d_.eps);
+      backend_.linear(t.projected, t.normed, w.get("proj.weight"), clamps(w, "proj"));
       projected_done = true;
-      return projected;
+      return t.projected;
     }
     fail(Code::ModelFormat, "stage '" + stage.name + "' has a kind the Gemma 4 tower does not know: " + stage.kind);
   };
@@ -395,8 +435,9 @@ void Gemma4Vision::encode(const PixelInput& in, const EncodeControl& ctl, Encode
 
 }  // namespace
 
-std::unique_ptr<VisionModel> make_gemma4_vision(const TowerSpec& spec, gpu::Backend& backend, WeightStore& store) {
-  return std::make_unique<Gemma4Vision>(spec, backend, store);
+std::unique_ptr<VisionModel> make_gemma4_vision(const TowerSpec& spec, gpu::Backend& backend, WeightStore& store,
+                                                int64_t row_chunk) {
+  return std::make_unique<Gemma4Vision>(spec, backend, store, row_chunk);
 }
 
 }  // namespace tessera

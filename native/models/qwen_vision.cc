@@ -23,7 +23,7 @@ struct Dims {
 
 class QwenVision final : public VisionModel {
  public:
-  QwenVision(const TowerSpec& spec, gpu::Backend& backend, WeightStore& store)
+  QwenVision(const TowerSpec& spec, gpu::Backend& backend, WeightStore& store, int64_t row_chunk)
       : spec_(spec), backend_(backend), store_(store) {
     d_.hidden = spec.i64("hidden");
     d_.heads = spec.i64("heads");
@@ -39,16 +39,20 @@ class QwenVision final : public VisionModel {
     d_.mlp_act = spec.num("mlp_act_erf") != 0 ? gpu::Act::GeluErf : gpu::Act::GeluTanh;
     if (d_.heads * d_.head_dim != d_.hidden || d_.head_dim % 4 != 0)
       fail(Code::ConfigInvalid, "hidden_size must equal num_heads x head_dim with head_dim a multiple of 4");
+    if (d_.merge < 1) fail(Code::ConfigInvalid, "merge_size must be positive");
+    max_chunk_ = std::max<int64_t>(1, row_chunk);
   }
 
   // The plan's buffers plus the backend's own scratch for this tower's ops (one segment of all
   // the rows: the largest an input of `rows` can have).
   uint64_t scratch_bytes(int64_t rows) const override {
     Plan p = plan(rows);
-    const int64_t D = d_.hidden, W = d_.merge * d_.merge * D, g = rows / (d_.merge * d_.merge);
+    const int64_t D = d_.hidden, m2 = d_.merge * d_.merge, W = m2 * D;
     gpu::Workload work;
-    work.linears = {{rows, d_.patch_dim, D}, {rows, D, 3 * D}, {rows, D, D}, {rows, D, d_.inter},
-                    {rows, d_.inter, D},     {g, W, W},         {g, W, d_.out}};
+    work.linears = {{rows, d_.patch_dim, D}, {rows, D, D}};  // embed, proj: whole image
+    for (int64_t c : chunk_sizes(rows, p.chunk))              // qkv, fc1, fc2, the mergers: per chunk
+      work.linears.insert(work.linears.end(),
+                          {{c, D, 3 * D}, {c, D, d_.inter}, {c, d_.inter, D}, {c / m2, W, W}, {c / m2, W, d_.out}});
     work.max_segment = rows;
     work.head_dim = d_.head_dim;
     return p.plan.bytes() + p.lookup_bytes + backend_.workspace_bytes(work);
@@ -63,39 +67,57 @@ class QwenVision final : public VisionModel {
 
  private:
   // The scratch plan: one definition for the allocator and for the prediction.
+  //   x (the residual stream), cos and sin (the rope tables): whole image, whole encode;
+  //   h (a norm's output): one row chunk, whole encode;
+  //   then regions that one stage, or one phase of a block, uses at a time, over the same bytes:
+  //     the embed's pixels;
+  //     a block's q | k | v, from its qkv linear to its attention projection (attention writes
+  //       its output over q, which the projection reads);
+  //     a block's MLP chunk (fc1's output), once q | k | v are spent; a merger's fc1 output (a
+  //       chunk's [rows / merge², merge²·D] = rows x D floats, hence the max) and its output,
+  //       which collect downloads right after the stage, before the next block writes q | k | v.
   struct Plan {
     ScratchPlan plan;
-    size_t pixels, x, h, qkv, attn, mlp, cos, sin, merged;
+    int64_t chunk;  // rows per chunk of the per-token work
+    size_t x, cos, sin, h, pixels, qkv, mlp, merged;
     uint64_t lookup_bytes;  // gather_sum's own buffer: 4 int32 indices + 4 f32 weights per token
   };
   Plan plan(int64_t n) const {
     Plan p;
     const int64_t m2 = d_.merge * d_.merge, groups = n / m2;
-    p.pixels = p.plan.add(n, d_.patch_dim);
+    p.chunk = std::min(n, chunk_rows(n, max_chunk_, m2));  // a merger chunk holds whole merge windows
     p.x = p.plan.add(n, d_.hidden);
-    p.h = p.plan.add(n, d_.hidden);
-    p.qkv = p.plan.add(n, 3 * d_.hidden);
-    p.attn = p.plan.add(n, d_.hidden);
-    p.mlp = p.plan.add(n, d_.inter);
     p.cos = p.plan.add(n, d_.head_dim);
     p.sin = p.plan.add(n, d_.head_dim);
+    p.h = p.plan.add(p.chunk, d_.hidden);
+    const uint64_t per_stage = p.plan.mark();
+    p.pixels = p.plan.add(n, d_.patch_dim);
+    p.plan.reuse(per_stage);
+    p.qkv = p.plan.add(n, 3 * d_.hidden);
+    p.plan.reuse(per_stage);
+    p.mlp = p.plan.add(p.chunk, std::max(d_.inter, d_.hidden));
     p.merged = p.plan.add(groups, d_.out);
     p.lookup_bytes = uint64_t(n) * 8 * 4;
     return p;
   }
+  // Tensors over the plan's regions for one encode.
+  struct Tensors {
+    gpu::Tensor x, cos, sin;
+    gpu::Tensor h, mlp;  // [chunk, D], [chunk, intermediate]
+    gpu::Tensor mid;     // mlp's region as the mergers' fc1 output [chunk / merge², merge²·D]
+    gpu::Tensor pixels, qkv, merged;
+  };
 
   void validate(const PixelInput& in) const;
   void upload_positions(const PixelInput& in, gpu::Buffer* scratch, gpu::Buffer* lookup, const Plan& p) const;
-  void run_block(const StageWeights& w, const gpu::Tensor& x, const gpu::Tensor& h, const gpu::Tensor& qkv,
-                 const gpu::Tensor& attn, const gpu::Tensor& mlp, const gpu::Tensor& cos, const gpu::Tensor& sin,
-                 const std::vector<gpu::Segment>& segments);
-  void run_merger(const StageWeights& w, bool norm_before_group, const gpu::Tensor& x, const gpu::Tensor& h,
-                  const gpu::Tensor& attn, const gpu::Tensor& out);
+  void run_block(const StageWeights& w, const Tensors& t, const std::vector<gpu::Segment>& segments);
+  void run_merger(const StageWeights& w, bool norm_before_group, const Tensors& t);
 
   const TowerSpec& spec_;
   gpu::Backend& backend_;
   WeightStore& store_;
   Dims d_;
+  int64_t max_chunk_;  // at most this many rows per chunk of the per-token work
 };
 
 void QwenVision::validate(const PixelInput& in) const {
@@ -175,53 +197,60 @@ void QwenVision::upload_positions(const PixelInput& in, gpu::Buffer* scratch, gp
   backend_.upload(scratch, p.plan.offset(p.sin), sn.data(), sn.size() * 4);
 }
 
-void QwenVision::run_block(const StageWeights& w, const gpu::Tensor& x, const gpu::Tensor& h,
-                           const gpu::Tensor& qkv, const gpu::Tensor& attn, const gpu::Tensor& mlp,
-                           const gpu::Tensor& cos, const gpu::Tensor& sin,
-                           const std::vector<gpu::Segment>& segments) {
-  const int64_t D = d_.hidden;
-  backend_.layer_norm(h, x, w.get("norm1.weight"), w.get("norm1.bias"), d_.eps);
+// Attention needs q, k and v of every token, so they are whole-image; everything else in a block
+// works token by token and runs one row chunk at a time (kRowChunk).
+void QwenVision::run_block(const StageWeights& w, const Tensors& t, const std::vector<gpu::Segment>& segments) {
+  const int64_t D = d_.hidden, n = t.x.rows;
   gpu::LinearArgs a;
   a.bias = &w.get("attn.qkv.bias");
-  backend_.linear(qkv, h, w.get("attn.qkv.weight"), a);
-  gpu::Tensor q = qkv.cols_view(0, D), k = qkv.cols_view(D, D), v = qkv.cols_view(2 * D, D);
-  backend_.rope(q, cos, sin, d_.heads, d_.head_dim, 1);
-  backend_.rope(k, cos, sin, d_.heads, d_.head_dim, 1);
+  for_row_chunks(n, t.h.rows, [&](int64_t r0, int64_t rows) {
+    const gpu::Tensor h = t.h.rows_view(0, rows);
+    backend_.layer_norm(h, t.x.rows_view(r0, rows), w.get("norm1.weight"), w.get("norm1.bias"), d_.eps);
+    backend_.linear(t.qkv.rows_view(r0, rows), h, w.get("attn.qkv.weight"), a);
+  });
+  gpu::Tensor q = t.qkv.cols_view(0, D), k = t.qkv.cols_view(D, D), v = t.qkv.cols_view(2 * D, D);
+  backend_.rope(q, t.cos, t.sin, d_.heads, d_.head_dim, 1);
+  backend_.rope(k, t.cos, t.sin, d_.heads, d_.head_dim, 1);
+  const gpu::Tensor& attn = q;  // the output overwrites q (each query row is read before it is written)
   backend_.attention(attn, q, k, v, d_.heads, d_.head_dim, float(1.0 / std::sqrt(double(d_.head_dim))), segments);
   gpu::LinearArgs proj;
   proj.bias = &w.get("attn.proj.bias");
-  proj.residual = &x;
-  backend_.linear(x, attn, w.get("attn.proj.weight"), proj);
+  proj.residual = &t.x;
+  backend_.linear(t.x, attn, w.get("attn.proj.weight"), proj);
 
-  backend_.layer_norm(h, x, w.get("norm2.weight"), w.get("norm2.bias"), d_.eps);
   gpu::LinearArgs up;
   up.bias = &w.get("mlp.linear_fc1.bias");
   up.act = d_.mlp_act;
-  backend_.linear(mlp, h, w.get("mlp.linear_fc1.weight"), up);
   gpu::LinearArgs down;
   down.bias = &w.get("mlp.linear_fc2.bias");
-  down.residual = &x;
-  backend_.linear(x, mlp, w.get("mlp.linear_fc2.weight"), down);
+  for_row_chunks(n, t.h.rows, [&](int64_t r0, int64_t rows) {
+    const gpu::Tensor x = t.x.rows_view(r0, rows), h = t.h.rows_view(0, rows), mlp = t.mlp.rows_view(0, rows);
+    backend_.layer_norm(h, x, w.get("norm2.weight"), w.get("norm2.bias"), d_.eps);
+    backend_.linear(mlp, h, w.get("mlp.linear_fc1.weight"), up);
+    down.residual = &x;
+    backend_.linear(x, mlp, w.get("mlp.linear_fc2.weight"), down);
+  });
 }
 
 // Main merger (§3.6): LN over D per token, then group 4 tokens. Deepstack (§3.7): group first,
-// then LN over 4D. Either way the normed, grouped [groups, 4D] tensor is h seen as 4D-wide rows;
-// fc1's output reuses the attention buffer, which is free between blocks.
-void QwenVision::run_merger(const StageWeights& w, bool norm_before_group, const gpu::Tensor& x,
-                            const gpu::Tensor& h, const gpu::Tensor& attn, const gpu::Tensor& out) {
-  const int64_t width = d_.merge * d_.merge * d_.hidden;
-  if (norm_before_group)
-    backend_.layer_norm(h, x, w.get("norm.weight"), w.get("norm.bias"), d_.eps);
-  else
-    backend_.layer_norm(h.reshaped(width), x.reshaped(width), w.get("norm.weight"), w.get("norm.bias"), d_.eps);
+// then LN over 4D. Either way the normed, grouped [groups, 4D] tensor is h seen as 4D-wide rows.
+// Row chunks hold whole merge windows, so each chunk writes its own rows of the output.
+void QwenVision::run_merger(const StageWeights& w, bool norm_before_group, const Tensors& t) {
+  const int64_t m2 = d_.merge * d_.merge, width = m2 * d_.hidden;
   gpu::LinearArgs up;
   up.bias = &w.get("linear_fc1.bias");
   up.act = gpu::Act::GeluErf;
-  gpu::Tensor mid = attn.reshaped(width);
-  backend_.linear(mid, h.reshaped(width), w.get("linear_fc1.weight"), up);
   gpu::LinearArgs down;
   down.bias = &w.get("linear_fc2.bias");
-  backend_.linear(out, mid, w.get("linear_fc2.weight"), down);
+  for_row_chunks(t.x.rows, t.h.rows, [&](int64_t r0, int64_t rows) {
+    const gpu::Tensor x = t.x.rows_view(r0, rows), h = t.h.rows_view(0, rows), mid = t.mid.rows_view(0, rows / m2);
+    if (norm_before_group)
+      backend_.layer_norm(h, x, w.get("norm.weight"), w.get("norm.bias"), d_.eps);
+    else
+      backend_.layer_norm(h.reshaped(width), x.reshaped(width), w.get("norm.weight"), w.get("norm.bias"), d_.eps);
+    backend_.linear(mid, h.reshaped(width), w.get("linear_fc1.weight"), up);
+    backend_.linear(t.merged.rows_view(r0 / m2, rows / m2), mid, w.get("linear_fc2.weight"), down);
+  });
 }
 
 void QwenVision::encode(const PixelInput& in, const EncodeControl& ctl, EncodeOutput& out) {
@@ -232,11 +261,17 @@ void QwenVision::encode(const PixelInput& in, const EncodeControl& ctl, EncodeOu
   auto tensor = [&](size_t region, int64_t rows, int64_t cols) {
     return gpu::make_tensor(scratch.get(), p.plan.offset(region), DType::F32, rows, cols);
   };
-  const gpu::Tensor pixels = tensor(p.pixels, n, d_.patch_dim), x = tensor(p.x, n, d_.hidden),
-                    h = tensor(p.h, n, d_.hidden), qkv = tensor(p.qkv, n, 3 * d_.hidden),
-                    attn = tensor(p.attn, n, d_.hidden), mlp = tensor(p.mlp, n, d_.inter),
-                    cos = tensor(p.cos, n, d_.head_dim), sin = tensor(p.sin, n, d_.head_dim),
-                    merged = tensor(p.merged, groups, d_.out);
+  const int64_t chunk = p.chunk, m2 = d_.merge * d_.merge;
+  Tensors t;
+  t.x = tensor(p.x, n, d_.hidden);
+  t.cos = tensor(p.cos, n, d_.head_dim);
+  t.sin = tensor(p.sin, n, d_.head_dim);
+  t.h = tensor(p.h, chunk, d_.hidden);
+  t.mlp = tensor(p.mlp, chunk, d_.inter);
+  t.mid = tensor(p.mlp, chunk / m2, m2 * d_.hidden);
+  t.pixels = tensor(p.pixels, n, d_.patch_dim);
+  t.qkv = tensor(p.qkv, n, 3 * d_.hidden);
+  t.merged = tensor(p.merged, groups, d_.out);
   backend_.upload(scratch.get(), p.plan.offset(p.pixels), in.pixels, size_t(n) * size_t(d_.patch_dim) * 4);
   upload_positions(in, scratch.get(), lookup.get(), p);
 
@@ -248,17 +283,17 @@ void QwenVision::encode(const PixelInput& in, const EncodeControl& ctl, EncodeOu
     if (stage.kind == "embed") {
       gpu::LinearArgs a;
       a.bias = &w.get("patch_embed.proj.bias");
-      backend_.linear(x, pixels, w.get("patch_embed.proj.weight"), a);
-      backend_.gather_sum(x, w.get("pos_embed.weight"), lookup.get(), 4, true);
-      return x;
+      backend_.linear(t.x, t.pixels, w.get("patch_embed.proj.weight"), a);
+      backend_.gather_sum(t.x, w.get("pos_embed.weight"), lookup.get(), 4, true);
+      return t.x;
     }
     if (stage.kind == "block") {
-      run_block(w, x, h, qkv, attn, mlp, cos, sin, segments);
-      return x;
+      run_block(w, t, segments);
+      return t.x;
     }
     if (stage.kind == "deepstack" || stage.kind == "merger") {
-      run_merger(w, stage.kind == "merger", x, h, attn, merged);
-      return merged;
+      run_merger(w, stage.kind == "merger", t);
+      return t.merged;
     }
     fail(Code::ModelFormat, "stage '" + stage.name + "' has a kind the Qwen tower does not know: " + stage.kind);
   };
@@ -276,8 +311,9 @@ void QwenVision::encode(const PixelInput& in, const EncodeControl& ctl, EncodeOu
 
 }  // namespace
 
-std::unique_ptr<VisionModel> make_qwen_vision(const TowerSpec& spec, gpu::Backend& backend, WeightStore& store) {
-  return std::make_unique<QwenVision>(spec, backend, store);
+std::unique_ptr<VisionModel> make_qwen_vision(const TowerSpec& spec, gpu::Backend& backend, WeightStore& store,
+                                              int64_t row_chunk) {
+  return std::make_unique<QwenVision>(spec, backend, store, row_chunk);
 }
 
 }  // namespace tessera

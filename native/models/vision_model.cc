@@ -16,9 +16,24 @@ std::unique_ptr<VisionModel> make_model(const TowerSpec& spec, gpu::Backend& bac
 size_t ScratchPlan::add(int64_t rows, int64_t cols) { return add_bytes(uint64_t(rows) * uint64_t(cols) * 4); }
 
 size_t ScratchPlan::add_bytes(uint64_t bytes) {
-  offsets_.push_back(total_);
-  total_ = round_up(total_ + bytes, 64);
+  offsets_.push_back(top_);
+  top_ = round_up(top_ + bytes, 64);
+  total_ = std::max(total_, top_);
   return offsets_.size() - 1;
+}
+
+int64_t chunk_rows(int64_t rows, int64_t max_chunk, int64_t multiple) {
+  if (rows <= 0) return multiple;
+  const int64_t chunks = (rows + max_chunk - 1) / max_chunk, even = (rows + chunks - 1) / chunks;
+  return (even + multiple - 1) / multiple * multiple;
+}
+
+std::vector<int64_t> chunk_sizes(int64_t rows, int64_t chunk) {
+  std::vector<int64_t> sizes;
+  if (rows <= 0) return sizes;
+  sizes.push_back(std::min(rows, chunk));
+  if (rows > chunk && rows % chunk) sizes.push_back(rows % chunk);
+  return sizes;
 }
 
 void check_finite(gpu::Backend& backend, const gpu::Tensor& t, const std::string& stage) {

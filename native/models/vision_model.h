@@ -1,6 +1,7 @@
 // What every tower implements: encode a batch of patch rows through all its stages, walking the
 // weight store stage by stage, calling only the gpu::Backend op set. One model file per family.
 #pragma once
+#include <algorithm>
 #include <array>
 #include <cstdint>
 #include <functional>
@@ -60,18 +61,51 @@ std::unique_ptr<VisionModel> make_model(const TowerSpec& spec, gpu::Backend& bac
 
 // Shared by the models: a scratch arena carved from one backend buffer by a plan of named sizes,
 // so the bytes predicted (scratch_bytes) and the bytes allocated come from the same code.
+// Regions whose lives do not overlap share memory: after reuse(m), the regions added next are
+// laid out again from m (a mark() taken earlier), over those added since it. bytes() is the
+// furthest any of these alternatives reaches.
 class ScratchPlan {
  public:
   // Adds an f32 [rows, cols] region (64-byte aligned) and returns its index.
   size_t add(int64_t rows, int64_t cols);
   size_t add_bytes(uint64_t bytes);
+  uint64_t mark() const { return top_; }
+  void reuse(uint64_t mark) { top_ = mark; }
   uint64_t bytes() const { return total_; }
   uint64_t offset(size_t i) const { return offsets_.at(i); }
 
  private:
   std::vector<uint64_t> offsets_;
-  uint64_t total_ = 0;
+  uint64_t top_ = 0, total_ = 0;
 };
+
+// Row chunking. Per-token work (norms, the MLP, projections into the residual stream) does not
+// mix rows, so the towers run it over row chunks and size its scratch for one chunk: at 4,096
+// patches the MLP's [rows, intermediate] activations alone would be 70 MB. Each output row's
+// arithmetic is the same whatever the chunk (the kernels block only over rows and columns; a row's
+// K accumulation order does not depend on the row count), so chunking changes no result bit.
+// Chunks are not free: a backend may prepare a linear's weight once per call (the CPU backend
+// packs and widens it: ~7 ms per chunk for a Qwen3.5-size block's weights on 2 cores), so each
+// extra chunk repeats that. Hence at most kRowChunk rows per chunk, in equal chunks: an image up
+// to 3,072 rows (Qwen at 1,120 patches, Gemma's default 280 tokens = 2,520 rows) runs in one chunk
+// at no cost; 4,096 rows run as 2 x 2,048, which keeps the peak of the Qwen3.5-size tower 37 MiB
+// lower for ~1.5 % more time (512-row chunks would save 6 MiB more for ~11 %).
+constexpr int64_t kRowChunk = 3072;
+
+// Rows per chunk for `rows` rows: the fewest chunks of at most max_chunk rows, of equal size (a
+// short tail chunk would run the kernels below their efficient size), rounded up to `multiple`.
+int64_t chunk_rows(int64_t rows, int64_t max_chunk, int64_t multiple = 1);
+
+// Calls f(first_row, rows) for consecutive chunks of `chunk` rows (the last may be shorter)
+// covering [0, rows).
+template <class F>
+void for_row_chunks(int64_t rows, int64_t chunk, F&& f) {
+  for (int64_t r0 = 0; r0 < rows; r0 += chunk) f(r0, std::min(chunk, rows - r0));
+}
+
+// The distinct chunk sizes for_row_chunks produces (the full chunk, then a shorter tail if any):
+// what a model lists in its gpu::Workload so the backend predicts its scratch for each.
+std::vector<int64_t> chunk_sizes(int64_t rows, int64_t chunk);
 
 // A backend buffer owned for one encode: finishes the device's work before releasing it, so an
 // early exit (error, abort) never frees memory a queued kernel still reads.

@@ -1,0 +1,325 @@
+// The towers' memory plan, on small random towers run by the CPU backend: an encode split into
+// many row chunks (row_chunk lowered far below kRowChunk, with a ragged last chunk) gives every
+// stage output bit for bit equal to a one-chunk encode, and scratch_bytes() is exactly what an
+// encode allocates plus the backend workspace it leaves behind. (Agreement with HF is the fixture
+// tests' job: their inputs fit in one chunk.)
+#include <array>
+#include <cstring>
+#include <map>
+#include <memory>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "common/dtype.h"
+#include "cpu/cpu_backend.h"
+#include "harness.h"
+#include "io/resident_store.h"
+#include "io_test_util.h"
+#include "models/gemma4_vision.h"
+#include "models/qwen_vision.h"
+
+using namespace tessera;
+
+namespace {
+
+// A tower's weights in one raw file: tensors back to back (64-byte aligned), random values.
+struct TowerFile {
+  TowerSpec spec;
+  std::vector<unsigned char> bytes;
+  std::mt19937 rng{1234};
+
+  // Values uniform in center ± spread, stored as dt.
+  void add(StageSpec& st, const std::string& role, std::vector<int64_t> shape, float center = 0.0f,
+           float spread = 0.2f, DType dt = DType::BF16) {
+    int64_t n = 1;
+    for (int64_t s : shape) n *= s;
+    bytes.resize((bytes.size() + 63) / 64 * 64);
+    TensorSpec t;
+    t.role = role;
+    t.name = st.name + "." + role;
+    t.dtype = dt;
+    t.shape = std::move(shape);
+    t.offset = bytes.size();
+    t.length = uint64_t(n) * dtype_size(dt);
+    std::uniform_real_distribution<float> u(center - spread, center + spread);
+    for (int64_t i = 0; i < n; ++i) {
+      const float v = u(rng);
+      unsigned char b[4];
+      if (dt == DType::F32) {
+        std::memcpy(b, &v, 4);
+      } else {
+        const uint16_t h = dt == DType::BF16 ? f32_to_bf16(v) : f32_to_f16(v);
+        std::memcpy(b, &h, 2);
+      }
+      bytes.insert(bytes.end(), b, b + dtype_size(dt));
+    }
+    st.tensors.push_back(t);
+  }
+  StageSpec& stage(const std::string& name, const std::string& kind, int index = 0) {
+    spec.stages.push_back({});
+    StageSpec& st = spec.stages.back();
+    st.name = name;
+    st.kind = kind;
+    st.index = index;
+    return st;
+  }
+};
+
+// Qwen3-VL shaped: 2 blocks, a deepstack merger after block 0, the merger. D 32 = 2 heads of 16.
+TowerFile qwen_tower() {
+  TowerFile f;
+  const int64_t D = 32, I = 48, O = 24, C = 3, T = 2, P = 2, side = 4, W = 4 * D;
+  f.spec.family = "qwen3_vl";
+  f.spec.dims = {{"hidden", D},          {"heads", 2},   {"head_dim", 16},         {"intermediate", I},
+                 {"out_hidden", O},      {"in_channels", C}, {"temporal_patch_size", T}, {"patch_size", P},
+                 {"merge_size", 2},      {"pos_side", side}, {"eps", 1e-6},             {"rope_theta", 10000},
+                 {"mlp_act_erf", 0}};
+  StageSpec* st = &f.stage("embed", "embed");
+  f.add(*st, "patch_embed.proj.weight", {D, C * T * P * P});
+  f.add(*st, "patch_embed.proj.bias", {D});
+  f.add(*st, "pos_embed.weight", {side * side, D});
+  auto merger = [&](StageSpec& s, int64_t norm) {
+    f.add(s, "norm.weight", {norm}, 1.0f);
+    f.add(s, "norm.bias", {norm});
+    f.add(s, "linear_fc1.weight", {W, W});
+    f.add(s, "linear_fc1.bias", {W});
+    f.add(s, "linear_fc2.weight", {O, W});
+    f.add(s, "linear_fc2.bias", {O});
+  };
+  for (int l = 0; l < 2; ++l) {
+    st = &f.stage("block." + std::to_string(l), "block", l);
+    f.add(*st, "norm1.weight", {D}, 1.0f);
+    f.add(*st, "norm1.bias", {D});
+    f.add(*st, "attn.qkv.weight", {3 * D, D});
+    f.add(*st, "attn.qkv.bias", {3 * D});
+    f.add(*st, "attn.proj.weight", {D, D});
+    f.add(*st, "attn.proj.bias", {D});
+    f.add(*st, "norm2.weight", {D}, 1.0f);
+    f.add(*st, "norm2.bias", {D});
+    f.add(*st, "mlp.linear_fc1.weight", {I, D});
+    f.add(*st, "mlp.linear_fc1.bias", {I});
+    f.add(*st, "mlp.linear_fc2.weight", {D, I});
+    f.add(*st, "mlp.linear_fc2.bias", {D});
+    if (l == 0) merger(f.stage("deepstack.0", "deepstack", 0), W);
+  }
+  merger(f.stage("merged", "merger"), D);
+  return f;
+}
+
+// Gemma 4 shaped: 2 blocks, pooler (standardised), projector. D 32 = 2 heads of 16.
+TowerFile gemma_tower() {
+  TowerFile f;
+  const int64_t D = 32, F = 40, O = 24, P = 2, rows = 16;
+  f.spec.family = "gemma4";
+  f.spec.dims = {{"hidden", D},     {"heads", 2},          {"head_dim", 16},   {"intermediate", F},
+                 {"out_hidden", O}, {"patch_size", P},     {"pooling_kernel", 3}, {"pos_rows", rows},
+                 {"eps", 1e-6},     {"rope_theta", 100},   {"standardize", 1}, {"patch_kernel_chw", 0}};
+  StageSpec* st = &f.stage("embed", "embed");
+  f.add(*st, "patch.weight", {D, 3 * P * P});
+  f.add(*st, "pos.table", {2, rows, D});
+  for (int l = 0; l < 2; ++l) {
+    st = &f.stage("block." + std::to_string(l), "block", l);
+    for (const char* n : {"ln1.weight", "attn_post_norm.weight", "ln2.weight", "ffn_post_norm.weight"})
+      f.add(*st, n, {D}, 1.0f);
+    f.add(*st, "attn.q.weight", {D, D});
+    f.add(*st, "attn.k.weight", {D, D});
+    f.add(*st, "attn.v.weight", {D, D});
+    f.add(*st, "attn.o.weight", {D, D});
+    f.add(*st, "mlp.gate.weight", {F, D});
+    f.add(*st, "mlp.up.weight", {F, D});
+    f.add(*st, "mlp.down.weight", {D, F});
+    f.add(*st, "attn.q_norm.weight", {16}, 1.0f);
+    f.add(*st, "attn.k_norm.weight", {16}, 1.0f);
+  }
+  st = &f.stage("pooled", "pooler");
+  f.add(*st, "std.bias", {D});
+  f.add(*st, "std.scale", {D}, 1.0f);
+  st = &f.stage("projected", "projector");
+  f.add(*st, "proj.weight", {O, D});
+  return f;
+}
+
+// Forwards everything to a CPU backend, counting the bytes alloc() hands out while they are live.
+class CountingBackend final : public gpu::Backend {
+ public:
+  std::unique_ptr<gpu::Backend> in = cpu::make_cpu_backend(2);
+  uint64_t live = 0, peak = 0;
+  std::map<gpu::Buffer*, size_t> allocated;
+
+  const char* name() const override { return in->name(); }
+  uint64_t workspace_bytes(const gpu::Workload& w) const override { return in->workspace_bytes(w); }
+  gpu::Buffer* alloc(size_t bytes) override {
+    live += bytes;
+    peak = std::max(peak, live);
+    gpu::Buffer* b = in->alloc(bytes);
+    allocated[b] = bytes;
+    return b;
+  }
+  gpu::Buffer* wrap_host(void* host, size_t bytes) override { return in->wrap_host(host, bytes); }
+  void release(gpu::Buffer* b) override {
+    if (auto it = allocated.find(b); it != allocated.end()) {
+      live -= it->second;
+      allocated.erase(it);
+    }
+    in->release(b);
+  }
+  void upload(gpu::Buffer* d, size_t o, const void* s, size_t n) override { in->upload(d, o, s, n); }
+  void download(void* d, const gpu::Tensor& s) override { in->download(d, s); }
+  void linear(const gpu::Tensor& y, const gpu::Tensor& x, const gpu::Tensor& w, const gpu::LinearArgs& a) override {
+    in->linear(y, x, w, a);
+  }
+  void layer_norm(const gpu::Tensor& y, const gpu::Tensor& x, const gpu::Tensor& g, const gpu::Tensor& b,
+                  float eps) override {
+    in->layer_norm(y, x, g, b, eps);
+  }
+  void rms_norm(const gpu::Tensor& y, const gpu::Tensor& x, const gpu::Tensor* w, int64_t g, float eps) override {
+    in->rms_norm(y, x, w, g, eps);
+  }
+  void activation(const gpu::Tensor& y, const gpu::Tensor& x, gpu::Act a) override { in->activation(y, x, a); }
+  void add(const gpu::Tensor& y, const gpu::Tensor& a, const gpu::Tensor& b) override { in->add(y, a, b); }
+  void mul(const gpu::Tensor& y, const gpu::Tensor& a, const gpu::Tensor& b) override { in->mul(y, a, b); }
+  void affine(const gpu::Tensor& y, const gpu::Tensor& x, const gpu::Tensor* s, const gpu::Tensor* m,
+              float k) override {
+    in->affine(y, x, s, m, k);
+  }
+  void clamp(const gpu::Tensor& y, const gpu::Tensor& x, float lo, float hi) override { in->clamp(y, x, lo, hi); }
+  void rope(const gpu::Tensor& x, const gpu::Tensor& c, const gpu::Tensor& s, int64_t h, int64_t hd,
+            int64_t sec) override {
+    in->rope(x, c, s, h, hd, sec);
+  }
+  void attention(const gpu::Tensor& o, const gpu::Tensor& q, const gpu::Tensor& k, const gpu::Tensor& v, int64_t h,
+                 int64_t hd, float sc, const std::vector<gpu::Segment>& seg) override {
+    in->attention(o, q, k, v, h, hd, sc, seg);
+  }
+  void gather_sum(const gpu::Tensor& y, const gpu::Tensor& t, gpu::Buffer* l, int64_t taps, bool acc) override {
+    in->gather_sum(y, t, l, taps, acc);
+  }
+  int64_t count_nonfinite(const gpu::Tensor& x, int64_t* first) override { return in->count_nonfinite(x, first); }
+  void submit(std::function<void()> done) override { in->submit(std::move(done)); }
+  void finish() override { in->finish(); }
+};
+
+using Factory = std::unique_ptr<VisionModel> (*)(const TowerSpec&, gpu::Backend&, WeightStore&, int64_t);
+
+struct Run {
+  EncodeOutput out;
+  uint64_t predicted = 0, allocated = 0, workspace = 0;
+};
+
+// One encode on a fresh backend (so its workspace is this encode's alone), every stage kept.
+Run encode(TowerFile& f, Factory make, int64_t row_chunk, const PixelInput& in) {
+  iotest::TempFile file(f.bytes);
+  f.spec.files = {file.path};
+  for (auto& st : f.spec.stages)
+    for (auto& t : st.tensors) t.file = 0;
+  CountingBackend backend;
+  auto store = make_resident_store(f.spec, backend);
+  auto model = make(f.spec, backend, *store, row_chunk);
+  Run r;
+  EncodeControl ctl;
+  ctl.keep_stages = true;
+  backend.live = backend.peak = 0;
+  model->encode(in, ctl, r.out);
+  r.allocated = backend.peak;
+  r.workspace = cpu::held_workspace_bytes(*backend.in);
+  r.predicted = model->scratch_bytes(in.rows);
+  return r;
+}
+
+bool same_bits(const std::vector<float>& a, const std::vector<float>& b) {
+  return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
+}
+
+void expect_same_outputs(const Run& whole, const Run& chunked) {
+  EXPECT(whole.out.stages.size() == chunked.out.stages.size());
+  for (size_t i = 0; i < whole.out.stages.size(); ++i)
+    EXPECT_MSG(same_bits(whole.out.stages[i].data, chunked.out.stages[i].data),
+               "stage " << whole.out.stages[i].name << " differs between one chunk and several");
+  EXPECT(same_bits(whole.out.embeddings, chunked.out.embeddings));
+  EXPECT(whole.out.deepstack.size() == chunked.out.deepstack.size());
+  for (size_t i = 0; i < whole.out.deepstack.size(); ++i)
+    EXPECT(same_bits(whole.out.deepstack[i], chunked.out.deepstack[i]));
+}
+
+std::vector<float> random_pixels(int64_t rows, int64_t cols, uint32_t seed) {
+  std::mt19937 g(seed);
+  std::uniform_real_distribution<float> u(-1.0f, 1.0f);
+  std::vector<float> v(size_t(rows * cols));
+  for (float& x : v) x = u(g);
+  return v;
+}
+
+}  // namespace
+
+TEST("models: a Qwen encode in many row chunks equals one chunk bit for bit; scratch_bytes is what it allocates") {
+  TowerFile f = qwen_tower();
+  const int64_t cols = 3 * 2 * 2 * 2;
+  // One image of 96 patches: 36-row chunks become 4 equal chunks of 24 (whole merge windows).
+  // Two images (96 + 24 rows, two attention segments): 4 chunks of 32, 32, 32 and a ragged 24.
+  for (auto grids : {std::vector<std::array<int64_t, 3>>{{1, 8, 12}},
+                     std::vector<std::array<int64_t, 3>>{{1, 8, 12}, {1, 4, 6}}}) {
+    int64_t rows = 0;
+    for (auto g : grids) rows += g[0] * g[1] * g[2];
+    std::vector<float> px = random_pixels(rows, cols, 7);
+    PixelInput in;
+    in.pixels = px.data();
+    in.rows = rows;
+    in.cols = cols;
+    in.grids = grids;
+    Run whole = encode(f, make_qwen_vision, kRowChunk, in);
+    Run chunked = encode(f, make_qwen_vision, 36, in);
+    EXPECT(whole.out.stages.size() == 5 && whole.out.deepstack.size() == 1);
+    expect_same_outputs(whole, chunked);
+    for (const Run* r : {&whole, &chunked}) {
+      if (grids.size() == 1)  // one segment: attention's workspace is for all the rows, as predicted
+        EXPECT_MSG(r->predicted == r->allocated + r->workspace,
+                   "predicted " << r->predicted << ", allocated " << r->allocated << " + workspace " << r->workspace);
+      else
+        EXPECT(r->predicted >= r->allocated + r->workspace);
+    }
+    EXPECT(chunked.allocated < whole.allocated);  // the chunk buffers shrink with the chunk
+  }
+}
+
+TEST("models: a Gemma 4 encode in many row chunks equals one chunk bit for bit; scratch_bytes is what it allocates") {
+  TowerFile f = gemma_tower();
+  const int64_t cols = 3 * 2 * 2;
+  // Image 0: a 12 x 9 patch grid; image 1: 6 x 6, behind two padding rows. 144 real rows in
+  // 30-row chunks: 4 chunks of 29 and a ragged 28.
+  for (bool two : {false, true}) {
+    std::vector<int32_t> pos;
+    std::vector<int64_t> image_rows;
+    auto grid = [&](int w, int h) {
+      for (int y = 0; y < h; ++y)
+        for (int x = 0; x < w; ++x) pos.insert(pos.end(), {x, y});
+      image_rows.push_back(int64_t(w) * h);
+    };
+    grid(12, 9);
+    if (two) {
+      grid(6, 6);
+      pos.insert(pos.end(), {-1, -1, -1, -1});
+      image_rows.back() += 2;
+    }
+    const int64_t rows = int64_t(pos.size() / 2);
+    std::vector<float> px = random_pixels(rows, cols, 11);
+    PixelInput in;
+    in.pixels = px.data();
+    in.rows = rows;
+    in.cols = cols;
+    in.positions = pos.data();
+    in.image_rows = image_rows;
+    Run whole = encode(f, make_gemma4_vision, kRowChunk, in);
+    Run chunked = encode(f, make_gemma4_vision, 30, in);
+    EXPECT(whole.out.stages.size() == 5 && whole.out.tokens == (two ? 16 : 12));
+    expect_same_outputs(whole, chunked);
+    for (const Run* r : {&whole, &chunked}) {
+      if (!two)
+        EXPECT_MSG(r->predicted == r->allocated + r->workspace,
+                   "predicted " << r->predicted << ", allocated " << r->allocated << " + workspace " << r->workspace);
+      else  // padding rows are counted in scratch_bytes(rows) but dropped before the encode
+        EXPECT(r->predicted >= r->allocated + r->workspace);
+    }
+    EXPECT(chunked.allocated < whole.allocated);
+  }
+}
