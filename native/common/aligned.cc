@@ -1,6 +1,9 @@
 #include "common/aligned.h"
 
 #include <unistd.h>
+#if defined(__linux__)
+#include <sys/mman.h>
+#endif
 
 #include <cstdlib>
 #include <string>
@@ -18,14 +21,29 @@ size_t page_size() {
   return ps;
 }
 
+namespace {
+// Large buffers (weights, slots, activations) ask Linux for transparent huge pages: the GEMM
+// streams weights through the TLB, and an encode's scratch is faulted in 2 MiB at a time instead of
+// 4 KiB. Only the whole 2 MiB spans inside the buffer are advised, so a buffer's untouched tail
+// never costs a huge page of RSS. Where THP is off (or not Linux) this changes nothing.
+constexpr size_t kHugePage = size_t(2) << 20;
+constexpr size_t kHugeFrom = 2 * kHugePage;
+}  // namespace
+
 AlignedBuffer::AlignedBuffer(size_t bytes, size_t alignment) {
   if (alignment == 0) alignment = page_size();
   size_ = bytes;
   if (bytes == 0) return;
+#if defined(__linux__) && defined(MADV_HUGEPAGE)
+  if (bytes >= kHugeFrom && alignment < kHugePage && kHugePage % alignment == 0) alignment = kHugePage;
+#endif
   if (posix_memalign(&data_, alignment, round_up(bytes, alignment)) != 0) {
     data_ = nullptr;
     fail(Code::OutOfMemory, "could not allocate " + std::to_string(bytes) + " bytes");
   }
+#if defined(__linux__) && defined(MADV_HUGEPAGE)
+  if (alignment == kHugePage) madvise(data_, bytes / kHugePage * kHugePage, MADV_HUGEPAGE);  // advice: failure is harmless
+#endif
 }
 
 AlignedBuffer::~AlignedBuffer() { std::free(data_); }

@@ -1,6 +1,7 @@
 #include "common/thread_pool.h"
 
 #include <algorithm>
+#include <chrono>
 #include <fstream>
 #include <set>
 #include <string>
@@ -42,10 +43,34 @@ ThreadPool::~ThreadPool() {
   for (auto& t : workers_) t.join();
 }
 
+namespace {
+// How long a thread spins for the next loop (worker) or the last chunk (caller) before it sleeps.
+constexpr auto kSpin = std::chrono::microseconds(100);
+
+template <class Ready>
+bool spin_until(Ready ready) {
+  const auto end = std::chrono::steady_clock::now() + kSpin;
+  for (int i = 0;; ++i) {
+    if (ready()) return true;
+    if ((i & 63) == 63 && std::chrono::steady_clock::now() > end) return false;
+#if defined(__x86_64__)
+    __builtin_ia32_pause();
+#elif defined(__aarch64__)
+    asm volatile("yield");
+#endif
+  }
+}
+}  // namespace
+
 void ThreadPool::worker_loop(int) {
   uint64_t seen = 0;
   std::unique_lock<std::mutex> lock(mu_);
   for (;;) {
+    if (generation_ == seen && !stop_) {
+      lock.unlock();
+      spin_until([&] { return generation_.load(std::memory_order_acquire) != seen; });
+      lock.lock();
+    }
     wake_.wait(lock, [&] { return stop_ || generation_ != seen; });
     if (stop_) return;
     seen = generation_;
@@ -79,6 +104,11 @@ void ThreadPool::run_tasks(size_t tasks, const std::function<void(size_t)>& fn) 
     fn(t);
     lock.lock();
     ++finished_;
+  }
+  if (finished_ != tasks_) {
+    lock.unlock();
+    spin_until([&] { return finished_.load(std::memory_order_acquire) == tasks_; });
+    lock.lock();
   }
   done_.wait(lock, [&] { return finished_ == tasks_; });
   task_ = nullptr;

@@ -165,6 +165,13 @@ void linear(Context& c, const Tensor& y, const Tensor& x_in, const Tensor& w, co
   const size_t w_es = dtype_size(w.dtype);
   const char* w_base = static_cast<const char*>(w.buf->host) + w.offset;
   const Kernels::GemmMicro micro = kk.gemm_micro[size_t(w.dtype)];
+  // The kernel for a row panel of `rows` real rows: the shortest tile that covers them.
+  auto micro_for = [&](int64_t rows) {
+    if (rows < mr)
+      for (const Kernels::GemmTail& t : kk.gemm_tail)
+        if (t.rows >= rows) return t.micro[size_t(w.dtype)];
+    return micro;
+  };
   // Panels [0, in_place) of a packed weight are read where they lie, as [K][nr] each.
   const int64_t in_place = w.panel ? N / nr : 0;
 
@@ -209,6 +216,7 @@ void linear(Context& c, const Tensor& y, const Tensor& x_in, const Tensor& w, co
         const int64_t mb = it / nchunks, ch = it % nchunks;
         const int64_t m0 = mb * mc, mrows = std::min(mc, M - m0);
         const int64_t mpanels = (mrows + mr - 1) / mr;
+        const Kernels::GemmMicro last_micro = micro_for(mrows - (mpanels - 1) * mr);
         const int64_t p0 = ch * chunk_panels, p1 = std::min(sp, p0 + chunk_panels);
         for (int64_t k0 = 0; k0 < K; k0 += kKc) {
           const int64_t kc = std::min(kKc, K - k0);
@@ -220,7 +228,8 @@ void linear(Context& c, const Tensor& y, const Tensor& x_in, const Tensor& w, co
           for (int64_t p = p0; p < p1; ++p) {
             const void* bp = panel(p, k0, kc);
             const int64_t col = (p - p0) * nr;
-            for (int64_t ip = 0; ip < mpanels; ++ip) micro(kc, apack + ip * mr * kc, bp, acc + ip * mr * ldc + col, ldc, k0 > 0);
+            for (int64_t ip = 0; ip < mpanels; ++ip)
+              (ip + 1 < mpanels ? micro : last_micro)(kc, apack + ip * mr * kc, bp, acc + ip * mr * ldc + col, ldc, k0 > 0);
             if (last) {
               const int64_t n0 = (sp0 + p) * nr, n = std::min<int64_t>(nr, N - n0);
               for (int64_t r = 0; r < mrows; ++r) {

@@ -30,6 +30,14 @@ struct Kernels {
   int mr, nr;
   using GemmMicro = void (*)(int64_t kc, const float* a, const void* b, float* c, int64_t ldc, bool accumulate);
   std::array<GemmMicro, 3> gemm_micro;
+  // The same over only the first `rows` rows of a panel (A still [kc][mr]; C rows past `rows`
+  // untouched), ascending; entries with rows 0 are absent. The driver runs the ragged last row
+  // panel with the shortest that covers it.
+  struct GemmTail {
+    int rows = 0;
+    std::array<GemmMicro, 3> micro{};
+  };
+  std::array<GemmTail, 2> gemm_tail;
   // Packs a weight panel: dst[k*nr + j] = W[j][k] for columns j < n (n <= nr; the rest zero),
   // k < kc, in W's dtype dt (a bit-exact move, never a conversion); W rows start at w with a
   // stride of ldw elements.
