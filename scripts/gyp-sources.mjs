@@ -2,12 +2,12 @@
 //   (no argument)  the addon: every .cc under native/
 //   --tests        the native test runner: native/ minus native/addon, plus test/native/
 // native/metal/device.mm is macOS-only and is listed by binding.gyp itself.
+// Also imported (nativeSources) by tools/cross/build-aarch64-tests.mjs, so both builds list alike.
 import { readdirSync } from 'node:fs';
-import { join, relative } from 'node:path';
+import { join, relative, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 
 const root = fileURLToPath(new URL('..', import.meta.url));
-const tests = process.argv.includes('--tests');
 
 function walk(dir, out = []) {
   for (const e of readdirSync(dir, { withFileTypes: true }).sort((a, b) => a.name.localeCompare(b.name))) {
@@ -18,6 +18,13 @@ function walk(dir, out = []) {
   return out;
 }
 
-let files = walk(join(root, 'native'));
-if (tests) files = files.filter((f) => !f.startsWith(join('native', 'addon'))).concat(walk(join(root, 'test', 'native')));
-process.stdout.write(files.join(' '));
+// Paths relative to the repository root.
+export function nativeSources({ tests = false } = {}) {
+  const files = walk(join(root, 'native'));
+  if (!tests) return files;
+  return files.filter((f) => !f.startsWith(join('native', 'addon'))).concat(walk(join(root, 'test', 'native')));
+}
+
+if (process.argv[1] && resolve(process.argv[1]) === fileURLToPath(import.meta.url)) {
+  process.stdout.write(nativeSources({ tests: process.argv.includes('--tests') }).join(' '));
+}

@@ -1,0 +1,46 @@
+// The arm64 NEON kernels (native/cpu/kernels_neon.cc, the CPU path on Apple Silicon) checked on an
+// x86-64 host: the native table tests are cross-compiled for aarch64 Linux
+// (tools/cross/build-aarch64-tests.mjs) and run under qemu user mode, where each_level runs every
+// CPU op at scalar and at neon. This shows the NEON code computes the right numbers; it says
+// nothing about its speed on real Apple Silicon (qemu translates every instruction).
+// Skipped, saying why, without the cross compiler or qemu, and on arm64 hosts, where
+// test/native.test.ts already runs the NEON kernels natively.
+import { spawnSync } from 'node:child_process';
+import { beforeAll, describe, expect, it } from 'vitest';
+// @ts-expect-error: plain ESM build script, no type declarations
+import { build, findCrossCxx, findQemu } from '../tools/cross/build-aarch64-tests.mjs';
+
+function skipReason(): string | null {
+  if (process.arch === 'arm64') return 'this host is arm64: test/native.test.ts runs the NEON kernels natively';
+  const cxx = findCrossCxx();
+  if (!cxx.cxx) return cxx.reason;
+  const qemu = findQemu();
+  if (!qemu.qemu) return qemu.reason;
+  return null;
+}
+
+const skip = skipReason();
+if (skip) console.warn(`test/neon.test.ts: skipped: ${skip}`);
+
+describe.skipIf(skip !== null)(skip ? `NEON kernels under qemu (skipped: ${skip})` : 'NEON kernels under qemu', () => {
+  let run: { status: number | null; stdout: string; stderr: string };
+
+  beforeAll(async () => {
+    const built = await build({ quiet: true });
+    if (built.skip) throw new Error(`the aarch64 build skipped although the tools were found: ${built.skip}`);
+    const env = { ...process.env };
+    delete env['TESSERA_SIMD'];  // the best level (neon) must run, not a lowered one
+    const r = spawnSync(built.qemu, [built.bin], { env, encoding: 'utf8', timeout: 240_000 });
+    run = { status: r.status, stdout: r.stdout ?? '', stderr: `${r.stderr ?? ''}${r.error ? String(r.error) : ''}` };
+  }, 600_000);
+
+  it('every native table test passes on aarch64', () => {
+    const failures = run.stdout.split('\n').filter((l) => l.startsWith('FAIL') || l.startsWith('   ')).join('\n');
+    expect(run.status, `${failures}\n${run.stderr}`).toBe(0);
+    expect(run.stdout.trim().split('\n').at(-1)).toMatch(/^[1-9]\d* passed, 0 failed$/);
+  });
+
+  it('the NEON kernels ran: the aarch64 build has the neon table and it is the best level', () => {
+    expect(run.stdout).toMatch(/^ok {3}cpu: arm64 build runs the neon kernels/m);
+  });
+});
