@@ -163,7 +163,7 @@ class EncodeWorker : public Napi::AsyncProgressQueueWorker<ProgressEvent> {
   }
 
  private:
-  static Napi::Float32Array copy(Napi::Env env, const std::vector<float>& v) {
+  static Napi::Float32Array copy(Napi::Env env, const HostFloats& v) {
     Napi::Float32Array a = Napi::Float32Array::New(env, v.size());
     if (!v.empty()) std::memcpy(a.Data(), v.data(), v.size() * 4);
     return a;

@@ -1,9 +1,7 @@
 #include "common/aligned.h"
 
 #include <unistd.h>
-#if defined(__linux__)
 #include <sys/mman.h>
-#endif
 
 #include <cstdlib>
 #include <string>
@@ -28,34 +26,76 @@ namespace {
 // never costs a huge page of RSS. Where THP is off (or not Linux) this changes nothing.
 constexpr size_t kHugePage = size_t(2) << 20;
 constexpr size_t kHugeFrom = 2 * kHugePage;
+constexpr size_t kMapFrom = size_t(1) << 20;  // from here on, blocks are mapped (see aligned.h)
+
+[[noreturn]] void out_of_memory(size_t bytes) {
+  fail(Code::OutOfMemory, "could not allocate " + std::to_string(bytes) + " bytes");
+}
+
+// A mapping of `bytes` aligned to `alignment`: over-map by the alignment, then unmap the head and
+// the tail around the aligned block, so that exactly [p, p + round_up(bytes, page)) stays mapped.
+void* map_aligned(size_t bytes, size_t alignment) {
+  const size_t ps = page_size(), len = round_up(bytes, ps), extra = alignment > ps ? alignment : 0;
+  void* raw = mmap(nullptr, len + extra, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (raw == MAP_FAILED) out_of_memory(bytes);
+  char* base = static_cast<char*>(raw);
+  char* p = reinterpret_cast<char*>(round_up(reinterpret_cast<size_t>(base), extra ? alignment : ps));
+  if (p > base) munmap(base, size_t(p - base));
+  if (base + len + extra > p + len) munmap(p + len, size_t(base + len + extra - (p + len)));
+  return p;
+}
 }  // namespace
 
-AlignedBuffer::AlignedBuffer(size_t bytes, size_t alignment) {
+void* alloc_block(size_t bytes, size_t alignment) {
+  if (alignment < page_size() && bytes < kMapFrom) {  // small: the C++ heap
+    void* p = ::operator new(bytes ? bytes : 1, std::align_val_t(alignment ? alignment : alignof(std::max_align_t)),
+                             std::nothrow);
+    if (!p) out_of_memory(bytes);
+    return p;
+  }
   if (alignment == 0) alignment = page_size();
-  size_ = bytes;
-  if (bytes == 0) return;
 #if defined(__linux__) && defined(MADV_HUGEPAGE)
   if (bytes >= kHugeFrom && alignment < kHugePage && kHugePage % alignment == 0) alignment = kHugePage;
 #endif
-  if (posix_memalign(&data_, alignment, round_up(bytes, alignment)) != 0) {
-    data_ = nullptr;
-    fail(Code::OutOfMemory, "could not allocate " + std::to_string(bytes) + " bytes");
+  void* p = nullptr;
+  if (bytes >= kMapFrom) {
+    p = map_aligned(bytes, alignment);
+  } else if (posix_memalign(&p, alignment, round_up(bytes ? bytes : 1, alignment)) != 0) {
+    out_of_memory(bytes);
   }
 #if defined(__linux__) && defined(MADV_HUGEPAGE)
-  if (alignment == kHugePage) madvise(data_, bytes / kHugePage * kHugePage, MADV_HUGEPAGE);  // advice: failure is harmless
+  if (alignment == kHugePage) madvise(p, bytes / kHugePage * kHugePage, MADV_HUGEPAGE);  // advice: failure is harmless
 #endif
+  return p;
 }
 
-AlignedBuffer::~AlignedBuffer() { std::free(data_); }
+void free_block(void* p, size_t bytes, size_t alignment) noexcept {
+  if (!p) return;
+  if (alignment < page_size() && bytes < kMapFrom)
+    ::operator delete(p, std::align_val_t(alignment ? alignment : alignof(std::max_align_t)));
+  else if (bytes >= kMapFrom)
+    munmap(p, round_up(bytes, page_size()));
+  else
+    std::free(p);
+}
+
+AlignedBuffer::AlignedBuffer(size_t bytes, size_t alignment) {
+  alignment_ = alignment ? alignment : page_size();
+  size_ = bytes;
+  if (bytes) data_ = alloc_block(bytes, alignment_);
+}
+
+AlignedBuffer::~AlignedBuffer() { free_block(data_, size_, alignment_); }
 
 AlignedBuffer::AlignedBuffer(AlignedBuffer&& o) noexcept
-    : data_(std::exchange(o.data_, nullptr)), size_(std::exchange(o.size_, 0)) {}
+    : data_(std::exchange(o.data_, nullptr)), size_(std::exchange(o.size_, 0)), alignment_(std::exchange(o.alignment_, 0)) {}
 
 AlignedBuffer& AlignedBuffer::operator=(AlignedBuffer&& o) noexcept {
   if (this != &o) {
-    std::free(data_);
+    free_block(data_, size_, alignment_);
     data_ = std::exchange(o.data_, nullptr);
     size_ = std::exchange(o.size_, 0);
+    alignment_ = std::exchange(o.alignment_, 0);
   }
   return *this;
 }

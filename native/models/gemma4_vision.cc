@@ -256,7 +256,7 @@ void Gemma4Vision::upload_inputs(const PixelInput& in, const std::vector<int64_t
   const int64_t n = int64_t(keep.size()), pd = d_.patch_dim, P = d_.patch, P2 = P * P;
   const int64_t hd = d_.head_dim, q4 = hd / 4, k = d_.pool, k2 = k * k;
 
-  std::vector<float> pix(size_t(n) * size_t(pd));
+  HostFloats pix(size_t(n) * size_t(pd));
   for (int64_t j = 0; j < n; ++j) {
     const float* src = in.pixels + keep[size_t(j)] * pd;
     float* dst = pix.data() + j * pd;
@@ -275,7 +275,8 @@ void Gemma4Vision::upload_inputs(const PixelInput& in, const std::vector<int64_t
   for (int64_t j = 0; j < q4; ++j)
     inv[size_t(j)] = float(1.0f / float(std::pow(float(d_.theta), float(float(2 * j) / float(hd / 2)))));
   std::vector<int32_t> pidx(size_t(n) * 2);
-  std::vector<float> pw(size_t(n) * 2, 1.0f), cs(size_t(n) * hd), sn(size_t(n) * hd);
+  std::vector<float> pw(size_t(n) * 2, 1.0f);
+  HostFloats cs(size_t(n) * hd), sn(size_t(n) * hd);
   for (int64_t j = 0; j < n; ++j) {
     const int64_t r = keep[size_t(j)];
     const int32_t x = in.positions[2 * r], y = in.positions[2 * r + 1];

@@ -145,7 +145,8 @@ void QwenVision::upload_positions(const PixelInput& in, gpu::Buffer* scratch, gp
                                   const Plan& p) const {
   const int64_t n = in.rows, hd = d_.head_dim, q4 = hd / 4, S = d_.side, m = d_.merge;
   std::vector<int32_t> idx(size_t(n) * 4);
-  std::vector<float> wts(size_t(n) * 4), cs(size_t(n) * hd), sn(size_t(n) * hd);
+  std::vector<float> wts(size_t(n) * 4);
+  HostFloats cs(size_t(n) * hd), sn(size_t(n) * hd);  // mapped when large: see HostFloats
   std::vector<float> inv(static_cast<size_t>(q4));
   for (int64_t j = 0; j < q4; ++j)
     inv[size_t(j)] = float(1.0f / float(std::pow(float(d_.theta), float(float(2 * j) / float(hd / 2)))));

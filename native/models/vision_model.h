@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "common/aligned.h"
 #include "gpu/backend.h"
 #include "io/tower_spec.h"
 #include "io/weight_store.h"
@@ -31,16 +32,20 @@ struct EncodeControl {
   std::function<void(int done, int total)> progress;      // after each stage
 };
 
+// An encode's host-side results: large ones mapped from the OS and returned to it when freed
+// (common/aligned.h says why), so that encoding image after image does not grow the process.
+using HostFloats = std::vector<float, PageAllocator<float>>;
+
 struct StageOutput {
   std::string name;
   int64_t rows = 0, cols = 0;
-  std::vector<float> data;
+  HostFloats data;
 };
 
 struct EncodeOutput {
-  std::vector<float> embeddings;  // [tokens, width]
+  HostFloats embeddings;  // [tokens, width]
   int64_t tokens = 0, width = 0;
-  std::vector<std::vector<float>> deepstack;  // each [tokens, width] (Qwen3-VL)
+  std::vector<HostFloats> deepstack;  // each [tokens, width] (Qwen3-VL)
   std::vector<StageOutput> stages;
 };
 

@@ -235,7 +235,7 @@ Run encode(TowerFile& f, Factory make, int64_t row_chunk, const PixelInput& in, 
   return r;
 }
 
-bool same_bits(const std::vector<float>& a, const std::vector<float>& b) {
+bool same_bits(const tessera::HostFloats& a, const tessera::HostFloats& b) {
   return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
 }
 

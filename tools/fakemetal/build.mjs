@@ -46,7 +46,11 @@ export async function buildSmoke() {
   const list = (d) => fs.readdirSync(path.join(ROOT, d)).filter((f) => f.endsWith('.cc')).map((f) => path.join(ROOT, d, f));
   const cc = [...list('native/common'), ...list('native/gpu'), ...list('native/metal'), ...list('native/metal/ops'), path.join(ROOT, 'tools/fakemetal/smoke.cc')];
   const mm = [path.join(ROOT, 'native/metal/device.mm'), path.join(ROOT, 'tools/fakemetal/fake_metal.mm')];
-  const deps = [...fs.readdirSync(path.join(ROOT, 'native/metal')).filter((f) => f.endsWith('.h')).map((f) => path.join(ROOT, 'native/metal', f)),
+  // Every header under native/ (a changed struct in common/ or gpu/ changes every object's ABI),
+  // the stubs and the generated sources list.
+  const headers = (d) => fs.readdirSync(d, { withFileTypes: true }).flatMap((e) =>
+    e.isDirectory() ? headers(path.join(d, e.name)) : /\.(h|inc)$/.test(e.name) ? [path.join(d, e.name)] : []);
+  const deps = [...headers(path.join(ROOT, 'native')),
     path.join(STUBS, 'Metal/Metal.h'), path.join(STUBS, 'Foundation/Foundation.h'), path.join(ROOT, 'build/metal/sources.gen.h')];
   const mtime = (p) => { try { return fs.statSync(p).mtimeMs; } catch { return -1; } };
   const objs = [];
