@@ -3,15 +3,16 @@
 // Blocking (GotoBLAS/BLIS style): the weight is cut into strips (all of K for up to a few MiB of
 // output columns), a strip into K blocks, a K block into micro-panels [kc][nr] of nr output
 // columns, k-major, in the weight's own dtype (the micro-kernel widens bf16/f16 in registers).
-// strip_layout() is that layout, and one K block of a strip is contiguous, so the kernels walk
-// it front to back. A weight pack_weight() rearranged at load is read where it lies; otherwise
-// (a mapping, a stream slot) each strip is packed per call into shared scratch. A packed weight's
+// strip_offset() is that layout; one K block of a strip is contiguous, so the kernels walk it
+// front to back. A weight pack_weight() rearranged at load is read where it lies; otherwise (a
+// mapping, a stream slot) each strip is packed per call into shared scratch. A packed weight's
 // last rows (out % nr: no whole panel) stay row-major and are packed per call. Threads then take
-// (row block x column chunk) work items: each packs its MC x KC block of x (applying the input clamp), runs the register-blocked
-// micro-kernel over every nr-panel, and, on the last K block, applies the fused epilogue (bias,
-// output clamp, activation, residual) to each mr x nr tile while it is still in L1. Partial sums
-// live in a slot-private accumulator, never in y, so y may alias the residual (and even x: x is
-// copied first in that case).
+// (row block x column chunk) work items: each packs its MC x KC block of x (applying the input
+// clamp), runs the register-blocked micro-kernel over every nr-panel (a short tile for the ragged
+// last row panel), and, on the last K block, applies the fused epilogue (bias, output clamp,
+// activation, residual) to each mr x nr tile while it is still in L1. Partial sums live in a
+// slot-private accumulator, never in y, so y may alias the residual (and even x: x is copied
+// first in that case).
 #include <algorithm>
 #include <atomic>
 #include <cmath>
@@ -35,12 +36,12 @@ namespace {
 #ifndef TESSERA_GEMM_MC
 #define TESSERA_GEMM_MC 96  // rows per work item: the packed A block (mc x kc) stays in L2
 #endif
-#ifndef TESSERA_GEMM_STRIP_FLOATS
-#define TESSERA_GEMM_STRIP_FLOATS (2 << 20)  // weight strip budget, in elements (measured faster than 3x it)
+#ifndef TESSERA_GEMM_STRIP_ELEMS
+#define TESSERA_GEMM_STRIP_ELEMS (2 << 20)  // weight strip budget, in elements (measured faster than 3x it)
 #endif
 constexpr int64_t kKc = TESSERA_GEMM_KC;
 constexpr int64_t kMcTarget = TESSERA_GEMM_MC;
-constexpr int64_t kStripFloats = TESSERA_GEMM_STRIP_FLOATS;
+constexpr int64_t kStripElems = TESSERA_GEMM_STRIP_ELEMS;
 
 // How one linear is cut up: weight strips, row blocks, and (for few row blocks) column chunks.
 struct Blocking {
@@ -50,7 +51,7 @@ struct Blocking {
 Blocking blocking(int64_t M, int64_t K, int64_t N, int mr, int nr) {
   Blocking b;
   b.panels_total = (N + nr - 1) / nr;
-  b.strip_panels = std::max<int64_t>(1, std::min<int64_t>(b.panels_total, kStripFloats / (std::max<int64_t>(K, 1) * nr)));
+  b.strip_panels = std::max<int64_t>(1, std::min<int64_t>(b.panels_total, kStripElems / (std::max<int64_t>(K, 1) * nr)));
   b.mc = std::max<int64_t>(mr, kMcTarget / mr * mr);
   b.mblocks = (M + b.mc - 1) / b.mc;
   return b;
@@ -172,7 +173,8 @@ void linear(Context& c, const Tensor& y, const Tensor& x_in, const Tensor& w, co
         if (t.rows >= rows) return t.micro[size_t(w.dtype)];
     return micro;
   };
-  // Panels [0, in_place) of a packed weight are read where they lie, as [K][nr] each.
+  // Panels [0, in_place) of a packed weight are read where they lie (pack_weight laid them out
+  // strip by strip, as strip_offset() says).
   const int64_t in_place = w.panel ? N / nr : 0;
 
   for (int64_t sp0 = 0; sp0 < panels_total; sp0 += strip_panels) {
@@ -228,8 +230,10 @@ void linear(Context& c, const Tensor& y, const Tensor& x_in, const Tensor& w, co
           for (int64_t p = p0; p < p1; ++p) {
             const void* bp = panel(p, k0, kc);
             const int64_t col = (p - p0) * nr;
-            for (int64_t ip = 0; ip < mpanels; ++ip)
-              (ip + 1 < mpanels ? micro : last_micro)(kc, apack + ip * mr * kc, bp, acc + ip * mr * ldc + col, ldc, k0 > 0);
+            for (int64_t ip = 0; ip < mpanels; ++ip) {
+              const Kernels::GemmMicro run = ip + 1 < mpanels ? micro : last_micro;
+              run(kc, apack + ip * mr * kc, bp, acc + ip * mr * ldc + col, ldc, k0 > 0);
+            }
             if (last) {
               const int64_t n0 = (sp0 + p) * nr, n = std::min<int64_t>(nr, N - n0);
               for (int64_t r = 0; r < mrows; ++r) {

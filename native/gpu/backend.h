@@ -123,7 +123,8 @@ class Backend {
   virtual void rope(const Tensor& x, const Tensor& cos, const Tensor& sin, int64_t heads, int64_t head_dim,
                     int64_t sections) = 0;
   // out = softmax(q kᵀ · scale) v per head and segment; q, k, v, out: [rows, heads*head_dim].
-  // Tiled with an online softmax: memory O(rows * head_dim), never rows * rows.
+  // Tiled with an online softmax: memory O(rows * head_dim), never rows * rows. out may alias q
+  // (the towers write it over q's columns of the qkv buffer); it must not overlap k or v.
   virtual void attention(const Tensor& out, const Tensor& q, const Tensor& k, const Tensor& v, int64_t heads,
                          int64_t head_dim, float scale, const std::vector<Segment>& segments) = 0;
   // y[r] (+)= Σ_t weights[r, t] · table[index[r, t]] for t < taps: position-table lookups
