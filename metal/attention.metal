@@ -4,6 +4,7 @@
 // a time ([[threadgroup(0)]]: K tile, V tile, the 4 scaled query rows, the 4 rows of probabilities).
 // In a simdgroup, lane j scores key j of the tile; lanes own output dims lane, lane + 32, ... (head_dim <= 128).
 // Query rows past the segment still take part in every barrier and collective; they only skip the store.
+// p.n keys; p.nq query rows (p.n for a segment, or a chunk of queries against all its keys: grid ceil(nq / 4).
 #include "kernel_common.h"
 
 kernel void attention_segment(device const float* q [[buffer(0)]], device const float* k [[buffer(1)]],
@@ -18,7 +19,7 @@ kernel void attention_segment(device const float* q [[buffer(0)]], device const 
     threadgroup float* qs = vs + kb * hd;        // [4][hd]
     threadgroup float* ps = qs + 4 * hd;         // [4][kb]
     const uint row = gp.x * 4 + sg;
-    const bool live = row < p.n;
+    const bool live = row < p.nq;
     for (uint d = lane; d < hd; d += 32) qs[sg * hd + d] = live ? q[row * p.ldq + head * hd + d] * p.scale : 0.0f;
     float m = -INFINITY, l = 0.0f;
     float acc[4] = {0.0f, 0.0f, 0.0f, 0.0f};

@@ -60,10 +60,11 @@ struct Rope {
 };
 // One attention segment: q/k/v/out bound at the segment's first row; scores scaled by `scale`.
 struct Attention {
-  u32 n, heads, head_dim, ldq, ldk, ldv, ldo;
+  u32 n, heads, head_dim, ldq, ldk, ldv, ldo;  // n: keys
   u32 kblock;  // keys per threadgroup-memory tile (16 or 32)
   float scale;
-  u32 pad0, pad1, pad2;
+  u32 nq;  // query rows (n, or a chunk of queries against all n keys)
+  u32 pad1, pad2;
 };
 // y[r, c] (+)= Σ_t w[r, t] · table[idx[r, t], c]; idx < 0 contributes nothing.
 struct Gather {

@@ -125,6 +125,10 @@ class Backend {
   // out = softmax(q kᵀ · scale) v per head and segment; q, k, v, out: [rows, heads*head_dim].
   // Tiled with an online softmax: memory O(rows * head_dim), never rows * rows. out may alias q
   // (the towers write it over q's columns of the qkv buffer); it must not overlap k or v.
+  // q and out may instead have another row count than k and v ([nq, heads*head_dim]) when
+  // `segments` is the single segment {0, k.rows}: every query row then attends to all of k and v
+  // (a tower runs a chunk of one image's query rows against all that image's keys; a query row's
+  // result does not depend on which other query rows share the call).
   virtual void attention(const Tensor& out, const Tensor& q, const Tensor& k, const Tensor& v, int64_t heads,
                          int64_t head_dim, float scale, const std::vector<Segment>& segments) = 0;
   // y[r] (+)= Σ_t weights[r, t] · table[index[r, t]] for t < taps: position-table lookups

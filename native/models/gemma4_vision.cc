@@ -64,8 +64,10 @@ class Gemma4Vision final : public VisionModel {
     const int64_t D = d_.hidden, Q = d_.qdim, F = d_.inter;
     gpu::Workload work;
     work.linears = {{rows, d_.patch_dim, D}, {p.pooled_rows, D, d_.out}};  // embed, projector: whole
-    for (int64_t c : chunk_sizes(rows, p.chunk))  // q, k, v, o and the MLP: per row chunk
-      work.linears.insert(work.linears.end(), {{c, D, Q}, {c, Q, D}, {c, D, F}, {c, F, D}});
+    for (int64_t c : chunk_sizes(rows, p.attn_chunk))  // q, k, v and o: per attention row chunk
+      work.linears.insert(work.linears.end(), {{c, D, Q}, {c, Q, D}});
+    for (int64_t c : chunk_sizes(rows, p.chunk))  // the MLP: per row chunk
+      work.linears.insert(work.linears.end(), {{c, D, F}, {c, F, D}});
     work.max_segment = rows;
     work.head_dim = d_.head_dim;
     return p.plan.bytes() + p.pos_lookup_bytes + p.pool_lookup_bytes + backend_.workspace_bytes(work);
@@ -82,40 +84,57 @@ class Gemma4Vision final : public VisionModel {
   // The scratch plan for n patch rows: one definition for the allocator and for the prediction.
   // Pooled rows are at most n / pool² (exactly that for a valid grid).
   //   x (the residual stream), cos and sin (the rope tables): whole image, whole encode;
-  //   h (a norm's or a projection's output): one row chunk, whole encode;
   //   then regions that one stage, or one phase of a block, uses at a time, over the same bytes:
   //     the embed's pixels and position sum;
-  //     a block's q, k, v (attention writes its output over q);
-  //     then the attention output (q's bytes) that the chunks' o projections read, and an MLP
-  //       chunk's gate and up over the spent k and v;
+  //     a block's k and v (whole image: every query row needs all its image's keys), and for one
+  //       attention chunk hq (N1's output, then the o projection's) and q (attention writes its
+  //       output over it);
+  //     then an MLP chunk's h (N2's output, then the down projection's), gate and up over the
+  //       spent k and v;
   //     the pooler's and projector's pooled, normed and projected rows.
+  //   q per chunk rather than whole: at 10,080 rows a whole q is 46 MB more at the peak. The
+  //   attention chunk is the MLP's, or half of it where the attention phase would then outgrow
+  //   the MLP phase (whole k and v: 10,080 Gemma rows run 7 x 1,296 + 1,008 rows against the
+  //   MLP's 4 x 2,520; up to 4,096 rows it is the MLP chunk). Measured on the synthetic 1120-token
+  //   tower, resident, 2 cores: peak RSS 1,407 MiB before, 1,374 with the MLP chunk, 1,363 with
+  //   half, at the same time within noise. Smaller chunks cost time (17 x 593 rows: +9 %): each
+  //   attention call packs all of its image's keys per head again, and the linears lose rows.
+  //   Chunks are whole multiples of the CPU attention's 48-row query block (one that is not wastes
+  //   part of a block per call).
+  static constexpr int64_t kAttnQueryBlock = 48;
   struct Plan {
     ScratchPlan plan;
-    int64_t chunk;  // rows per chunk of the per-token work
-    size_t half, x, cos, sin, h, pixels, pos, q, k, v, attn, gate, up, pooled, normed, projected;
+    int64_t chunk;       // rows per chunk of the per-token work (the MLP)
+    int64_t attn_chunk;  // rows per chunk of the attention phase (q, k, v and o projections)
+    size_t half, x, cos, sin, hq, h, pixels, pos, q, k, v, gate, up, pooled, normed, projected;
     int64_t pooled_rows;
     uint64_t pos_lookup_bytes, pool_lookup_bytes;  // gather_sum buffers: int32 indices + f32 weights
   };
   Plan plan(int64_t n) const {
     Plan p;
     const int64_t m = n / (d_.pool * d_.pool);
+    const int64_t D = d_.hidden, Q = d_.qdim, F = d_.inter;
     p.chunk = std::min(n, chunk_rows(n, max_chunk_));
+    // The attention phase at the MLP chunk, k and v included, against the MLP phase (floats).
+    const int64_t attn_floats = 2 * n * Q + p.chunk * (D + Q), mlp_floats = p.chunk * (D + 2 * F);
+    p.attn_chunk = attn_floats <= mlp_floats
+                       ? p.chunk
+                       : std::min(p.chunk, chunk_rows(n, std::max<int64_t>(1, p.chunk / 2), kAttnQueryBlock));
     p.pooled_rows = m;
     p.half = p.plan.add(1, d_.patch_dim);
     p.x = p.plan.add(n, d_.hidden);
     p.cos = p.plan.add(n, d_.head_dim);
     p.sin = p.plan.add(n, d_.head_dim);
-    p.h = p.plan.add(p.chunk, d_.hidden);
     const uint64_t per_stage = p.plan.mark();
     p.pixels = p.plan.add(n, d_.patch_dim);
     p.pos = p.plan.add(n, d_.hidden);
     p.plan.reuse(per_stage);
-    p.q = p.plan.add(n, d_.qdim);
     p.k = p.plan.add(n, d_.qdim);
     p.v = p.plan.add(n, d_.qdim);
+    p.hq = p.plan.add(p.attn_chunk, d_.hidden);
+    p.q = p.plan.add(p.attn_chunk, d_.qdim);
     p.plan.reuse(per_stage);
-    p.attn = p.plan.add(n, d_.qdim);
-    TESSERA_CHECK(p.plan.offset(p.attn) == p.plan.offset(p.q), "the attention output must be q's bytes");
+    p.h = p.plan.add(p.chunk, d_.hidden);
     p.gate = p.plan.add(p.chunk, d_.inter);
     p.up = p.plan.add(p.chunk, d_.inter);
     p.plan.reuse(per_stage);
@@ -129,8 +148,9 @@ class Gemma4Vision final : public VisionModel {
   // Tensors over the plan's regions for one encode.
   struct Tensors {
     gpu::Tensor half, x, cos, sin;
-    gpu::Tensor h, gate, up;  // [chunk, D], [chunk, intermediate] x 2
-    gpu::Tensor pixels, pos, q, k, v, attn, pooled, normed, projected;
+    gpu::Tensor hq, q;           // [attention chunk, D], [attention chunk, heads·head_dim]
+    gpu::Tensor h, gate, up;     // [chunk, D], [chunk, intermediate] x 2
+    gpu::Tensor pixels, pos, k, v, pooled, normed, projected;
   };
 
   struct Clamp {
@@ -313,27 +333,52 @@ void Gemma4Vision::upload_inputs(const PixelInput& in, const std::vector<int64_t
   backend_.upload(pool_lookup, qidx.size() * 4, qw.data(), qw.size() * 4);
 }
 
-// Attention needs q, k and v of every token, so they are whole-image; everything else in a block
-// works token by token and runs one row chunk at a time (kRowChunk).
+// Attention needs k and v of every token of an image, so they are whole; everything else in a
+// block works token by token and runs one row chunk at a time (kRowChunk; the attention phase in
+// Plan::attn_chunk rows), q included:
+//   1. per chunk: N1, then k and v; then their norms and k's rope over all rows;
+//   2. per chunk: N1 again (the same bits as in 1), q, its norm and rope, attention of the chunk's
+//      query rows against all keys of their image, the o projection and the residual add. A chunk's
+//      rows of x change only after k and v of every row are made, and q reads only its own rows.
+//   3. per chunk: the MLP.
+// Every row's arithmetic is the same as with whole tensors (the ops do not mix rows; attention's
+// per-query result does not depend on the other queries in the call), so no result bit changes.
 void Gemma4Vision::run_block(const StageWeights& w, const Tensors& t, const std::vector<gpu::Segment>& segments) {
   const int64_t D = d_.hidden, hd = d_.head_dim, n = t.x.rows;
   const gpu::LinearArgs cq = clamps(w, "attn.q"), ck = clamps(w, "attn.k"), cv = clamps(w, "attn.v");
-  for_row_chunks(n, t.h.rows, [&](int64_t r0, int64_t rows) {
-    const gpu::Tensor h = t.h.rows_view(0, rows);
+  for_row_chunks(n, t.hq.rows, [&](int64_t r0, int64_t rows) {
+    const gpu::Tensor h = t.hq.rows_view(0, rows);
     backend_.rms_norm(h, t.x.rows_view(r0, rows), &w.get("ln1.weight"), D, d_.eps);
-    backend_.linear(t.q.rows_view(r0, rows), h, w.get("attn.q.weight"), cq);
     backend_.linear(t.k.rows_view(r0, rows), h, w.get("attn.k.weight"), ck);
     backend_.linear(t.v.rows_view(r0, rows), h, w.get("attn.v.weight"), cv);
   });
-  backend_.rms_norm(t.q, t.q, &w.get("attn.q_norm.weight"), hd, d_.eps);
   backend_.rms_norm(t.k, t.k, &w.get("attn.k_norm.weight"), hd, d_.eps);
   backend_.rms_norm(t.v, t.v, nullptr, hd, d_.eps);
-  backend_.rope(t.q, t.cos, t.sin, d_.heads, hd, 2);
   backend_.rope(t.k, t.cos, t.sin, d_.heads, hd, 2);
-  // The output overwrites q (t.attn is q's bytes; each query row is read before it is written).
-  backend_.attention(t.attn, t.q, t.k, t.v, d_.heads, hd, 1.0f, segments);
 
-  const gpu::LinearArgs co = clamps(w, "attn.o"), cu = clamps(w, "mlp.up"), cd = clamps(w, "mlp.down");
+  const gpu::LinearArgs co = clamps(w, "attn.o");
+  for_row_chunks(n, t.hq.rows, [&](int64_t r0, int64_t rows) {
+    const gpu::Tensor x = t.x.rows_view(r0, rows), h = t.hq.rows_view(0, rows), q = t.q.rows_view(0, rows);
+    backend_.rms_norm(h, x, &w.get("ln1.weight"), D, d_.eps);
+    backend_.linear(q, h, w.get("attn.q.weight"), cq);
+    backend_.rms_norm(q, q, &w.get("attn.q_norm.weight"), hd, d_.eps);
+    backend_.rope(q, t.cos.rows_view(r0, rows), t.sin.rows_view(r0, rows), d_.heads, hd, 2);
+    // Images never attend to each other: the chunk's rows of each image, against all that image's
+    // keys (the op's one-segment form, gpu/backend.h). The output overwrites q (allowed: each
+    // query row is read before it is written).
+    for (const gpu::Segment& s : segments) {
+      const int64_t a = std::max(r0, s.begin), b = std::min(r0 + rows, s.begin + s.length);
+      if (a >= b) continue;
+      const gpu::Tensor qs = q.rows_view(a - r0, b - a);
+      backend_.attention(qs, qs, t.k.rows_view(s.begin, s.length), t.v.rows_view(s.begin, s.length), d_.heads,
+                         hd, 1.0f, {gpu::Segment{0, s.length}});
+    }
+    backend_.linear(h, q, w.get("attn.o.weight"), co);
+    backend_.rms_norm(h, h, &w.get("attn_post_norm.weight"), D, d_.eps);
+    backend_.add(x, x, h);
+  });
+
+  const gpu::LinearArgs cu = clamps(w, "mlp.up"), cd = clamps(w, "mlp.down");
   gpu::LinearArgs cg = clamps(w, "mlp.gate");
   cg.act = gpu::Act::GeluTanh;  // after the output clamp, as HF: act(CL_gate(m))
   const bool scaled = w.find("out_scale") != nullptr;
@@ -341,10 +386,6 @@ void Gemma4Vision::run_block(const StageWeights& w, const Tensors& t, const std:
   for_row_chunks(n, t.h.rows, [&](int64_t r0, int64_t rows) {
     const gpu::Tensor x = t.x.rows_view(r0, rows), h = t.h.rows_view(0, rows);
     const gpu::Tensor gate = t.gate.rows_view(0, rows), up = t.up.rows_view(0, rows);
-    backend_.linear(h, t.attn.rows_view(r0, rows), w.get("attn.o.weight"), co);
-    backend_.rms_norm(h, h, &w.get("attn_post_norm.weight"), D, d_.eps);
-    backend_.add(x, x, h);
-
     backend_.rms_norm(h, x, &w.get("ln2.weight"), D, d_.eps);
     backend_.linear(gate, h, w.get("mlp.gate.weight"), cg);
     backend_.linear(up, h, w.get("mlp.up.weight"), cu);
@@ -379,10 +420,10 @@ void Gemma4Vision::encode(const PixelInput& in, const EncodeControl& ctl, Encode
   t.up = tensor(p.up, chunk, d_.inter);
   t.pixels = tensor(p.pixels, n, d_.patch_dim);
   t.pos = tensor(p.pos, n, D);
-  t.q = tensor(p.q, n, d_.qdim);
+  t.hq = tensor(p.hq, p.attn_chunk, D);
+  t.q = tensor(p.q, p.attn_chunk, d_.qdim);
   t.k = tensor(p.k, n, d_.qdim);
   t.v = tensor(p.v, n, d_.qdim);
-  t.attn = tensor(p.attn, n, d_.qdim);
   t.pooled = tensor(p.pooled, m, D);
   t.normed = tensor(p.normed, m, D);
   t.projected = tensor(p.projected, m, d_.out);

@@ -300,7 +300,10 @@ TEST("models: a Qwen encode in many row chunks equals one chunk bit for bit; scr
 TEST("models: a Gemma 4 encode in many row chunks equals one chunk bit for bit; scratch_bytes is what it allocates") {
   const int64_t cols = 3 * 2 * 2;
   // Image 0: a 12 x 9 patch grid; image 1: 6 x 6, behind two padding rows. 144 real rows in
-  // 30-row chunks: 4 chunks of 29 and a ragged 28.
+  // 30-row chunks: 4 chunks of 29 and a ragged 28. Attention then runs chunks of query rows against
+  // their image's keys (the op's one-segment form), the chunk of rows 87-115 as two calls, one per
+  // image. The one-MLP-chunk run's attention phase is in halves here (96 + 48 rows, 96 + 12 for
+  // one image: at this tower's sizes whole k and v outweigh the MLP chunk), itself a third split.
   for (bool two : {false, true}) {
     std::vector<int32_t> pos;
     std::vector<int64_t> image_rows;

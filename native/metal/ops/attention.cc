@@ -1,5 +1,7 @@
 // attention: one dispatch per segment (the rows of one image attend to each other only), tiled with an
 // online softmax in attention.metal. The key tile is 32 rows, or 16 when 32 would not fit in 32 KiB.
+// q and out may have another row count than k and v when the one segment is all of k
+// (gpu/backend.h): one dispatch of q's rows against all the keys.
 #include "metal/ops.h"
 #include "tessera_kargs.h"  // metal/shared/args.h (build/metal, generated)
 
@@ -15,9 +17,13 @@ void encode_attention(Executor& ex, const gpu::Tensor& out, const gpu::Tensor& q
   const char* op = "attention";
   for (auto [t, name] : {std::pair{&out, "out"}, std::pair{&q, "q"}, std::pair{&k, "k"}, std::pair{&v, "v"}}) {
     require_f32(*t, op, name);
-    require(t->cols == heads * head_dim && t->rows == q.rows, op,
-            std::string(name) + " is " + shape(*t) + ", expected [" + std::to_string(q.rows) + ", " + std::to_string(heads * head_dim) + "]");
+    const int64_t rows = (t == &out || t == &q) ? q.rows : k.rows;
+    require(t->cols == heads * head_dim && t->rows == rows, op,
+            std::string(name) + " is " + shape(*t) + ", expected [" + std::to_string(rows) + ", " + std::to_string(heads * head_dim) + "]");
   }
+  const bool cross = q.rows != k.rows;  // queries against all of k: one segment, all of k's rows
+  require(!cross || (segments.size() == 1 && segments[0].begin == 0 && segments[0].length == k.rows), op,
+          "when q has " + std::to_string(q.rows) + " rows and k " + std::to_string(k.rows) + ", there must be one segment covering all of k");
   require(heads > 0 && head_dim > 0 && head_dim <= kMaxHeadDim, op, "head_dim " + std::to_string(head_dim) + " outside 1.." + std::to_string(kMaxHeadDim));
   const uint32_t hd = uint32_t(head_dim);
   uint32_t kblock = 32;
@@ -25,12 +31,14 @@ void encode_attention(Executor& ex, const gpu::Tensor& out, const gpu::Tensor& q
   const uint32_t tg = (tg_bytes(kblock, hd) + 15) / 16 * 16;
   int64_t covered = 0;
   for (const gpu::Segment& s : segments) {
-    require(s.begin >= 0 && s.length >= 0 && s.begin + s.length <= q.rows, op,
-            "segment [" + std::to_string(s.begin) + ", +" + std::to_string(s.length) + ") outside the " + std::to_string(q.rows) + " rows");
+    require(s.begin >= 0 && s.length >= 0 && s.begin + s.length <= k.rows, op,
+            "segment [" + std::to_string(s.begin) + ", +" + std::to_string(s.length) + ") outside the " + std::to_string(k.rows) + " rows");
     covered += s.length;
-    if (s.length == 0) continue;
+    const int64_t q0 = cross ? 0 : s.begin, nq = cross ? q.rows : s.length;
+    if (s.length == 0 || nq == 0) continue;
     kargs::Attention p{};
     p.n = u32(s.length, op, "segment length");
+    p.nq = u32(nq, op, "query rows");
     p.heads = u32(heads, op, "heads");
     p.head_dim = hd;
     p.ldq = u32(q.ld, op, "q.ld");
@@ -40,17 +48,17 @@ void encode_attention(Executor& ex, const gpu::Tensor& out, const gpu::Tensor& q
     p.kblock = kblock;
     p.scale = scale;
     Dispatch d("attention_segment");
-    d.bind(0, q.rows_view(s.begin, s.length), Access::Read);
+    d.bind(0, q.rows_view(q0, nq), Access::Read);
     d.bind(1, k.rows_view(s.begin, s.length), Access::Read);
     d.bind(2, v.rows_view(s.begin, s.length), Access::Read);
-    d.bind(3, out.rows_view(s.begin, s.length), Access::Write);
+    d.bind(3, out.rows_view(q0, nq), Access::Write);
     d.args(4, p);
     d.tg(0, tg);
     d.threads = {128, 1, 1};
-    d.groups = {div_up(p.n, 4), p.heads, 1};
+    d.groups = {div_up(p.nq, 4), p.heads, 1};
     submit(ex, d);
   }
-  require(covered <= q.rows, op, "segments cover more rows than q has");
+  require(covered <= k.rows, op, "segments cover more rows than k has");
 }
 
 }  // namespace tessera::mtl
