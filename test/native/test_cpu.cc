@@ -595,6 +595,27 @@ TEST("cpu: property: linear at random shapes, dtypes, strides and epilogues") {
   });
 }
 
+TEST("cpu: attention's cross form: a chunk of query rows against one segment's keys gives those rows' bits") {
+  each_level([&](Simd level) {
+    Env env(level);
+    Rng rng(77);
+    const int64_t heads = 3, hd = 72, w = heads * hd, rows = 101;
+    Mat qkv = env.make(rng, rows, 3 * w, DType::F32, 0, -2, 2), full = env.make(rng, rows, w);
+    const Tensor q = qkv.t.cols_view(0, w), k = qkv.t.cols_view(w, w), v = qkv.t.cols_view(2 * w, w);
+    env.b->attention(full.t, q, k, v, heads, hd, 0.2f, {{0, rows}});
+    const std::vector<float> ref = env.read(full.t);
+    for (int64_t r0 : {0, 13, 60}) {
+      for (int64_t nq : {1, 17, 41}) {
+        Mat part = env.make(rng, nq, w);
+        env.b->attention(part.t, q.rows_view(r0, nq), k, v, heads, hd, 0.2f, {{0, rows}});
+        const std::vector<float> got = env.read(part.t);
+        EXPECT_MSG(std::memcmp(got.data(), ref.data() + r0 * w, got.size() * 4) == 0,
+                   tessera::cpu::simd_name(level) << " rows " << r0 << "+" << nq);
+      }
+    }
+  });
+}
+
 TEST("cpu: property: attention at random head sizes and segments") {
   each_level([&](Simd level) {
     Env env(level);

@@ -279,6 +279,22 @@ TEST("metal: attention vs cpu (head_dim 16/64/72/128, segments incl. 1 row and r
     };
     check(c);
   }
+  // The cross form (Gemma's query chunks): nq query rows against all 45 keys of one segment, out
+  // separate and out aliasing q.
+  for (int64_t nq : {1, 7, 20}) {
+    Case c;
+    c.name = "attention cross nq=" + std::to_string(nq);
+    const int64_t heads = 2, hd = 72, w = heads * hd, rows = 45;
+    c.in = {make(g, rows, 3 * w, DType::F32, 0, -2, 2), make(g, rows, w, DType::F32, 3)};
+    c.out = 1;
+    c.op = [=](Backend& b, std::vector<Tensor>& t) {
+      const Tensor k = t[0].cols_view(w, w), v = t[0].cols_view(2 * w, w);
+      b.attention(t[1].rows_view(3, nq), t[0].cols_view(0, w).rows_view(3, nq), k, v, heads, hd, 0.3f, {{0, rows}});
+      const Tensor q = t[0].cols_view(0, w).rows_view(25, nq);
+      b.attention(q, q, k, v, heads, hd, 0.3f, {{0, rows}});
+    };
+    check(c);
+  }
 }
 
 TEST("metal: gather_sum vs cpu (1/4/9 taps, table dtypes, accumulate, negative indices)") {
