@@ -3,7 +3,9 @@
 // Not a test; built and run by scripts/bench-kernels.mjs. Best of --reps runs (this machine is
 // shared: the best run is the one least disturbed).
 //   bench-kernels [--threads T] [--simd scalar|avx2|avx512] [--rows 1120,4096] [--reps 3] [--dtype bf16|f32|f16]
-//                 [--hd 72|64]
+//                 [--hd 72|64] [--per-call 1]
+// Weights are packed at load as the `resident` store packs them (Backend::pack_weight); --per-call 1
+// leaves them row-major, as `mapped` and `stream` read them (packed per call).
 #include <sys/resource.h>
 
 #include <algorithm>
@@ -71,6 +73,7 @@ Tensor random_tensor(Backend& b, int64_t rows, int64_t cols, DType dt, float sca
 
 int main(int argc, char** argv) {
   int threads = 0, reps = 3;
+  bool per_call = false;
   std::vector<int64_t> rows_list = {1120, 4096};
   std::vector<cpu::Simd> levels = cpu::supported_simd();
   DType wdt = DType::BF16;
@@ -80,6 +83,7 @@ int main(int argc, char** argv) {
     if (a == "--threads") threads = std::atoi(v.c_str());
     else if (a == "--reps") reps = std::atoi(v.c_str());
     else if (a == "--hd") head_dim = std::atoll(v.c_str());
+    else if (a == "--per-call") per_call = v != "0";
     else if (a == "--dtype") parse_dtype(v, &wdt);
     else if (a == "--rows") {
       rows_list.clear();
@@ -104,6 +108,8 @@ int main(int argc, char** argv) {
     Tensor w1 = random_tensor(b, F, D, wdt, 0.03f, 5), b1 = random_tensor(b, 1, F, wdt, 0.02f, 6);
     Tensor w2 = random_tensor(b, D, F, wdt, 0.015f, 7), b2 = random_tensor(b, 1, D, wdt, 0.02f, 8);
     Tensor g = random_tensor(b, 1, D, DType::F32, 1.0f, 9), beta = random_tensor(b, 1, D, DType::F32, 0.1f, 10);
+    if (!per_call)
+      for (Tensor* w : {&wqkv, &wproj, &w1, &w2}) b.pack_weight(*w);
     for (int64_t N : rows_list) {
       Tensor x = random_tensor(b, N, D, DType::F32, 1.0f, 11), h = random_tensor(b, N, D, DType::F32, 1.0f, 12);
       Tensor qkv = random_tensor(b, N, 3 * D, DType::F32, 1.0f, 13), attn = random_tensor(b, N, D, DType::F32, 1.0f, 14);
@@ -146,8 +152,8 @@ int main(int argc, char** argv) {
           {"fc2 4304->1152 +bias+res", 2 * n * F * D, [&] { b.linear(x, mlp, w2, a2); }},
       };
       double total_ms = 0, total_cpu = 0, total_flop = 0;
-      std::printf("== %s, %d threads, N=%lld, weights %s\n", cpu::simd_name(level), nthreads, (long long)N,
-                  dtype_name(wdt));
+      std::printf("== %s, %d threads, N=%lld, weights %s, %s\n", cpu::simd_name(level), nthreads, (long long)N,
+                  dtype_name(wdt), per_call ? "packed per call" : "packed at load");
       // "per-cpu": the rate if the threads had the cores to themselves (FLOPs over process CPU
       // time / threads): a steadier figure while other work shares the machine.
       std::printf("  %-28s %9s %8s %10s\n", "op", "ms", "GFLOP/s", "per-cpu");
