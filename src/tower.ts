@@ -383,7 +383,10 @@ export class VisionTower {
     return this.#native.scratchBytes(patches);
   }
 
-  /** Bytes read from the weight files so far, and what the store holds. */
+  /**
+   * Bytes read from the weight files so far, what the store holds, and `packedWeights`: the linear
+   * weights the backend rearranged in place at open (the CPU's panel layout; `resident` only).
+   */
   stats(): ReturnType<NativeTower['stats']> {
     if (!this.#native || this.#closing) throw new TesseraError('ERR_CLOSED', 'the tower is closed');
     return this.#native.stats();
