@@ -7,12 +7,13 @@
 // cross compiler or qemu is missing (users never need either; the reason names the Debian packages).
 // As a script: `node tools/cross/build-aarch64-tests.mjs [--quiet]` builds and prints what it did
 // (exit 0 also when skipped, saying why; exit 1 when a compile or the link fails).
-import { spawn, spawnSync } from 'node:child_process';
+import { spawnSync } from 'node:child_process';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { nativeSources } from '../../scripts/gyp-sources.mjs';
+import { pool, stale } from '../build-jobs.mjs';
 
 const ROOT = fileURLToPath(new URL('../..', import.meta.url));
 const OUT = path.join(ROOT, 'build', 'aarch64');
@@ -54,8 +55,6 @@ export function aarch64TestSources() {
   return nativeSources({ tests: true }).filter((f) => !f.startsWith(path.join('native', 'metal') + path.sep) && !/(^|\/)test_metal[^/]*\.cc$/.test(f));
 }
 
-const mtime = (p) => { try { return fs.statSync(p).mtimeMs; } catch { return -1; } };
-const stale = (out, ins) => mtime(out) < 0 || Math.max(...ins.map(mtime)) > mtime(out);
 
 // Every header a source could include: any .h/.inc under native/ or test/native/ newer than an
 // object rebuilds it (simpler than parsing includes, and never misses one).
@@ -84,30 +83,6 @@ function commandStamp(cxx) {
   return stamp;
 }
 
-// Runs jobs n at a time; every failure is collected and thrown together.
-async function pool(jobs, n) {
-  const errors = [];
-  let next = 0;
-  async function worker() {
-    while (next < jobs.length) {
-      const j = jobs[next++];
-      const r = await new Promise((res) => {
-        const p = spawn(j.cmd, j.args, { stdio: ['ignore', 'pipe', 'pipe'] });
-        let out = '';
-        p.stdout.on('data', (d) => { out += d; });
-        p.stderr.on('data', (d) => { out += d; });
-        p.on('close', (code) => res({ code, out }));
-        p.on('error', (e) => res({ code: -1, out: String(e) }));
-      });
-      if (r.code !== 0) errors.push(`${j.what}:\n${r.out}`);
-      else if (j.done) j.done();
-      if (r.code === 0 && r.out.trim()) log(`${j.what}:\n${r.out.trimEnd()}`);  // warnings
-    }
-  }
-  await Promise.all(Array.from({ length: Math.max(1, n) }, worker));
-  if (errors.length) throw new Error(errors.join('\n'));
-}
-
 export async function build({ quiet: q = quiet } = {}) {
   quiet = q;
   const tc = findCrossCxx();
@@ -130,11 +105,11 @@ export async function build({ quiet: q = quiet } = {}) {
   }
   const jobsN = os.availableParallelism();
   log(`${tc.cxx}: ${jobs.length} of ${objs.length} object(s) to compile, ${jobsN} at a time`);
-  await pool(jobs, jobsN);
+  await pool(jobs, jobsN, log);
   const bin = path.join(OUT, 'native_tests');
   if (stale(bin, objs)) {
     const tmp = `${bin}.tmp`;
-    await pool([{ cmd: tc.cxx, args: ['-static', '-o', tmp, ...objs, '-lpthread'], what: 'link native_tests', done: () => fs.renameSync(tmp, bin) }], 1);
+    await pool([{ cmd: tc.cxx, args: ['-static', '-o', tmp, ...objs, '-lpthread'], what: 'link native_tests', done: () => fs.renameSync(tmp, bin) }], 1, log);
     log(`linked ${path.relative(ROOT, bin)} (static)`);
   } else {
     log(`${path.relative(ROOT, bin)} is up to date`);

@@ -2,9 +2,10 @@
 // Objective-C runtime (-fobjc-runtime=gcc -fno-objc-arc -DTESSERA_FAKE_METAL_MRC) + fake_metal.mm + the op
 // layer, linked with the emulator library. Needs clang >= 15, libobjc (libobjc-12-dev) and
 // libBlocksRuntime (libblocksruntime-dev). Returns { available, reason, bin }.
-import { spawn, spawnSync } from 'node:child_process';
+import { spawnSync } from 'node:child_process';
 import fs from 'node:fs';
 import path from 'node:path';
+import { pool, stale } from '../build-jobs.mjs';
 import { build as buildEmu, findClang } from '../mslemu/build.mjs';
 import { ROOT, writeHeaders } from '../mslemu/prepass.mjs';
 
@@ -22,16 +23,6 @@ function probe(cxx) {
   const r = spawnSync(cxx, ['-x', 'objective-c++', '-fobjc-runtime=gcc', '-fblocks', src, '-o', path.join(dir, 'p'), '-lobjc', '-lBlocksRuntime'], { encoding: 'utf8' });
   fs.rmSync(dir, { recursive: true, force: true });
   return r.status === 0 ? null : `cannot build Objective-C with blocks on the GNU runtime (install libobjc-12-dev and libblocksruntime-dev): ${(r.stderr || '').split('\n')[0]}`;
-}
-
-function sh(cmd, args) {
-  return new Promise((res, rej) => {
-    const p = spawn(cmd, args, { stdio: ['ignore', 'pipe', 'pipe'] });
-    let out = '';
-    p.stdout.on('data', (d) => { out += d; });
-    p.stderr.on('data', (d) => { out += d; });
-    p.on('close', (code) => (code === 0 ? res(out) : rej(new Error(`${cmd} ${args.join(' ')}\n${out}`))));
-  });
 }
 
 export async function buildSmoke() {
@@ -52,20 +43,19 @@ export async function buildSmoke() {
     e.isDirectory() ? headers(path.join(d, e.name)) : /\.(h|inc)$/.test(e.name) ? [path.join(d, e.name)] : []);
   const deps = [...headers(path.join(ROOT, 'native')),
     path.join(STUBS, 'Metal/Metal.h'), path.join(STUBS, 'Foundation/Foundation.h'), path.join(ROOT, 'build/metal/sources.gen.h')];
-  const mtime = (p) => { try { return fs.statSync(p).mtimeMs; } catch { return -1; } };
   const objs = [];
   const jobs = [];
   for (const src of [...cc, ...mm]) {
     const obj = path.join(OUT, 'obj', path.relative(ROOT, src).replace(/[/\\]/g, '_') + '.o');
     objs.push(obj);
-    if (mtime(obj) > Math.max(mtime(src), ...deps.map(mtime))) continue;
+    if (!stale(obj, [src, ...deps])) continue;
     fs.mkdirSync(path.dirname(obj), { recursive: true });
-    jobs.push([tc.cxx, [...(src.endsWith('.mm') ? MRC_FLAGS : CXX_FLAGS), '-c', src, '-o', obj]]);
+    jobs.push({ cmd: tc.cxx, args: [...(src.endsWith('.mm') ? MRC_FLAGS : CXX_FLAGS), '-c', src, '-o', obj], what: `compile ${path.relative(ROOT, src)}` });
   }
-  for (let i = 0; i < jobs.length; i += 2) await Promise.all(jobs.slice(i, i + 2).map(([c, a]) => sh(c, a)));
+  await pool(jobs, 2);
   const bin = path.join(OUT, 'smoke');
   const libdir = path.join(ROOT, 'build/mslemu');
-  await sh(tc.cxx, ['-o', bin, ...objs, `-L${libdir}`, '-ltessera_mslemu', `-Wl,-rpath,${libdir}`, '-lobjc', '-lBlocksRuntime', '-lpthread', '-ldl']);
+  await pool([{ cmd: tc.cxx, args: ['-o', bin, ...objs, `-L${libdir}`, '-ltessera_mslemu', `-Wl,-rpath,${libdir}`, '-lobjc', '-lBlocksRuntime', '-lpthread', '-ldl'], what: 'link smoke' }], 1);
   return { available: true, bin };
 }
 

@@ -7,10 +7,11 @@
 // Options: --asan (also build asan/ variants with -fsanitize=address,undefined), --require (exit 1
 // without clang), --quiet, --install (npm install: a failed build is a warning, never a failed install;
 // the tests rebuild and report it).
-import { spawn, spawnSync } from 'node:child_process';
+import { spawnSync } from 'node:child_process';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
+import { pool, stale } from '../build-jobs.mjs';
 import { ROOT, generate, metalFiles } from './prepass.mjs';
 
 const args = new Set(process.argv.slice(2));
@@ -49,30 +50,6 @@ const HEADERS = [
   ...fs.readdirSync(path.join(ROOT, 'tools/mslemu/src')).filter((f) => f.endsWith('.h')).map((f) => path.join(ROOT, 'tools/mslemu/src', f)),
   path.join(ROOT, 'native/metal/mslemu_api.h'),
 ];
-const mtime = (p) => { try { return fs.statSync(p).mtimeMs; } catch { return -1; } };
-const newest = (ps) => Math.max(...ps.map(mtime));
-const stale = (out, ins) => mtime(out) < 0 || newest(ins) > mtime(out);
-
-async function pool(jobs, n) {
-  const errors = [];
-  let next = 0;
-  async function worker() {
-    while (next < jobs.length) {
-      const j = jobs[next++];
-      const r = await new Promise((res) => {
-        const p = spawn(j.cmd, j.args, { stdio: ['ignore', 'pipe', 'pipe'] });
-        let out = '';
-        p.stdout.on('data', (d) => { out += d; });
-        p.stderr.on('data', (d) => { out += d; });
-        p.on('close', (code) => res({ code, out }));
-        p.on('error', (e) => res({ code: -1, out: String(e) }));
-      });
-      if (r.code !== 0) errors.push(`${j.what}:\n${r.out}`);
-    }
-  }
-  await Promise.all(Array.from({ length: n }, worker));
-  if (errors.length) throw new Error(errors.join('\n'));
-}
 
 // Prepasses every kernel file of `files` into gen/, returns the .cpp paths.
 function prepassAll(files, gendir) {
@@ -95,14 +72,14 @@ async function withLock(fn) {
       fs.writeFileSync(lock, String(process.pid), { flag: 'wx' });
       break;
     } catch {
-      let stale = false;
+      let orphaned = false;
       try {
         const pid = Number(fs.readFileSync(lock, 'utf8'));
         process.kill(pid, 0);  // throws when the holder is gone
       } catch {
-        stale = true;
+        orphaned = true;
       }
-      if (stale || Date.now() - t0 > 15 * 60_000) fs.rmSync(lock, { force: true });
+      if (orphaned || Date.now() - t0 > 15 * 60_000) fs.rmSync(lock, { force: true });
       else await new Promise((r) => setTimeout(r, 200));
     }
   }
