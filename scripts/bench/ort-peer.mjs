@@ -22,6 +22,7 @@ import { createRequire } from 'node:module';
 import { DEPTH, blockFlops, blockGemms, gridFor, makeBlockStack } from './ort/model.mjs';
 import { REJECT, foreignNow, waitQuiet } from './ort/quiet.mjs';
 import { svgPlot } from './ort/plot.mjs';
+import { fmaPeak } from './ort/fma-peak.mjs';
 
 const require = createRequire(import.meta.url);
 const here = fileURLToPath(new URL('.', import.meta.url));
@@ -77,18 +78,6 @@ function roofline(ns, threads, runs, noisy, waitS) {
   return JSON.parse(r.stdout.trim().split('\n').at(-1));
 }
 
-/**
- * The machine's f32 FMA peak at 1 and `threads` threads (ort/fma-peak.cc, compiled here with the
- * system C++ compiler): the ceiling no engine can pass. null without a compiler.
- */
-function fmaPeak(threads) {
-  const bin = join(root, 'bench', 'out', 'fma-peak');
-  const cc = spawnSync('c++', ['-O2', '-std=c++17', '-pthread', join(here, 'ort', 'fma-peak.cc'), '-o', bin], { encoding: 'utf8' });
-  if (cc.error || cc.status !== 0) return null;
-  const at = (t) => JSON.parse(spawnSync(bin, [String(t)], { encoding: 'utf8' }).stdout.trim());
-  return Object.fromEntries([...new Set([1, threads])].map((t) => [t, at(t)]));
-}
-
 /** Runs the sweep; returns the raw figures. */
 export async function measureOrtPeer(opts = flags()) {
   const { ns, runs, noisy, stdMaxN } = opts;
@@ -112,7 +101,8 @@ export async function measureOrtPeer(opts = flags()) {
   const roof = roofline(ns, T, runs, noisy, Math.max(0, waitBudgetMs) / 1000);
   if (roof) waitBudgetMs -= roof.waited_s * 1000;
   await quiet();
-  const peak = fmaPeak(T);
+  const runPeak = fmaPeak(); // the ceiling no engine can pass, at 1 and T threads
+  const peak = runPeak && Object.fromEntries([...new Set([1, T])].map((t) => [t, runPeak(t)]));
   const rows = [], failures = [];
   for (const N of ns) {
     const grid = gridFor(N);

@@ -10,6 +10,7 @@ import { existsSync, mkdirSync, readFileSync, readdirSync } from 'node:fs';
 import { cpus } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { fmaPeak } from './ort/fma-peak.mjs';
 import { waitQuiet } from './ort/quiet.mjs';
 
 const root = fileURLToPath(new URL('../..', import.meta.url));
@@ -21,13 +22,14 @@ function compile() {
   const out = join(root, 'bench', 'out');
   mkdirSync(out, { recursive: true });
   const srcs = ['common', 'cpu', 'gpu'].flatMap((d) => readdirSync(join(root, 'native', d)).filter((f) => f.endsWith('.cc')).map((f) => join(root, 'native', d, f)));
-  const bin = join(out, 'scaling-block'), peak = join(out, 'fma-peak');
+  const bin = join(out, 'scaling-block');
   const cc = (args) => {
     const r = spawnSync('c++', args, { encoding: 'utf8' });
     if (r.error || r.status !== 0) throw new Error(`scaling: c++ failed: ${r.stderr || r.error}`);
   };
   cc(['-O3', '-std=c++20', '-ffp-contract=off', '-pthread', `-I${join(root, 'native')}`, join(here, 'scaling', 'block.cc'), ...srcs, '-o', bin]);
-  cc(['-O2', '-std=c++17', '-pthread', join(here, 'ort', 'fma-peak.cc'), '-o', peak]);
+  const peak = fmaPeak();
+  if (!peak) throw new Error('scaling: could not build ort/fma-peak.cc');
   return { bin, peak };
 }
 
@@ -50,7 +52,10 @@ export async function measure() {
   const rows = [];
   for (const n of NS) for (const t of threads) rows.push(...(await run(bin, [n, BLOCKS, RUNS, t])));
   const peaks = {};
-  for (const t of threads) peaks[t] = (await run(peak, [t]))[0].gflops;
+  for (const t of threads) {
+    await waitQuiet(120000);
+    peaks[t] = peak(t).gflops;
+  }
   return { machine: `${cpus()[0]?.model ?? 'unknown CPU'}, ${cpus().length} logical cores`, rows, peaks };
 }
 
