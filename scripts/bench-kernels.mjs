@@ -1,4 +1,4 @@
-// Builds and runs bench/cpu_kernels.cc (the CPU backend's ops at real Qwen3.5 tower shapes,
+// Builds and runs scripts/bench/kernels/cpu_kernels.cc (the CPU backend's ops at real Qwen3.5 tower shapes,
 // GFLOP/s per op and SIMD level). Not part of npm test. Arguments go to the benchmark:
 //   node scripts/bench-kernels.mjs [--threads T] [--simd avx512] [--rows 1120,4096] [--reps 3] [--dtype bf16]
 import { execFileSync } from 'node:child_process';
@@ -10,7 +10,7 @@ const root = fileURLToPath(new URL('..', import.meta.url));
 const sources = [];
 for (const dir of ['native/common', 'native/gpu', 'native/cpu'])
   for (const f of readdirSync(join(root, dir)).sort()) if (f.endsWith('.cc')) sources.push(join(dir, f));
-sources.push('bench/cpu_kernels.cc');
+sources.push('scripts/bench/kernels/cpu_kernels.cc');
 mkdirSync(join(root, 'build'), { recursive: true });
 const exe = join(root, 'build', 'bench-kernels');
 // The same flags as binding.gyp (no -march: kernels pick their ISA at run time).

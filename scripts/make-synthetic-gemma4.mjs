@@ -2,14 +2,14 @@
 // Writes a synthetic 26B/31B-style Gemma 4 vision tower (27 blocks, hidden 1152, 16 heads of 72,
 // MLP 4304, position tables 2 x 10240, standardisation on, no clamps, projection to 2816; random
 // bf16 weights) as an HF checkpoint folder, for benchmarks. Never committed:
-//   node scripts/make-synthetic-gemma4.mjs [outdir]     (default bench/out/gemma4-synthetic)
+//   node scripts/make-synthetic-gemma4.mjs [outdir]     (default scripts/bench/out/gemma4-synthetic)
 import { existsSync, mkdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { writeRandomBf16 } from '../dist/synthetic.js';
 
 const root = fileURLToPath(new URL('..', import.meta.url));
-const defaultOut = join(root, 'bench', 'out', 'gemma4-synthetic');
+const defaultOut = join(root, 'scripts', 'bench', 'out', 'gemma4-synthetic');
 
 /** The 26B-A4B / 31B vision config (specs/gemma4-vision.md §1); T = 26B-A4B's text width. */
 export const GEMMA4_LARGE = {

@@ -15,7 +15,7 @@ import {
   preprocessGemmaBytes,
   preprocessQwenBytes,
 } from '../src/image/index.js';
-import { FIXTURES, readJson } from './image-helpers.js';
+import { FIXTURES, readJson } from './helpers/images.js';
 
 interface Expected {
   images: Record<

@@ -12,7 +12,7 @@ import {
   preprocessQwen,
   readImageHeader,
 } from '../src/image/index.js';
-import { FIXTURES, IMAGES } from './image-helpers.js';
+import { FIXTURES, IMAGES } from './helpers/images.js';
 
 const qwen = parseQwenPreprocessConfig({ size: { shortest_edge: 16384, longest_edge: 131072 }, patch_size: 16, image_mean: [0.5, 0.5, 0.5], image_std: [0.5, 0.5, 0.5] });
 const gemma = parseGemmaPreprocessConfig({ max_soft_tokens: 70 });

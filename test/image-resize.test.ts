@@ -4,7 +4,7 @@
 import { createHash } from 'node:crypto';
 import { describe, expect, it } from 'vitest';
 import { resizeRgb8 } from '../src/image/index.js';
-import { FIXTURES, readJson } from './image-helpers.js';
+import { FIXTURES, readJson } from './helpers/images.js';
 
 interface Pair {
   w: number;

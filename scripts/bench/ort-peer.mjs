@@ -241,14 +241,14 @@ export function report(res, plotFile = 'bench-plot.svg') {
     '',
     `![ms per image vs N: tessera and onnxruntime](${plotFile})`,
     '',
-    `This piece took ${res.minutes.toFixed(1)} min (model files made in ${res.genS.toFixed(0)} s; they are reused from bench/out/ afterwards).`,
+    `This piece took ${res.minutes.toFixed(1)} min (model files made in ${res.genS.toFixed(0)} s; they are reused from scripts/bench/out/ afterwards).`,
   ];
   return { body: body.join('\n'), svg };
 }
 
 export async function section() {
   const res = await measureOrtPeer();
-  writeFileSync(join(root, 'bench', 'out', 'ort-peer-results.json'), JSON.stringify(res, null, 1));
+  writeFileSync(join(root, 'scripts', 'bench', 'out', 'ort-peer-results.json'), JSON.stringify(res, null, 1));
   const { body, svg } = report(res);
   writeFileSync(join(root, 'bench-plot.svg'), svg);
   return { title: 'Side by side: tessera vs onnxruntime-node, Qwen3.5-size block stack (CPU, f32 arithmetic)', body };

@@ -13,7 +13,7 @@ const root = fileURLToPath(new URL('../..', import.meta.url));
 const RUNS = 5;
 
 async function makePhoto() {
-  const dir = join(root, 'bench', 'out');
+  const dir = join(root, 'scripts', 'bench', 'out');
   mkdirSync(dir, { recursive: true });
   const path = join(dir, 'photo-12mp.jpg');
   const src = join(root, 'test', 'fixtures', 'images', 'astronaut_big.jpg');

@@ -3,10 +3,10 @@
 // is compiled with the system C++ compiler and run at 1, 2, 4, ... threads up to the machine's
 // cores, at N = 1,120 and 4,096 patches, next to the machine's FMA peak (ort/fma-peak.cc) at the
 // same thread counts. The figures of other machines (where Node is not at hand) are kept in
-// bench/scaling-*.json, made by the same two programs (the commands are in scaling/block.cc).
+// scaling/*.json, made by the same two programs (the commands are in scaling/block.cc).
 //   npm run bench -- scaling
 import { spawnSync } from 'node:child_process';
-import { existsSync, mkdirSync, readFileSync, readdirSync } from 'node:fs';
+import { mkdirSync, readFileSync, readdirSync } from 'node:fs';
 import { cpus } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -19,7 +19,7 @@ const NS = [1120, 4096];
 const BLOCKS = 4, RUNS = 3;
 
 function compile() {
-  const out = join(root, 'bench', 'out');
+  const out = join(root, 'scripts', 'bench', 'out');
   mkdirSync(out, { recursive: true });
   const srcs = ['common', 'cpu', 'gpu'].flatMap((d) => readdirSync(join(root, 'native', d)).filter((f) => f.endsWith('.cc')).map((f) => join(root, 'native', d, f)));
   const bin = join(out, 'scaling-block');
@@ -71,7 +71,7 @@ export function table(res) {
 
 export async function section() {
   const res = await measure();
-  const others = existsSync(join(root, 'bench')) ? readdirSync(join(root, 'bench')).filter((f) => /^scaling-.*\.json$/.test(f)) : [];
+  const others = readdirSync(join(here, 'scaling')).filter((f) => f.endsWith('.json'));
   const body = [
     `\`scripts/bench/scaling/block.cc\`: the ops of a Qwen3.5-size block (hidden 1152, 16 heads of 72, MLP 4304) through the CPU backend, ${BLOCKS} distinct blocks of random bf16 weights packed at load (as \`resident\` does), one image of N patches, median of ${RUNS} passes after a warm-up; the FMA peak is \`scripts/bench/ort/fma-peak.cc\` at the same thread count. No Node, no JS: the backend alone.`,
     '',
@@ -79,7 +79,7 @@ export async function section() {
     '',
     table(res),
     ...others.flatMap((f) => {
-      const o = JSON.parse(readFileSync(join(root, 'bench', f), 'utf8'));
+      const o = JSON.parse(readFileSync(join(here, 'scaling', f), 'utf8'));
       return ['', `**${o.machine}** (measured ${o.when} with the same two programs: ${o.how}):`, '', table(o)];
     }),
   ];

@@ -1,5 +1,5 @@
 // Which SIMD kernel tables this build compiled in. On arm64 the NEON table must exist and be the
-// best level, so that each_level in test_cpu.cc runs every op with it after scalar: test/neon.test.ts
+// best level, so that each_level in test_cpu.cc runs every op with it after scalar: test/native-neon.test.ts
 // looks for this test's "ok" line in the runner's output under qemu, as proof that the NEON kernels
 // ran there. On x86-64, kernels_neon.cc must compile to nothing (no table, no symbol clash).
 #include <cstdlib>

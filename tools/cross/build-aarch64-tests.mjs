@@ -1,6 +1,6 @@
 // Builds the native table tests (test/native/*.cc + native/) for arm64 Linux with a cross compiler,
 // so that CI on x86-64 runs the NEON kernels (native/cpu/kernels_neon.cc) under qemu user mode
-// (test/neon.test.ts). Output, under build/aarch64/:
+// (test/native-neon.test.ts). Output, under build/aarch64/:
 //   obj/<source path>.o   one object per source, rebuilt only when stale
 //   native_tests          the statically linked runner (static: qemu then needs no arm64 sysroot)
 // build() returns { bin, qemu } (qemu: the emulator to run it with), or { skip: reason } when the

@@ -6,7 +6,7 @@ import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 
 const here = fileURLToPath(new URL('.', import.meta.url));
-const out = fileURLToPath(new URL('../../../bench/out', import.meta.url));
+const out = fileURLToPath(new URL('../out', import.meta.url));
 
 /** Builds fma-peak with the system C++ compiler; returns run(threads) → GFLOP/s, or null without a compiler. */
 export function fmaPeak() {

@@ -7,7 +7,7 @@
 //   mha: com.microsoft RotaryEmbedding + com.microsoft MultiHeadAttention (ORT's fused kernels).
 // Both compute tessera's block exactly (spec §3.3-3.5, including the 2D rope), so the outputs are
 // compared in every bench run. Graph structure after ../shared/bench/ort-peer/gen.mjs.
-//   node scripts/bench/ort/model.mjs      (writes bench/out/ort-peer-v1/, prints the paths)
+//   node scripts/bench/ort/model.mjs      (writes scripts/bench/out/ort-peer-v1/, prints the paths)
 // Nothing here is committed: ~125 MiB of safetensors and 2 x ~235 MiB of ONNX, made on first use.
 import { closeSync, existsSync, mkdirSync, openSync, readSync, renameSync, writeFileSync } from 'node:fs';
 import { createRequire } from 'node:module';
@@ -22,7 +22,7 @@ export const DEPTH = 4;
 export const HIDDEN = 1152, HEADS = 16, HEAD_DIM = 72, MLP = 4304, EPS = 1e-6;
 // Bump when the generated graphs change, so that stale files are not reused.
 const VERSION = 'v1';
-export const OUT_DIR = join(root, 'bench', 'out', `ort-peer-${VERSION}`);
+export const OUT_DIR = join(root, 'scripts', 'bench', 'out', `ort-peer-${VERSION}`);
 
 /** FLOPs of one block at N patches (one image), counted as ../shared/bench/ort-peer does. */
 export const blockFlops = (N) => 2 * N * (HIDDEN * 3 * HIDDEN + HIDDEN * HIDDEN + 2 * HIDDEN * MLP) + 4 * N * N * HIDDEN;

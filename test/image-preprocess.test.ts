@@ -11,7 +11,7 @@ import {
   preprocessQwen,
   preprocessQwenBytes,
 } from '../src/image/index.js';
-import { FIXTURES, IMAGES, asFloat32, asInt64Numbers, readJson, readSafetensors } from './image-helpers.js';
+import { FIXTURES, IMAGES, asFloat32, asInt64Numbers, readJson, readSafetensors } from './helpers/images.js';
 
 interface QwenCase {
   name: string;

@@ -4,14 +4,14 @@
 // CPU op at scalar and at neon. This shows the NEON code computes the right numbers; it says
 // nothing about its speed on real Apple Silicon (qemu translates every instruction).
 // Skipped, saying why, without the cross compiler or qemu, and on arm64 hosts, where
-// test/native.test.ts already runs the NEON kernels natively.
+// test/native-tables.test.ts already runs the NEON kernels natively.
 import { spawnSync } from 'node:child_process';
 import { beforeAll, describe, expect, it } from 'vitest';
 // @ts-expect-error: plain ESM build script, no type declarations
 import { build, findCrossCxx, findQemu } from '../tools/cross/build-aarch64-tests.mjs';
 
 function skipReason(): string | null {
-  if (process.arch === 'arm64') return 'this host is arm64: test/native.test.ts runs the NEON kernels natively';
+  if (process.arch === 'arm64') return 'this host is arm64: test/native-tables.test.ts runs the NEON kernels natively';
   const cxx = findCrossCxx();
   if (!cxx.cxx) return cxx.reason;
   const qemu = findQemu();
@@ -20,7 +20,7 @@ function skipReason(): string | null {
 }
 
 const skip = skipReason();
-if (skip) console.warn(`test/neon.test.ts: skipped: ${skip}`);
+if (skip) console.warn(`test/native-neon.test.ts: skipped: ${skip}`);
 
 describe.skipIf(skip !== null)(skip ? `NEON kernels under qemu (skipped: ${skip})` : 'NEON kernels under qemu', () => {
   let run: { status: number | null; stdout: string; stderr: string };

@@ -3,7 +3,7 @@
 import { readFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 
-export const FIXTURES = fileURLToPath(new URL('./fixtures/', import.meta.url));
+export const FIXTURES = fileURLToPath(new URL('../fixtures/', import.meta.url));
 export const IMAGES = FIXTURES + 'images/';
 
 export interface Tensor {

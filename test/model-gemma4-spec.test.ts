@@ -1,6 +1,6 @@
 // Gemma 4 TowerSpec builders (src/spec/gemma4.ts) for the three sources, their refusals (through
 // VisionTower.open: they happen before the addon is touched), and a fuzz smoke test of the GGUF
-// reader + builder. Numerics are in gemma4.test.ts.
+// reader + builder. Numerics are in model-gemma4-tower.test.ts.
 import { seededRandom } from './helpers/fixtures.js';
 import { cpSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';

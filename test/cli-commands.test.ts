@@ -7,7 +7,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { FIXTURES, IMAGES, asFloat32, asInt64Numbers, readSafetensors } from './image-helpers.js';
+import { FIXTURES, IMAGES, asFloat32, asInt64Numbers, readSafetensors } from './helpers/images.js';
 import { readFileSync } from 'node:fs';
 import { relErr } from './helpers/fixtures.js';
 
