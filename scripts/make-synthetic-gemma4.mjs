@@ -11,7 +11,7 @@ import { writeRandomBf16 } from '../dist/synthetic.js';
 const root = fileURLToPath(new URL('..', import.meta.url));
 const defaultOut = join(root, 'scripts', 'bench', 'out', 'gemma4-synthetic');
 
-/** The 26B-A4B / 31B vision config (specs/gemma4-vision.md §1); T = 26B-A4B's text width. */
+/** The 26B-A4B / 31B vision config (docs/models/gemma4-vision.md#config); T = 26B-A4B's text width. */
 export const GEMMA4_LARGE = {
   hidden_size: 1152, intermediate_size: 4304, num_hidden_layers: 27, num_attention_heads: 16, num_key_value_heads: 16,
   head_dim: 72, position_embedding_size: 10240, text_hidden: 2816,

@@ -1,5 +1,5 @@
 #!/usr/bin/env node
-// `npm run test:metal` (specs/metal-on-linux.md §6): what only a Mac can show. macOS arm64 only.
+// `npm run test:metal` (docs/metal-on-linux.md#what-only-a-mac-shows): what only a Mac can show. macOS arm64 only.
 //   1. toolchain: the SDK and Apple's Metal compiler (Xcode 26 ships it as a separate component)
 //   2. offline compile of exactly what ships (build/metal/src/*.metal, includes inlined) with
 //      `xcrun metal -std=metal3.0 -Wall -Werror`, then one metallib

@@ -1,4 +1,4 @@
-// Block-major batches (DESIGN §5.3): several preprocessed images become one tower input (their
+// Block-major batches (docs/design.md#batches): several preprocessed images become one tower input (their
 // rows concatenated, one grid or position block each), and the tower's output is cut back into
 // per-image results. Pure functions: the orchestration lives in VisionTower.encodeBatch.
 import type { NativeEncodeArgs, NativeEncodeResult } from './native.js';

@@ -1,4 +1,4 @@
-// Every failure tessera reports is a TesseraError with a stable code (DESIGN §2.2) and a message
+// Every failure tessera reports is a TesseraError with a stable code (docs/design.md#errors) and a message
 // naming what is at fault. Errors from the addon arrive as plain Errors carrying `.code` and are
 // wrapped here; nothing else is allowed to escape the public API.
 export const ERROR_CODES = [

@@ -25,7 +25,7 @@ export interface QwenVisionSize {
 /** The Qwen3.5-size tower (Qwen3.5-9B/27B vision config, out width of the 9B's text model). */
 export const QWEN3_5_LARGE: QwenVisionSize = { depth: 27, hidden_size: 1152, num_heads: 16, intermediate_size: 4304, out_hidden_size: 3584 };
 
-/** The tensors of a Qwen3.5 tower (specs/qwen-vision.md §2), under `model.visual.`. */
+/** The tensors of a Qwen3.5 tower (docs/models/qwen-vision.md#tensors), under `model.visual.`. */
 export function qwenVisionTensors(v: QwenVisionSize): SyntheticTensor[] {
   const { depth, hidden_size: D, intermediate_size: I, out_hidden_size: O } = v;
   const W = 4 * D;

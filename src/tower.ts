@@ -1,4 +1,4 @@
-// VisionTower: the public API (DESIGN §2.1). It validates options, resolves the backend and the
+// VisionTower: the public API (docs/design.md#public-surface). It validates options, resolves the backend and the
 // residency, hands the TowerSpec to the addon and queues encodes (one at a time per tower; the
 // work itself runs off the JS thread in the addon).
 import { freemem, totalmem } from 'node:os';
@@ -295,7 +295,7 @@ export class VisionTower {
   }
 
   /**
-   * Encodes many images block-major (DESIGN §5.3). Every image is first sized from its header
+   * Encodes many images block-major (docs/design.md#batches). Every image is first sized from its header
    * alone; the images are then cut into groups whose activations fit the budget (splitBatch, from
    * the addon's own scratch formula), and each group passes every stage together, so the weights
    * are read once per group, not once per image. The next group is decoded while the current one

@@ -1,5 +1,5 @@
 // The `tessera` command, spawned as a user runs it (node dist/cli/main.js; built by tsc first):
-// rows, exit codes 0/1/2, --json, --out safetensors (keys and __metadata__ of DESIGN §2.3, values
+// rows, exit codes 0/1/2, --json, --out safetensors (keys and __metadata__ of docs/design.md#command-line, values
 // equal to HF's fixtures end to end), the random-weight demo tower, inspect, and usage errors.
 import { execFileSync, spawnSync } from 'node:child_process';
 import { mkdtempSync, rmSync, existsSync } from 'node:fs';

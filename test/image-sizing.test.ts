@@ -1,5 +1,5 @@
-// Sizing and configs: the spec's tables of sizes (specs/qwen-vision.md §5, specs/gemma4-vision.md
-// §4), the float-order traps they name, and the preprocessor_config.json schemas.
+// Sizing and configs: the tables of sizes (docs/models/qwen-vision.md#sizing,
+// docs/models/gemma4-vision.md#sizing), the float-order traps they name, and the preprocessor_config.json schemas.
 import { describe, expect, it } from 'vitest';
 import {
   gemmaTargetSize,
@@ -11,7 +11,7 @@ import {
   smartResize,
 } from '../src/image/index.js';
 
-describe('Qwen smart_resize (spec §5, real limits: factor 32, min 65536, max 16777216)', () => {
+describe('Qwen smart_resize (docs/models/qwen-vision.md#sizing, real limits: factor 32, min 65536, max 16777216)', () => {
   // [H, W, H', W', grid h, grid w, patches, merged tokens]
   const table: [number, number, number, number, number, number, number, number][] = [
     [448, 640, 448, 640, 28, 40, 1120, 280],
@@ -63,7 +63,7 @@ describe('Qwen smart_resize (spec §5, real limits: factor 32, min 65536, max 16
   });
 });
 
-describe('Gemma 4 target size (spec §4 table: input W x H -> th x tw)', () => {
+describe('Gemma 4 target size (docs/models/gemma4-vision.md#sizing table: input W x H -> th x tw)', () => {
   const budgets = [70, 140, 280, 560, 1120];
   // W, H, then th x tw (and soft tokens) per budget.
   const table: [number, number, [number, number, number][]][] = [

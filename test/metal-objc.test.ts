@@ -1,4 +1,4 @@
-// native/metal/device.mm, the only Objective-C++ file, checked on Linux (specs/metal-on-linux.md §4):
+// native/metal/device.mm, the only Objective-C++ file, checked on Linux (docs/metal-on-linux.md#the-objective-c-file):
 //   - type-checked as the Mac builds it (ARC, blocks, -Werror) against tools/fakemetal/stubs, and a file of
 //     planted ARC/typing errors must fail with exactly those errors (so the check can fail);
 //   - compiled again with manual reference counting on the GNU runtime, run on a fake Metal that executes

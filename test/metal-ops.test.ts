@@ -2,7 +2,7 @@
 //   - every op table-driven against the CPU backend, bit-identical under the four schedule/poison runs
 //     (test/native/test_metal_ops.cc, run here with TESSERA_METAL_OPS=1)
 //   - the tiny fixture towers of all three families (their smallest case) through
-//     VisionTower.open(path, { backend: 'metal-emulated' }), every stage within 5e-3 of HF (DESIGN §4)
+//     VisionTower.open(path, { backend: 'metal-emulated' }), every stage within 5e-3 of HF (docs/design.md#numerics)
 // Needs the emulator library (clang >= 15, built by `npm install`); without it these tests say why they skip.
 import { spawnSync } from 'node:child_process';
 import { join } from 'node:path';
@@ -13,7 +13,7 @@ import { FIXTURES, readJson, readTensors, relErr } from './helpers/fixtures.js';
 // @ts-expect-error: plain ESM build script, no type declarations
 import { build } from '../tools/mslemu/build.mjs';
 
-const TOL = 5e-3;  // DESIGN §4: Metal agreement with HF
+const TOL = 5e-3;  // docs/design.md#numerics: Metal agreement with HF
 const status = await build({ quiet: true });
 const title = status.available ? 'metal-emulated' : `metal-emulated (skipped: ${status.reason})`;
 if (!status.available) console.warn(`test/metal-ops.test.ts: skipped: ${status.reason}`);

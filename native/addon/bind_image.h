@@ -16,7 +16,7 @@ namespace tessera::addon {
 //   imageToRgb(pixels: TypedArray, { width, height, format, transparentColor? }) -> Promise<Uint8Array>
 //     decoded pixels to packed RGB8 by PIL's convert("RGB") rules (image/convert.h).
 // Work runs on a libuv worker; results land in JS-allocated ArrayBuffers; failures reject with an
-// Error whose `code` is one of DESIGN §2.2's codes.
+// Error whose `code` is one of the codes of docs/design.md#errors.
 void RegisterImage(Napi::Env env, Napi::Object exports);
 
 }  // namespace tessera::addon

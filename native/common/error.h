@@ -27,7 +27,7 @@ enum class Code {
   Internal,
 };
 
-// The stable string codes of DESIGN §2.2 ("ERR_WEIGHTS_CORRUPT", ...).
+// The stable string codes of docs/design.md#errors ("ERR_WEIGHTS_CORRUPT", ...).
 const char* code_name(Code code);
 
 class Error : public std::exception {
@@ -43,7 +43,7 @@ class Error : public std::exception {
 
 [[noreturn]] inline void fail(Code code, std::string message) { throw Error(code, std::move(message)); }
 
-// Internal invariant: a failure here is a bug in tessera, reported as ERR_INTERNAL-free coded error.
+// Internal invariant: a failure here is a bug in tessera (never bad input), reported as ERR_INTERNAL.
 #define TESSERA_CHECK(cond, msg)                                                          \
   do {                                                                                    \
     if (!(cond)) ::tessera::fail(::tessera::Code::Internal, std::string("internal: ") + (msg)); \

@@ -1,5 +1,5 @@
 // Decoded pixels -> 8-bit RGB, as PIL's Image.convert("RGB") does it after Pillow's own decoders
-// (specs/qwen-vision.md §4.1): alpha is dropped, never composited; gray is replicated; 16-bit gray
+// (docs/models/qwen-vision.md#decode): alpha is dropped, never composited; gray is replicated; 16-bit gray
 // (Pillow mode I;16) is clipped at 255; every other 16-bit layout keeps the high byte (Pillow opens
 // 16-bit RGB/RGBA/LA PNGs through its ";16B" unpackers, which take the high byte); CMYK uses
 // Pillow's cmyk2rgb formula.

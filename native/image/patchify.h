@@ -1,5 +1,5 @@
 // Rescale/normalise and patchify an RGB8 image into the rows HF's processors emit
-// (specs/qwen-vision.md §4.3 steps 4-6 and §4.4; specs/gemma4-vision.md §4 steps 4-5).
+// (docs/models/qwen-vision.md#rescale-and-normalise and #patchify; docs/models/gemma4-vision.md#patchify).
 // Values go through a 256-entry table per channel built with HF's exact arithmetic, so the floats
 // are bit-identical to the PIL backend's; the uint8 variants emit the same layout with rescale and
 // normalise off (the fixtures' pixel_values_u8).

@@ -1,5 +1,5 @@
 // Pillow-exact antialiased bicubic resize of 8-bit RGB images (Pillow's Resample.c, 8-bit path,
-// as PIL's Image.resize(size, BICUBIC, reducing_gap=None) runs it; specs/qwen-vision.md §4.3 step 3).
+// as PIL's Image.resize(size, BICUBIC, reducing_gap=None) runs it; docs/models/qwen-vision.md#resize).
 // Separable: a horizontal pass over just the source rows the vertical pass reads, into a uint8
 // temporary, then a vertical pass; each pass is skipped when its axis keeps its size. Weights are
 // computed in doubles and quantised to int32 with 22 fractional bits exactly as Pillow does, so the

@@ -1,4 +1,4 @@
-// The `mapped` residency (DESIGN §5): the weight files are mmapped read-only and each stage's
+// The `mapped` residency (docs/design.md#residency): the weight files are mmapped read-only and each stage's
 // tensors are views into the mapping. Each stage's page-rounded window of each file it uses is
 // wrapped once by the backend (small enough for any Metal buffer limit; overlapping windows are
 // fine). The whole mapping is advised sequential; acquire(n) advises willneed on stage n+1.

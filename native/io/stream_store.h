@@ -1,4 +1,4 @@
-// The `stream` residency (DESIGN §5): K page-aligned slots, each the size of the largest stage,
+// The `stream` residency (docs/design.md#residency): K page-aligned slots, each the size of the largest stage,
 // filled by a prefetch thread. Stage n lives in slot n % K; while the model computes stage n the
 // thread reads stages n+1 .. n+K-1 (one pread per run of stage_layout), and it refills a slot only
 // after release() of the stage in it, which the backend calls once the work reading it completed.

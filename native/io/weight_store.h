@@ -1,4 +1,4 @@
-// Where a stage's weights live while it computes. The three residencies of DESIGN §5 implement
+// Where a stage's weights live while it computes. The three residencies of docs/design.md#residency implement
 // this one interface: resident (read once at open), mapped (views into mmapped files) and stream
 // (a ring of page-aligned slots filled by a prefetch thread). A model walks the stages in order:
 // acquire(n) blocks until stage n is in memory and returns gpu tensors over it; release(n) is

@@ -2,7 +2,7 @@
 // one MTLLibrary per embedded kernel source (build/metal/sources.gen.h, includes inlined), compiled at
 // first use; pipelines cached by kernel name; zero-copy MTLBuffers over page-aligned host memory (slots,
 // mappings, scratch); one command buffer per batch (a stage), whose completion handler reports errors and
-// releases what the batch used (DESIGN §5: weight slots are handed back from there, never on a guess).
+// releases what the batch used (docs/design.md#residency: weight slots are handed back from there, never on a guess).
 //
 // Also compiled on Linux: type-checked under -fobjc-arc against tools/fakemetal/stubs (npm run check:objc),
 // and built a second time with -DTESSERA_FAKE_METAL_MRC (manual reference counting on the GNU runtime,

@@ -1,4 +1,4 @@
-// Backend-neutral dispatch descriptions (specs/metal-on-linux.md §3): what the op layer produces and an
+// Backend-neutral dispatch descriptions (docs/metal-on-linux.md#the-op-layer): what the op layer produces and an
 // Executor runs, either the real GPU (MetalExecutor, device.mm) or the MSL emulator (EmuExecutor). One
 // Dispatch is one dispatchThreadgroups call: a kernel, its buffer / setBytes / threadgroup-memory
 // bindings and its grid. validate() checks one against the kernel's declaration and the device limits.

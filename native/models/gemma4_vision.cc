@@ -1,4 +1,4 @@
-// Gemma 4 vision tower and projector, specs/gemma4-vision.md §3, as a composition of gpu ops:
+// Gemma 4 vision tower and projector, docs/models/gemma4-vision.md#forward-pass, as a composition of gpu ops:
 //   embed:     x = (2·(pixels − 0.5))·W_patchᵀ + (Tab_x[x] + Tab_y[y])
 //   block l:   x += N_pa(CL_o(attn(rope(N_q(CL_q(N1 x))), rope(N_k(CL_k(N1 x))), N_v(CL_v(N1 x)))))
 //              x += N_pf(CL_down(gelu_tanh(CL_gate(N2 x)) ⊙ CL_up(N2 x)))        [· out_scale]
@@ -94,11 +94,7 @@ class Gemma4Vision final : public VisionModel {
   //     the pooler's and projector's pooled, normed and projected rows.
   //   q per chunk rather than whole: at 10,080 rows a whole q is 46 MB more at the peak. The
   //   attention chunk is the MLP's, or half of it where the attention phase would then outgrow
-  //   the MLP phase (whole k and v: 10,080 Gemma rows run 7 x 1,296 + 1,008 rows against the
-  //   MLP's 4 x 2,520; up to 4,096 rows it is the MLP chunk). Measured on the synthetic 1120-token
-  //   tower, resident, 2 cores: peak RSS 1,407 MiB before, 1,374 with the MLP chunk, 1,363 with
-  //   half, at the same time within noise. Smaller chunks cost time (17 x 593 rows: +9 %): each
-  //   attention call packs all of its image's keys per head again, and the linears lose rows.
+  //   the MLP phase (whole k and v); docs/cpu.md#row-chunks has the measurements.
   //   Chunks are whole multiples of the CPU attention's 48-row query block (one that is not wastes
   //   part of a block per call).
   static constexpr int64_t kAttnQueryBlock = 48;
@@ -205,7 +201,7 @@ gpu::LinearArgs Gemma4Vision::clamps(const StageWeights& w, const std::string& l
 
 // Splits the rows into images, drops padding rows (−1, −1) and checks that each image's positions
 // form a full Wp × Hp patch grid with sides multiples of the pooling kernel (what HF's processor
-// produces; §3.6 relies on it: every pooled bucket has exactly k² patches).
+// produces; #pooling relies on it: every pooled bucket has exactly k² patches).
 std::vector<Image> Gemma4Vision::validate(const PixelInput& in, std::vector<int64_t>& keep) const {
   if (in.cols != d_.patch_dim)
     fail(Code::InvalidArgument, "pixelValues rows have " + std::to_string(in.cols) + " values; this tower expects " +
@@ -268,8 +264,8 @@ std::vector<Image> Gemma4Vision::validate(const PixelInput& in, std::vector<int6
 }
 
 // Host-side preparation, O(rows): the kept pixel rows (reordered to (c, py, px) when the patch
-// kernel is GGUF's conv layout), the two position-table taps, the rope angles of §3.3 and the
-// pooling taps of §3.6.
+// kernel is GGUF's conv layout), the two position-table taps, the rope angles (#rope) and the
+// pooling taps (#pooling).
 void Gemma4Vision::upload_inputs(const PixelInput& in, const std::vector<int64_t>& keep,
                                  const std::vector<Image>& images, gpu::Buffer* scratch, gpu::Buffer* pos_lookup,
                                  gpu::Buffer* pool_lookup, const Plan& p) const {
@@ -435,7 +431,8 @@ void Gemma4Vision::encode(const PixelInput& in, const EncodeControl& ctl, Encode
   bool projected_done = false;
   auto run = [&](const StageSpec& stage, const StageWeights& w) -> gpu::Tensor {
     if (stage.kind == "embed") {
-      // §3.1: v = 2·(pixel − 0.5) in f32, then the patch matmul; §3.2: + (Tab_x[x] + Tab_y[y]),
+      // #patch-embedding: v = 2·(pixel − 0.5) in f32, then the patch matmul; #position-embedding:
+      // + (Tab_x[x] + Tab_y[y]),
       // the two taps summed first (into h) as HF adds the tables before adding them to e.
       backend_.affine(t.pixels, t.pixels, &t.half, nullptr, 2.0f);
       backend_.linear(t.x, t.pixels, w.get("patch.weight"), gpu::LinearArgs{});
@@ -449,14 +446,14 @@ void Gemma4Vision::encode(const PixelInput& in, const EncodeControl& ctl, Encode
       return t.x;
     }
     if (stage.kind == "pooler") {
-      // §3.6-§3.7: mean of each k×k bucket, · √D in f32, then standardise.
+      // #pooling: mean of each k×k bucket, · √D in f32, then standardise.
       backend_.gather_sum(t.pooled, t.x, pool_lookup.get(), d_.pool * d_.pool, false);
       backend_.affine(t.pooled, t.pooled, nullptr, nullptr, float(std::sqrt(double(D))));
       if (d_.standardize) backend_.affine(t.pooled, t.pooled, &w.get("std.bias"), &w.get("std.scale"), 1.0f);
       return t.pooled;
     }
     if (stage.kind == "projector") {
-      // §3.8: weightless RMSNorm over D, then the projection (Ollama's reversed order is not HF's).
+      // #projector: weightless RMSNorm over D, then the projection (Ollama's reversed order is not HF's).
       backend_.rms_norm(t.normed, t.pooled, nullptr, D, d_.eps);
       backend_.linear(t.projected, t.normed, w.get("proj.weight"), clamps(w, "proj"));
       projected_done = true;

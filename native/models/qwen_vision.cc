@@ -1,9 +1,9 @@
-// Qwen3.5 / Qwen3-VL vision tower, specs/qwen-vision.md §3, as a composition of gpu ops:
+// Qwen3.5 / Qwen3-VL vision tower, docs/models/qwen-vision.md#forward-pass, as a composition of gpu ops:
 //   embed:     x = pixels · W_peᵀ + b  (+ bilinear position table, f32 taps)
 //   block l:   x += proj(attn(rope(q), rope(k), v));  x += fc2(gelu_tanh(fc1(LN2(x))))
 //   deepstack: fc2(gelu_erf(fc1(LN_4D(group4(x)))))   after its block (Qwen3-VL)
 //   merger:    fc2(gelu_erf(fc1(group4(LN_D(x)))))
-// Tokens are in merge-window order (§3.0), so grouping 4 tokens is a reshape.
+// Tokens are in merge-window order (#token-order), so grouping 4 tokens is a reshape.
 #include "models/qwen_vision.h"
 
 #include <cmath>
@@ -139,8 +139,8 @@ void QwenVision::validate(const PixelInput& in) const {
                                     std::to_string(in.rows) + " rows");
 }
 
-// Per-token bilinear taps into the position table (§3.2) and the 2D rope angles (§3.3), in the
-// token order of §3.0. Host-side: O(tokens), negligible next to one GEMM.
+// Per-token bilinear taps into the position table (#position-embedding) and the 2D rope angles (#rope),
+// in the #token-order. Host-side: O(tokens), negligible next to one GEMM.
 void QwenVision::upload_positions(const PixelInput& in, gpu::Buffer* scratch, gpu::Buffer* lookup,
                                   const Plan& p) const {
   const int64_t n = in.rows, hd = d_.head_dim, q4 = hd / 4, S = d_.side, m = d_.merge;
@@ -233,7 +233,7 @@ void QwenVision::run_block(const StageWeights& w, const Tensors& t, const std::v
   });
 }
 
-// Main merger (§3.6): LN over D per token, then group 4 tokens. Deepstack (§3.7): group first,
+// Main merger (#merger): LN over D per token, then group 4 tokens. Deepstack (#deepstack): group first,
 // then LN over 4D. Either way the normed, grouped [groups, 4D] tensor is h seen as 4D-wide rows.
 // Row chunks hold whole merge windows, so each chunk writes its own rows of the output.
 void QwenVision::run_merger(const StageWeights& w, bool norm_before_group, const Tensors& t) {
@@ -276,7 +276,7 @@ void QwenVision::encode(const PixelInput& in, const EncodeControl& ctl, EncodeOu
   backend_.upload(scratch.get(), p.plan.offset(p.pixels), in.pixels, size_t(n) * size_t(d_.patch_dim) * 4);
   upload_positions(in, scratch.get(), lookup.get(), p);
 
-  std::vector<gpu::Segment> segments;  // one per frame (§3.4)
+  std::vector<gpu::Segment> segments;  // one per frame (#attention)
   for (int64_t row = 0; const auto& g : in.grids)
     for (int64_t f = 0; f < g[0]; ++f, row += g[1] * g[2]) segments.push_back({row, g[1] * g[2]});
 

@@ -89,13 +89,8 @@ class ScratchPlan {
 // patches the MLP's [rows, intermediate] activations alone would be 70 MB. Each output row's
 // arithmetic is the same whatever the chunk (the kernels block only over rows and columns; a row's
 // K accumulation order does not depend on the row count), so chunking changes no result bit.
-// Chunks are not free: each linear call has a fixed cost (a backend may pack the weight per call,
-// as the CPU backend does for weights not packed at open, and fewer rows leave fewer row blocks
-// to share among threads). Measured on the Qwen3.5-size tower at 4,096 patches (resident, 2
-// cores): 512-row chunks +9-11 % time, 2 x 2,048 within noise. Hence at most kRowChunk rows per
-// chunk, in equal chunks: an image up to 3,072 rows (Qwen at 1,120 patches, Gemma's default 280
-// tokens = 2,520 rows) runs in one chunk; 4,096 rows run as 2 x 2,048, which keeps the peak
-// 37 MiB lower than one chunk (512-row chunks would save 7 MiB more).
+// Chunks are not free (each linear call has a fixed cost), so they are as large as kRowChunk
+// allows and equal in size; docs/cpu.md#row-chunks has the measurements behind the number.
 constexpr int64_t kRowChunk = 3072;
 
 // Rows per chunk for `rows` rows: the fewest chunks of at most max_chunk rows, of equal size (a

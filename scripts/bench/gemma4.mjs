@@ -1,5 +1,5 @@
 // Bench piece: the synthetic 26B/31B-style Gemma 4 tower + projector on the CPU at the 280 and 1120
-// soft-token budgets (one 448×640 image, sized as HF's processor does: specs/gemma4-vision.md §4),
+// soft-token budgets (one 448×640 image, sized as HF's processor does: docs/models/gemma4-vision.md#sizing),
 // in a fresh child process per configuration so peak RSS is that configuration's own.
 import { spawnSync } from 'node:child_process';
 import { fileURLToPath } from 'node:url';

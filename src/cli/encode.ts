@@ -1,4 +1,4 @@
-// `tessera encode <image...>` (DESIGN §2.3): one row per image (file, size, grid, tokens, ms), a
+// `tessera encode <image...>` (docs/design.md#command-line): one row per image (file, size, grid, tokens, ms), a
 // progress bar on a TTY, a summary; --json prints JSON Lines instead; --out writes one safetensors
 // file. Exit 0 when every input was encoded, 1 when some failed (each named with its code; the
 // others are still written), 2 for usage or model errors; 130 when interrupted (SIGINT/SIGTERM:

@@ -44,7 +44,7 @@ export function processIo(): CliIo {
   };
 }
 
-/** Exit codes of DESIGN §2.3. */
+/** Exit codes of docs/design.md#command-line. */
 export const EXIT_OK = 0;
 export const EXIT_SOME_FAILED = 1;
 export const EXIT_USAGE = 2;

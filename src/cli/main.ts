@@ -1,5 +1,5 @@
 #!/usr/bin/env node
-// The `tessera` command: encode, inspect, pack (DESIGN §2.3). run() is the testable dispatcher;
+// The `tessera` command: encode, inspect, pack (docs/design.md#command-line). run() is the testable dispatcher;
 // running this file binds it to the process.
 import { realpathSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';

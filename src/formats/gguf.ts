@@ -1,6 +1,6 @@
 // GGUF reader (v2 and v3, little-endian): the header only — metadata and tensor infos — read with
 // bounded reads from a file handle. Tensor data is never read here: the result gives each tensor's
-// absolute byte range, which goes into the TowerSpec for native io (specs/gemma4-vision.md §8).
+// absolute byte range, which goes into the TowerSpec for native io (docs/models/gemma4-vision.md#format).
 //
 // Everything read from the file is distrusted: counts are checked against the bytes that could
 // possibly hold them before any loop or allocation, every read is bounds-checked, tensor ranges must

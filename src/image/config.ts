@@ -1,6 +1,6 @@
 // preprocessor_config.json of both families, parsed with zod into the normalised settings the
 // preprocessing pipeline reads. Absent keys take the HF image-processor class defaults
-// (specs/qwen-vision.md §1, specs/gemma4-vision.md §1), never a checkpoint's values: a file that
+// (docs/models/qwen-vision.md#preprocessor_configjson, docs/models/gemma4-vision.md#processor-config), never a checkpoint's values: a file that
 // omits a key gets what HF would use for it.
 import { z } from 'zod';
 import { TesseraError } from '../errors.js';
@@ -11,7 +11,7 @@ export const RESCALE_1_255 = 0.00392156862745098;
 const OPENAI_CLIP_MEAN = [0.48145466, 0.4578275, 0.40821073] as const;
 const OPENAI_CLIP_STD = [0.26862954, 0.26130258, 0.27577711] as const;
 
-/** preprocessor_config.json as every Qwen3-VL and Qwen3.5 checkpoint ships it (specs/qwen-vision.md §1). */
+/** preprocessor_config.json as every Qwen3-VL and Qwen3.5 checkpoint ships it (docs/models/qwen-vision.md#preprocessor_configjson). */
 export const QWEN_HUB_PREPROCESSOR_CONFIG = {
   size: { longest_edge: 16777216, shortest_edge: 65536 },
   patch_size: 16,

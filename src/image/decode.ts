@@ -1,5 +1,5 @@
 // Image bytes -> upright pixels in a layout native/image/convert.h turns into RGB8 the way PIL's
-// Image.open + ImageOps.exif_transpose + convert("RGB") does (specs/qwen-vision.md §4.1).
+// Image.open + ImageOps.exif_transpose + convert("RGB") does (docs/models/qwen-vision.md#decode).
 // sharp decodes; we ask it for the stored samples untouched (no ICC transform, no colourspace
 // conversion, no 16->8-bit scaling) so that PIL's own conversion rules apply in one place, natively.
 // Admission happens from the header before any pixel is decoded.

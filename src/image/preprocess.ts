@@ -49,7 +49,7 @@ export interface QwenPlan {
 }
 
 export interface QwenPreprocessResult<T extends Float32Array | Uint8Array = Float32Array> extends QwenPlan {
-  /** [patches, width] rows in merge-window order (specs/qwen-vision.md §4.4). */
+  /** [patches, width] rows in merge-window order (docs/models/qwen-vision.md#token-order). */
   pixelValues: T;
   decoded: WidthHeight;
   timings: PreprocessTimings;

@@ -1,5 +1,5 @@
 // Target sizes, in IEEE doubles and exactly HF's operation order (JS numbers are doubles, and V8
-// never contracts to FMA). Qwen: specs/qwen-vision.md §4.2; Gemma 4: specs/gemma4-vision.md §4.2.
+// never contracts to FMA). Qwen: docs/models/qwen-vision.md#sizing; Gemma 4: docs/models/gemma4-vision.md#sizing.
 import { TesseraError } from '../errors.js';
 import { GEMMA_SOFT_TOKEN_BUDGETS } from './config.js';
 

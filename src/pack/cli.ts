@@ -1,5 +1,5 @@
 // `tessera pack <model> <outdir> [--dtype f16|bf16|f32]`: the command's argument handling, for the
-// CLI's dispatcher. Returns the exit code (0 packed; 2 usage or model errors, DESIGN §2.3).
+// CLI's dispatcher. Returns the exit code (0 packed; 2 usage or model errors, docs/design.md#command-line).
 import { TesseraError, toTesseraError } from '../errors.js';
 import type { DType } from '../spec/types.js';
 import { packModel } from './pack.js';

@@ -1,4 +1,4 @@
-// Block-major batches (DESIGN §5.3): the images of one native call all pass stage n before any
+// Block-major batches (docs/design.md#batches): the images of one native call all pass stage n before any
 // passes stage n+1, so the weights are read once per call, not once per image. A long list of
 // images is cut into consecutive groups whose activations fit a budget; the scratch bytes of a
 // group come from the model's own allocation plan (tower.scratchBytes, through the addon).

@@ -1,4 +1,4 @@
-// The residency policy (DESIGN §5): which of the three weight residencies a tower opens with.
+// The residency policy (docs/design.md#residency): which of the three weight residencies a tower opens with.
 // Pure: every input (machine memory, the environment, the native byte counts) is passed in, so
 // it is unit-tested without a machine of any particular size. The byte counts come from the
 // addon's weightMemory(), i.e. from the formulas the stores allocate by; nothing is restated here.

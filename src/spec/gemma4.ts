@@ -1,7 +1,8 @@
-// Gemma 4 vision tower + projector → TowerSpec, from the three sources of specs/gemma4-vision.md:
-// an HF folder (§1, §2), a llama.cpp mmproj GGUF (§5) and an Ollama single-file GGUF (§6). All
-// three become the same spec, so native/models/gemma4_vision.cc runs HF's forward pass (§3)
-// whatever the file's origin (§7: never llama.cpp's GELU_QUICK or Ollama's projector order).
+// Gemma 4 vision tower + projector → TowerSpec, from its three sources (docs/models/gemma4-vision.md):
+// an HF folder (#config, #tensors), a llama.cpp mmproj GGUF (#llamacpp-mmproj) and an Ollama
+// single-file GGUF (#ollama-single-file). All three become the same spec, so
+// native/models/gemma4_vision.cc runs HF's forward pass (#forward-pass) whatever the file's origin
+// (never llama.cpp's GELU_QUICK or Ollama's projector order).
 //
 // The spec the native model reads (every layout difference is stated here, never guessed there):
 //   dims: hidden D, heads, head_dim, intermediate F, out_hidden T, depth L, eps, patch_size P,
@@ -38,7 +39,7 @@ import { configError, towerTensor } from './tensors.js';
 import type { SourceKind, StageSpec, TensorSpec, TowerSpec } from './types.js';
 
 export const GEMMA4_SOFT_TOKEN_BUDGETS = [70, 140, 280, 560, 1120] as const;
-const ROPE_THETA = 100; // §1: every checkpoint's value; GGUF files never store it (llama.cpp hardcodes it)
+const ROPE_THETA = 100; // docs/models/gemma4-vision.md#config: every checkpoint's value; GGUF files never store it (llama.cpp hardcodes it)
 const DEFAULT_POOLING_KERNEL = 3;
 const DEFAULT_SOFT_TOKENS = 280;
 
@@ -309,7 +310,7 @@ export function buildGemma4FromGguf(h: GgufHeader, maxSoftTokens = DEFAULT_SOFT_
   const heads = posIntKey('attention.head_count', undefined, 4096);
   const qNorm = tensor('v.blk.0.attn_q_norm.weight');
   if (D % heads !== 0) throw new TesseraError('ERR_CONFIG_INVALID', `${where}: embedding_length ${D} is not a multiple of head_count ${heads}`);
-  const headDim = D / heads; // §5: GGUF files carry no head_dim; the q-norm weight must agree
+  const headDim = D / heads; // docs/models/gemma4-vision.md#llamacpp-mmproj: GGUF files carry no head_dim; the q-norm weight must agree
   if (qNorm && qNorm.ne[0] !== headDim)
     throw new TesseraError('ERR_TENSOR_SHAPE', `${where}: 'v.blk.0.attn_q_norm.weight' has ${qNorm.ne[0]} elements, expected head_dim ${headDim} (= ${D} / ${heads})`);
   if (headDim % 4 !== 0) throw new TesseraError('ERR_CONFIG_INVALID', `${where}: head_dim ${headDim} must be a multiple of 4`);

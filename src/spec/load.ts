@@ -35,7 +35,7 @@ export async function loadModel(path: string): Promise<LoadedModel> {
     throw new TesseraError('ERR_MODEL_NOT_FOUND', `model path ${path} does not exist`);
   }
   if (info.isFile()) {
-    // GGUF: a llama.cpp mmproj or an Ollama single file (Gemma 4 only, specs/gemma4-vision.md §5-§6).
+    // GGUF: a llama.cpp mmproj or an Ollama single file (Gemma 4 only, docs/models/gemma4-vision.md#gguf-files).
     if (await isGguf(path)) return { spec: buildGemma4FromGguf(await readGgufHeader(path)), preprocessorConfig: undefined, path };
     throw new TesseraError('ERR_MODEL_FORMAT', `${path} is not a GGUF file (bad magic) nor a model folder`);
   }

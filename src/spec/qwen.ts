@@ -1,4 +1,4 @@
-// Qwen3.5 / Qwen3-VL: config.json → TowerSpec (specs/qwen-vision.md §1-§2). Defaults are HF's
+// Qwen3.5 / Qwen3-VL: config.json → TowerSpec (docs/models/qwen-vision.md#config, #tensors). Defaults are HF's
 // class defaults, so a config that omits a field means what it means to transformers.
 import { z } from 'zod';
 import { TesseraError } from '../errors.js';

@@ -1,4 +1,4 @@
-// The TowerSpec: the single description of a tower (DESIGN §3), built from config files or GGUF
+// The TowerSpec: the single description of a tower (docs/design.md#the-towerspec), built from config files or GGUF
 // metadata by a family's builder (src/spec/<family>.ts), validated with zod, and passed to the
 // addon as a plain object (native/io/tower_spec.h is its C++ twin). Dimensions are read from here
 // by native code, never from a model-specific default.

@@ -45,7 +45,7 @@ export const GEMMA4_CASES: Gemma4Case[] = (
   JSON.parse(readFileSync(join(GEMMA4_DIR, 'cases.json'), 'utf8')) as { cases: Gemma4Case[] }
 ).cases;
 
-// ---- Ollama-layout files (specs/gemma4-vision.md §6)
+// ---- Ollama-layout files (docs/models/gemma4-vision.md#ollama-single-file)
 
 const LIN = [
   ['self_attn.q_proj', 'attn_q'], ['self_attn.k_proj', 'attn_k'], ['self_attn.v_proj', 'attn_v'],

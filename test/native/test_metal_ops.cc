@@ -5,7 +5,7 @@
 // Runs only with TESSERA_METAL_OPS=1 (test/metal-ops.test.ts sets it when the emulator library was built:
 // it needs clang >= 15); without the library, that test says why it is skipped.
 // TESSERA_METAL_OPS=metal (`npm run test:metal` on a Mac) runs the same cases on the real GPU instead: each
-// case twice (bit-identical: no kernel uses float atomics), against the CPU at DESIGN §4's Metal tolerance.
+// case twice (bit-identical: no kernel uses float atomics), against the CPU at the Metal tolerance of docs/design.md#numerics.
 #include <algorithm>
 #include <cmath>
 #include <cstdlib>
@@ -43,7 +43,7 @@ bool enabled() {
   return true;
 }
 
-constexpr double kGpuTol = 5e-3;  // DESIGN §4: fast-math numerics on the GPU
+constexpr double kGpuTol = 5e-3;  // docs/design.md#numerics: fast-math numerics on the GPU
 
 struct HostMat {
   int64_t rows = 0, cols = 0, ld = 0;

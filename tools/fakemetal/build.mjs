@@ -1,4 +1,4 @@
-// Builds fakemetal-smoke (specs/metal-on-linux.md §4.4): native/metal/device.mm compiled MRC on the GNU
+// Builds fakemetal-smoke (docs/metal-on-linux.md#fake-metal): native/metal/device.mm compiled MRC on the GNU
 // Objective-C runtime (-fobjc-runtime=gcc -fno-objc-arc -DTESSERA_FAKE_METAL_MRC) + fake_metal.mm + the op
 // layer, linked with the emulator library. Needs clang >= 15, libobjc (libobjc-12-dev) and
 // libBlocksRuntime (libblocksruntime-dev). Returns { available, reason, bin }.

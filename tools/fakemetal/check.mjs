@@ -1,4 +1,4 @@
-// `npm run check:objc` (specs/metal-on-linux.md §4.3): native/metal/device.mm type-checked as the Mac
+// `npm run check:objc` (docs/metal-on-linux.md#static-check): native/metal/device.mm type-checked as the Mac
 // builds it (Objective-C++, ARC, blocks, -Wall -Wextra -Werror) against the hand-written stubs in
 // tools/fakemetal/stubs; tools/fakemetal/tests/bad.mm must fail with exactly its four planted errors.
 // Without clang >= 15: says so and exits 0 (--require: exit 1).

@@ -1,4 +1,4 @@
-// A fake Metal for Linux (specs/metal-on-linux.md §4.4): the Foundation/Metal stub interfaces implemented
+// A fake Metal for Linux (docs/metal-on-linux.md#fake-metal): the Foundation/Metal stub interfaces implemented
 // on the GNU (gcc) Objective-C runtime, executing dispatches on the MSL emulator (libtessera_mslemu.so, C API).
 // device.mm is compiled a second time with manual reference counting (-fno-objc-arc -DTESSERA_FAKE_METAL_MRC:
 // ARC cannot run on Debian's runtime) and linked with this file, so every line of device.mm that encodes,

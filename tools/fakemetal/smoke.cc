@@ -1,4 +1,4 @@
-// fakemetal-smoke (specs/metal-on-linux.md §4.4): the same op sequence through two backends that share
+// fakemetal-smoke (docs/metal-on-linux.md#fake-metal): the same op sequence through two backends that share
 // the op layer and the emulator:
 //   metal           MetalBackend -> native/metal/device.mm (MRC build) -> fake_metal.mm -> MSL emulator
 //   metal-emulated  MetalBackend -> EmuExecutor -> MSL emulator

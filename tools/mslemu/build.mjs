@@ -1,4 +1,4 @@
-// Builds the MSL emulator with clang (specs/metal-on-linux.md §2.2, §7). Run by `npm install` after
+// Builds the MSL emulator with clang (docs/metal-on-linux.md#compilation). Run by `npm install` after
 // node-gyp; a no-op that says why when no clang >= 15 exists (users never need clang: the addon then
 // reports `metal-emulated` as unavailable). Outputs, under build/mslemu/:
 //   libtessera_mslemu.so   the runtime + every metal/*.metal kernel + the C API the addon dlopens
@@ -35,7 +35,7 @@ export function findClang() {
   return { cxx: null, reason: `no clang >= 15 (${tried.join('; ')}); install clang-19 (Debian: apt-get install clang-19)` };
 }
 
-const HALF = ['-Xclang', '-ffloat16-excess-precision=none'];  // round every half op, as MSL does (§5)
+const HALF = ['-Xclang', '-ffloat16-excess-precision=none'];  // round every half op, as MSL does (docs/metal-on-linux.md#compilation)
 const INC = ['-I', path.join(ROOT, 'tools/mslemu/include'), '-I', path.join(ROOT, 'metal'), '-I', path.join(ROOT, 'native')];
 const RUN_FLAGS = ['-std=c++17', '-O2', '-fPIC', '-ffp-contract=off', '-Wno-unknown-attributes', ...HALF, ...INC];
 const HOST_FLAGS = ['-std=c++17', '-O2', '-fPIC', '-ffp-contract=off', '-Wall', '-Wextra', ...HALF, ...INC];

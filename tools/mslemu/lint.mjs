@@ -1,4 +1,4 @@
-// The MSL lint (specs/metal-on-linux.md §2.2): for each .metal file, the pre-pass's textual rules, then
+// The MSL lint (docs/metal-on-linux.md#compilation): for each .metal file, the pre-pass's textual rules, then
 // clang -fsyntax-only on the generated C++ in lint mode, where device/constant/threadgroup are real clang
 // address spaces: passing a pointer to the wrong space, a thread array to a device pointer, or computing in
 // double is an error at the .metal line.

@@ -1,4 +1,4 @@
-// mslemu pre-pass (specs/metal-on-linux.md §2.3): reads MSL kernel files and writes what the emulator,
+// mslemu pre-pass (docs/metal-on-linux.md#pre-pass): reads MSL kernel files and writes what the emulator,
 // the lint and the host need. Node only, no dependencies.
 //
 //   node prepass.mjs run <in.metal> <out.cpp>   C++ for clang: #line to the .metal file, attributes blanked

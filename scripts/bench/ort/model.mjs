@@ -5,8 +5,8 @@
 //   std: Reshape/Transpose/Split/MatMul/Softmax/MatMul (ORT fuses the scale and the transposes into
 //        FusedMatMul; it materialises [16, N, N] scores), rope from plain elementwise ops;
 //   mha: com.microsoft RotaryEmbedding + com.microsoft MultiHeadAttention (ORT's fused kernels).
-// Both compute tessera's block exactly (spec §3.3-3.5, including the 2D rope), so the outputs are
-// compared in every bench run. Graph structure after ../shared/bench/ort-peer/gen.mjs.
+// Both compute tessera's block exactly (docs/models/qwen-vision.md#rope, #attention, #block), so the
+// outputs are compared in every bench run.
 //   node scripts/bench/ort/model.mjs      (writes scripts/bench/out/ort-peer-v1/, prints the paths)
 // Nothing here is committed: ~125 MiB of safetensors and 2 x ~235 MiB of ONNX, made on first use.
 import { closeSync, existsSync, mkdirSync, openSync, readSync, renameSync, writeFileSync } from 'node:fs';
@@ -24,7 +24,7 @@ export const HIDDEN = 1152, HEADS = 16, HEAD_DIM = 72, MLP = 4304, EPS = 1e-6;
 const VERSION = 'v1';
 export const OUT_DIR = join(root, 'scripts', 'bench', 'out', `ort-peer-${VERSION}`);
 
-/** FLOPs of one block at N patches (one image), counted as ../shared/bench/ort-peer does. */
+/** FLOPs of one block at N patches (one image): the four weight GEMMs and the two attention products. */
 export const blockFlops = (N) => 2 * N * (HIDDEN * 3 * HIDDEN + HIDDEN * HIDDEN + 2 * HIDDEN * MLP) + 4 * N * N * HIDDEN;
 
 /** The four weight GEMMs of a block as [M, K, N'] at N patches (the roofline measures these). */
@@ -97,7 +97,7 @@ function buildOnnx(onnx, weights, attn) {
   const shRow1 = i64('shape_b1', [1, -1, 3 * HIDDEN]);
   let cos4, sin4, scale;
   if (attn === 'std') {
-    // Rope tables come in as [N, 36] (the angles repeat: ang[j] = ang[j + 36], spec §3.3).
+    // Rope tables come in as [N, 36] (the angles repeat: ang[j] = ang[j + 36], docs/models/qwen-vision.md#rope).
     const shRope = i64('shape_rope', [-1, 1, 1, HEAD_DIM]);
     cos4 = node('Reshape', [node('Concat', ['cos', 'cos'], 1, { axis: 1 }), shRope]);
     sin4 = node('Reshape', [node('Concat', ['sin', 'sin'], 1, { axis: 1 }), shRope]);
@@ -178,7 +178,7 @@ export function gridFor(N) {
 }
 
 /**
- * Rope tables [N, 36] for one image of grid h x w (spec §3.0 token order, §3.3 angles; the second
+ * Rope tables [N, 36] for one image of grid h x w (docs/models/qwen-vision.md#token-order, #rope; the second
  * half of the 72 angles repeats the first, so 36 columns carry them all): what ORT gets as inputs.
  */
 export function ropeTables({ h, w }, m = 2) {

@@ -1,4 +1,4 @@
-// Timing on a shared machine (after ../shared/bench/ort-peer/bench.mjs): a run records the CPU time
+// Timing on a shared machine: a run records the CPU time
 // that OTHER processes used meanwhile (system busy time from /proc/stat minus this process's own
 // CPU time, all its threads) as a share of all cores x wall time. Before a timed run the bench waits
 // for the machine to be quiet (two 300 ms windows under QUIET), for at most a bounded time; a run

@@ -1,4 +1,4 @@
-// The emulator's self-test (specs/metal-on-linux.md §2.6), run by test/metal-emulator.test.ts:
+// The emulator's self-test (docs/metal-on-linux.md#check-protocol), run by test/metal-emulator.test.ts:
 //   selftest                 shim unit tests (every builtin, against C++ references), sample kernels (each
 //                            bit-identical under the four schedule/poison runs and close to a CPU reference),
 //                            planted bugs (each must be caught); prints one line per case, then
