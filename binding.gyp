@@ -8,7 +8,7 @@
       "include_dirs": [
         "<!(node -p \"require('node-addon-api').include_dir\")",
         "native",
-        "<!(node tools/mslemu/prepass.mjs headers)"
+        "<!(node scripts/msl-kernels.mjs headers)"
       ],
       "defines": [
         "NAPI_VERSION=8",
@@ -68,46 +68,6 @@
             }
           }
         ]
-      ]
-    },
-    {
-      "include_dirs": [
-        "native",
-        "test/native",
-        "<!(node tools/mslemu/prepass.mjs headers)"
-      ],
-      "defines": [],
-      "cflags!": [
-        "-fno-exceptions"
-      ],
-      "cflags_cc!": [
-        "-fno-exceptions",
-        "-fno-rtti"
-      ],
-      "cflags_cc": [
-        "-std=c++20",
-        "-O3",
-        "-fexceptions",
-        "-ffp-contract=off",
-        "-fvisibility=hidden",
-        "-Wall",
-        "-Wextra",
-        "-Wno-unused-parameter"
-      ],
-      "conditions": [
-        [
-          "OS=='linux'",
-          {
-            "libraries": [
-              "-lpthread"
-            ]
-          }
-        ]
-      ],
-      "target_name": "native_tests",
-      "type": "executable",
-      "sources": [
-        "<!@(node scripts/gyp-sources.mjs --tests)"
       ]
     }
   ]

@@ -2,8 +2,9 @@
 //   (no argument)  the addon: every .cc under native/
 //   --tests        the native test runner: native/ minus native/addon, plus test/native/
 // native/metal/device.mm is macOS-only and is listed by binding.gyp itself.
-// Also imported (nativeSources) by tools/cross/build-aarch64-tests.mjs, so both builds list alike.
-import { readdirSync } from 'node:fs';
+// Also imported by tools/native-tests.mjs (the table tests, built on demand by the tests), so both
+// builds list their sources and take their C++ flags alike.
+import { readFileSync, readdirSync } from 'node:fs';
 import { join, relative, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 
@@ -23,6 +24,12 @@ export function nativeSources({ tests = false } = {}) {
   const files = walk(join(root, 'native'));
   if (!tests) return files;
   return files.filter((f) => !f.startsWith(join('native', 'addon'))).concat(walk(join(root, 'test', 'native')));
+}
+
+// The C++ flags binding.gyp gives the addon (its cflags_cc), for the table tests built outside gyp.
+export function addonCxxFlags() {
+  const gyp = JSON.parse(readFileSync(join(root, 'binding.gyp'), 'utf8'));
+  return gyp.targets.find((t) => t.target_name === 'tessera').cflags_cc;
 }
 
 if (process.argv[1] && resolve(process.argv[1]) === fileURLToPath(import.meta.url)) {

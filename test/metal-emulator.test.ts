@@ -12,6 +12,8 @@ import { build, findClang } from '../tools/mslemu/build.mjs';
 import { lintFile } from '../tools/mslemu/lint.mjs';
 // @ts-expect-error: plain ESM build scripts, no type declarations
 import { metalFiles, ROOT } from '../tools/mslemu/prepass.mjs';
+// @ts-expect-error: plain ESM build script, no type declarations
+import { build as buildNativeTests } from '../tools/native-tests.mjs';
 
 const status = await build({ asan: false });
 const title = status.available ? 'mslemu' : `mslemu (skipped: ${status.reason})`;
@@ -107,8 +109,8 @@ describe.skipIf(!status.available)(title, () => {
     // into the (uninstrumented) test runner, the ASan runtime preloaded; scratch has exact-size allocations,
     // so one element past a buffer is a report at the .metal line
     const rt = spawnSync(status.cxx, ['-print-file-name=libclang_rt.asan-x86_64.so'], { encoding: 'utf8' }).stdout.trim();
-    const tests = path.join(ROOT, 'build/Release/native_tests');
-    if (process.arch === 'x64' && fs.existsSync(rt) && fs.existsSync(tests)) {
+    const { bin: tests } = await buildNativeTests({ quiet: true });
+    if (process.arch === 'x64' && fs.existsSync(rt)) {
       const ops = spawnSync(tests, ['metal:'], {
         encoding: 'utf8',
         timeout: 170_000,

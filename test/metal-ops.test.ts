@@ -3,7 +3,7 @@
 //     (test/native/test_metal_ops.cc, run here with TESSERA_METAL_OPS=1)
 //   - the tiny fixture towers of all three families (their smallest case) through
 //     VisionTower.open(path, { backend: 'metal-emulated' }), every stage within 5e-3 of HF (docs/design.md#numerics)
-// Needs the emulator library (clang >= 15, built by `npm install`); without it these tests say why they skip.
+// Needs the emulator library (clang >= 15, built here on demand); without it these tests say why they skip.
 import { spawnSync } from 'node:child_process';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -12,12 +12,14 @@ import { TesseraError, VisionTower } from '../src/index.js';
 import { FIXTURES, readJson, readTensors, relErr } from './helpers/fixtures.js';
 // @ts-expect-error: plain ESM build script, no type declarations
 import { build } from '../tools/mslemu/build.mjs';
+// @ts-expect-error: plain ESM build script, no type declarations
+import { build as buildNativeTests } from '../tools/native-tests.mjs';
 
 const TOL = 5e-3;  // docs/design.md#numerics: Metal agreement with HF
 const status = await build({ quiet: true });
 const title = status.available ? 'metal-emulated' : `metal-emulated (skipped: ${status.reason})`;
 if (!status.available) console.warn(`test/metal-ops.test.ts: skipped: ${status.reason}`);
-const BIN = fileURLToPath(new URL('../build/Release/native_tests', import.meta.url));
+const { bin: BIN } = await buildNativeTests({ quiet: true });
 
 // Every stage of one fixture case through metal-emulated; returns the worst error per stage.
 async function towerCase(family: string, caseName: string, gemma: boolean, backend: 'metal' | 'metal-emulated'): Promise<Record<string, number>> {

@@ -1,6 +1,6 @@
 // The arm64 NEON kernels (native/cpu/kernels_neon.cc, the CPU path on Apple Silicon) checked on an
 // x86-64 host: the native table tests are cross-compiled for aarch64 Linux
-// (tools/cross/build-aarch64-tests.mjs) and run under qemu user mode, where each_level runs every
+// (tools/native-tests.mjs) and run under qemu user mode, where each_level runs every
 // CPU op at scalar and at neon. This shows the NEON code computes the right numbers; it says
 // nothing about its speed on real Apple Silicon (qemu translates every instruction).
 // Skipped, saying why, without the cross compiler or qemu, and on arm64 hosts, where
@@ -8,7 +8,7 @@
 import { spawnSync } from 'node:child_process';
 import { beforeAll, describe, expect, it } from 'vitest';
 // @ts-expect-error: plain ESM build script, no type declarations
-import { build, findCrossCxx, findQemu } from '../tools/cross/build-aarch64-tests.mjs';
+import { build, findCrossCxx, findQemu } from '../tools/native-tests.mjs';
 
 function skipReason(): string | null {
   if (process.arch === 'arm64') return 'this host is arm64: test/native-tables.test.ts runs the NEON kernels natively';
@@ -26,7 +26,7 @@ describe.skipIf(skip !== null)(skip ? `NEON kernels under qemu (skipped: ${skip}
   let run: { status: number | null; stdout: string; stderr: string };
 
   beforeAll(async () => {
-    const built = await build({ quiet: true });
+    const built = await build({ target: 'aarch64', quiet: true });
     if (built.skip) throw new Error(`the aarch64 build skipped although the tools were found: ${built.skip}`);
     const env = { ...process.env };
     delete env['TESSERA_SIMD'];  // the best level (neon) must run, not a lowered one

@@ -1,18 +1,20 @@
-// Runs the native table tests (build/Release/native_tests, built by npm install from
-// test/native/*.cc) once per SIMD level this machine has, so every kernel path is checked.
+// Runs the native table tests (build/native-tests/native_tests, built here on demand from
+// test/native/*.cc by tools/native-tests.mjs) once per SIMD level this machine has, so every kernel
+// path is checked.
 import { describe, expect, it } from 'vitest';
 import { spawnSync } from 'node:child_process';
 import { existsSync } from 'node:fs';
-import { fileURLToPath } from 'node:url';
 import { addon } from '../src/native.js';
+// @ts-expect-error: plain ESM build script, no type declarations
+import { build } from '../tools/native-tests.mjs';
 
-const BIN = fileURLToPath(new URL('../build/Release/native_tests', import.meta.url));
+const { bin: BIN } = await build({ quiet: true });
 const LEVELS = { avx512: ['avx512', 'avx2', 'scalar'], avx2: ['avx2', 'scalar'], neon: ['neon'], scalar: ['scalar'] }[
   addon().simdLevel
 ] ?? ['scalar'];
 
 describe('native table tests', () => {
-  it('the test runner was built by npm install', () => {
+  it('the test runner was built', () => {
     expect(existsSync(BIN)).toBe(true);
   });
   for (const level of LEVELS) {

@@ -1,5 +1,5 @@
-// What the tools' C++ builds share (tools/mslemu, tools/fakemetal, tools/cross): staleness by
-// modification time, and a pool that runs compiler jobs n at a time.
+// What the tools' C++ builds share (tools/mslemu, tools/fakemetal, tools/native-tests.mjs): staleness by
+// modification time, a pool that runs compiler jobs n at a time, and a lock so that one build runs at a time.
 import { spawn } from 'node:child_process';
 import fs from 'node:fs';
 
@@ -35,4 +35,35 @@ export async function pool(jobs, n, log) {
   }
   await Promise.all(Array.from({ length: Math.max(1, n) }, worker));
   if (errors.length) throw new Error(errors.join('\n'));
+}
+
+/**
+ * Runs fn holding `dir`/.lock: vitest runs test files in parallel processes, and each may ask for the
+ * same build. A lock whose holder is gone (or older than 15 minutes) is taken over.
+ */
+export async function withLock(dir, fn) {
+  fs.mkdirSync(dir, { recursive: true });
+  const lock = `${dir}/.lock`;
+  const t0 = Date.now();
+  for (;;) {
+    try {
+      fs.writeFileSync(lock, String(process.pid), { flag: 'wx' });
+      break;
+    } catch {
+      let orphaned = false;
+      try {
+        const pid = Number(fs.readFileSync(lock, 'utf8'));
+        process.kill(pid, 0);  // throws when the holder is gone
+      } catch {
+        orphaned = true;
+      }
+      if (orphaned || Date.now() - t0 > 15 * 60_000) fs.rmSync(lock, { force: true });
+      else await new Promise((r) => setTimeout(r, 200));
+    }
+  }
+  try {
+    return await fn();
+  } finally {
+    fs.rmSync(lock, { force: true });
+  }
 }

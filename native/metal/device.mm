@@ -22,7 +22,7 @@
 #include "common/aligned.h"
 #include "common/error.h"
 #include "metal/device.h"
-#include "sources.gen.h"  // build/metal, written by tools/mslemu/prepass.mjs
+#include "sources.gen.h"  // build/metal, written by scripts/msl-kernels.mjs
 
 #if !__has_feature(objc_arc) && !defined(TESSERA_FAKE_METAL_MRC)
 #error "device.mm must be compiled with -fobjc-arc (binding.gyp: CLANG_ENABLE_OBJC_ARC)"

@@ -26,7 +26,7 @@ struct Library {
   std::string path;
 };
 
-// build/Release/<addon or native_tests> -> build/mslemu/libtessera_mslemu.so
+// build/Release/tessera.node or build/native-tests/native_tests -> build/mslemu/libtessera_mslemu.so
 std::string default_path() {
   Dl_info info{};
   if (!dladdr(reinterpret_cast<void*>(&default_path), &info) || !info.dli_fname) return "build/mslemu/libtessera_mslemu.so";

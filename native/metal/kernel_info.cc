@@ -1,7 +1,7 @@
 #include "metal/kernel_info.h"
 
 #include "common/error.h"
-#include "kernels.gen.h"  // build/metal, written by tools/mslemu/prepass.mjs at gyp configure time
+#include "kernels.gen.h"  // build/metal, written by scripts/msl-kernels.mjs at gyp configure time
 
 namespace tessera::mtl {
 

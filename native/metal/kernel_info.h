@@ -1,4 +1,4 @@
-// What the host knows about each MSL kernel, generated from metal/*.metal by tools/mslemu/prepass.mjs
+// What the host knows about each MSL kernel, generated from metal/*.metal by scripts/msl-kernels.mjs
 // (build/metal/kernels.gen.h): its buffer and threadgroup-memory parameters, which buffers it only reads,
 // the size of each `constant T&` argument struct, and its declared thread limit. validate() checks every
 // dispatch against it on every executor, so a binding mistake fails on Linux before it reaches a GPU.

@@ -1,17 +1,16 @@
-// Builds the MSL emulator with clang (docs/metal-on-linux.md#compilation). Run by `npm install` after
-// node-gyp; a no-op that says why when no clang >= 15 exists (users never need clang: the addon then
-// reports `metal-emulated` as unavailable). Outputs, under build/mslemu/:
+// Builds the MSL emulator with clang (docs/metal-on-linux.md#compilation). Built on demand by the tests that need it (never by
+// a user's install); a no-op that says why when no clang >= 15 exists (the addon then reports
+// `metal-emulated` as unavailable). Outputs, under build/mslemu/:
 //   libtessera_mslemu.so   the runtime + every metal/*.metal kernel + the C API the addon dlopens
 //   selftest               the emulator's self-test (shim unit tests, sample kernels, planted bugs)
 //   status.json            { available, cxx, reason }
 // Options: --asan (also build asan/ variants with -fsanitize=address,undefined), --require (exit 1
-// without clang), --quiet, --install (npm install: a failed build is a warning, never a failed install;
-// the tests rebuild and report it).
+// without clang), --quiet.
 import { spawnSync } from 'node:child_process';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { pool, stale } from '../build-jobs.mjs';
+import { pool, stale, withLock } from '../build-jobs.mjs';
 import { ROOT, generate, metalFiles } from './prepass.mjs';
 
 const args = new Set(process.argv.slice(2));
@@ -56,42 +55,14 @@ function prepassAll(files, gendir) {
   fs.mkdirSync(gendir, { recursive: true });
   return files.map((f) => {
     const out = path.join(gendir, path.basename(f).replace(/\.metal$/, '.cpp'));
-    const deps = [path.join(ROOT, f), path.join(ROOT, 'tools/mslemu/prepass.mjs')];
+    const deps = [path.join(ROOT, f), path.join(ROOT, 'tools/mslemu/prepass.mjs'), path.join(ROOT, 'scripts/msl-kernels.mjs')];
     if (stale(out, deps)) fs.writeFileSync(out, generate(fs.readFileSync(path.join(ROOT, f), 'utf8'), f).code);
     return out;
   });
 }
 
-// One build at a time: vitest runs test files in parallel processes, and each asks for the library.
-async function withLock(fn) {
-  fs.mkdirSync(OUT, { recursive: true });
-  const lock = path.join(OUT, '.lock');
-  const t0 = Date.now();
-  for (;;) {
-    try {
-      fs.writeFileSync(lock, String(process.pid), { flag: 'wx' });
-      break;
-    } catch {
-      let orphaned = false;
-      try {
-        const pid = Number(fs.readFileSync(lock, 'utf8'));
-        process.kill(pid, 0);  // throws when the holder is gone
-      } catch {
-        orphaned = true;
-      }
-      if (orphaned || Date.now() - t0 > 15 * 60_000) fs.rmSync(lock, { force: true });
-      else await new Promise((r) => setTimeout(r, 200));
-    }
-  }
-  try {
-    return await fn();
-  } finally {
-    fs.rmSync(lock, { force: true });
-  }
-}
-
 export async function build(opts = {}) {
-  return withLock(() => buildUnlocked(opts));
+  return withLock(OUT, () => buildUnlocked(opts));
 }
 
 async function buildUnlocked({ asan = false, quiet: q = quiet } = {}) {
@@ -161,7 +132,6 @@ if (process.argv[1] && path.resolve(process.argv[1]) === path.resolve(new URL(im
     log(`built ${path.relative(ROOT, s.lib)} (${s.kernels.length} kernel files)`);
   }, (e) => {
     console.error(`mslemu: build failed\n${e.message}`);
-    if (args.has('--install')) console.error('mslemu: continuing: metal-emulated will be unavailable (npm test reports the failure)');
-    process.exit(args.has('--install') ? 0 : 1);
+    process.exit(1);
   });
 }

@@ -1,163 +1,19 @@
-// mslemu pre-pass (docs/metal-on-linux.md#pre-pass): reads MSL kernel files and writes what the emulator,
-// the lint and the host need. Node only, no dependencies.
+// mslemu pre-pass: turns MSL kernel files into what the emulator and the lint need. The kernel parser
+// and the host headers live in scripts/msl-kernels.mjs (the product's build); this adds the emulator's
+// C++ and the lint's textual rules. Node only, no dependencies.
 //
 //   node prepass.mjs run <in.metal> <out.cpp>   C++ for clang: #line to the .metal file, attributes blanked
 //                                               (same columns), threadgroup declarations -> the poisoned
 //                                               arena, `float4(` -> `::mslemu::vmake<float4>(` (MSL value
 //                                               conversions), one trampoline + registration per kernel
 //   node prepass.mjs lint <in.metal>...         textual rules clang cannot check (exit 1 with file:line)
-//   node prepass.mjs headers [outdir]           for the host build: kernels.gen.h (every kernel of metal/*.metal:
-//                                               parameters, bytes sizes, limits) and sources.gen.h (each file
-//                                               with its local includes inlined, for newLibraryWithSource:),
-//                                               plus src/*.metal (the same text, for xcrun metal); prints outdir
 import fs from 'node:fs';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { PrepassError, ROOT, VEC, bare, cstr, parse, writeIfChanged } from '../../scripts/msl-kernels.mjs';
 
-export const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..', '..');
+export { PrepassError, ROOT, inlineIncludes, metalFiles, parse, tokenize, writeHeaders } from '../../scripts/msl-kernels.mjs';
 
-export class PrepassError extends Error {}
-const fail = (file, line, msg) => { throw new PrepassError(`${file}:${line}: ${msg}`); };
-
-// Identifiers, numbers and punctuation with offsets and lines; comments, strings and preprocessor lines skipped.
-export function tokenize(s) {
-  const toks = [];
-  let i = 0, line = 1, bol = true;
-  while (i < s.length) {
-    const c = s[i];
-    if (c === '\n') { line++; i++; bol = true; continue; }
-    if (/\s/.test(c)) { i++; continue; }
-    if (bol && c === '#') {
-      while (i < s.length && s[i] !== '\n') { if (s[i] === '\\' && s[i + 1] === '\n') { i++; line++; } i++; }
-      continue;
-    }
-    bol = false;
-    if (c === '/' && s[i + 1] === '/') { while (i < s.length && s[i] !== '\n') i++; continue; }
-    if (c === '/' && s[i + 1] === '*') {
-      i += 2;
-      while (i < s.length && !(s[i] === '*' && s[i + 1] === '/')) { if (s[i] === '\n') line++; i++; }
-      i += 2; continue;
-    }
-    if (c === '"' || c === "'") {
-      let j = i + 1;
-      while (j < s.length && s[j] !== c) { if (s[j] === '\\') j++; j++; }
-      toks.push({ t: s.slice(i, j + 1), at: i, line }); i = j + 1; continue;
-    }
-    let m = /^[A-Za-z_]\w*/.exec(s.slice(i, i + 256));
-    if (m) { toks.push({ t: m[0], at: i, line, id: true }); i += m[0].length; continue; }
-    m = /^(\.?\d[\w.]*([eEpP][+-]\d+)?\w*)/.exec(s.slice(i, i + 64));
-    if (m) { toks.push({ t: m[0], at: i, line, num: true }); i += m[0].length; continue; }
-    if (s.startsWith('[[', i) || s.startsWith(']]', i) || s.startsWith('::', i)) { toks.push({ t: s.slice(i, i + 2), at: i, line }); i += 2; continue; }
-    toks.push({ t: c, at: i, line }); i++;
-  }
-  return toks;
-}
-
-const BUILTINS = new Set(['thread_position_in_grid', 'thread_position_in_threadgroup', 'thread_index_in_threadgroup',
-  'threadgroup_position_in_grid', 'threads_per_threadgroup', 'threadgroups_per_grid', 'threads_per_grid',
-  'thread_index_in_simdgroup', 'simdgroup_index_in_threadgroup', 'threads_per_simdgroup', 'simdgroups_per_threadgroup',
-  'thread_execution_width']);
-const VEC = /^(float|half|int|uint|short|ushort|char|uchar|long|ulong|bool)[234]$/;
-
-function matchClose(toks, i, open, close) {
-  let d = 0;
-  for (; i < toks.length; i++) {
-    if (toks[i].t === open) d++;
-    else if (toks[i].t === close && --d === 0) return i;
-  }
-  throw new PrepassError(`unbalanced ${open}${close}`);
-}
-
-// Parses every `kernel void NAME(...) { ... }` of a file. Returns { kernels, edits } where edits turn the
-// text into the emulator's C++ (positions in the original text, same line structure).
-export function parse(src, file) {
-  const toks = tokenize(src);
-  const edits = [];
-  const kernels = [];
-  for (let i = 0; i < toks.length; i++) {
-    if (toks[i].t !== 'kernel') continue;
-    if (toks[i + 1]?.t !== 'void') fail(file, toks[i].line, `'kernel' must be followed by 'void'`);
-    let maxThreads = 1024;
-    // [[max_total_threads_per_threadgroup(N)]] right before `kernel`
-    if (toks[i - 1]?.t === ']]') {
-      const a0 = toks.slice(0, i).map((t) => t.t).lastIndexOf('[[');
-      const attr = toks.slice(a0 + 1, i - 1).map((t) => t.t).join('');
-      const m = /^max_total_threads_per_threadgroup\((\d+)\)$/.exec(attr);
-      if (!m) fail(file, toks[i].line, `unsupported kernel attribute [[${attr}]]`);
-      maxThreads = +m[1];
-      edits.push({ from: toks[a0].at, to: toks[i - 1].at + 2, text: ' '.repeat(toks[i - 1].at + 2 - toks[a0].at) });
-    }
-    if (toks[i - 1]?.t === '>' || toks.slice(Math.max(0, i - 12), i).some((t) => t.t === 'template'))
-      fail(file, toks[i].line, 'templated kernels are not supported: write one kernel per variant calling a template helper');
-    const name = toks[i + 2].t;
-    const lp = i + 3;
-    if (toks[lp]?.t !== '(') fail(file, toks[i].line, `kernel ${name}: expected '('`);
-    const rp = matchClose(toks, lp, '(', ')');
-    const params = [];
-    let cur = [], depth = 0;
-    for (let j = lp + 1; j < rp; j++) {
-      const t = toks[j].t;
-      if (t === '(' || t === '[' || t === '<' || t === '[[') depth++;
-      if (t === ')' || t === ']' || t === '>' || t === ']]') depth--;
-      if (t === ',' && depth === 0) { params.push(cur); cur = []; } else cur.push(toks[j]);
-    }
-    if (cur.length) params.push(cur);
-    const ps = params.map((p) => {
-      const a0 = p.findIndex((t) => t.t === '[[');
-      if (a0 < 0) fail(file, p[0].line, `kernel ${name}: every parameter needs an attribute ([[buffer(i)]], [[threadgroup(i)]] or a builtin)`);
-      const a1 = p.findIndex((t) => t.t === ']]');
-      const attr = p.slice(a0 + 1, a1).map((t) => t.t).join('');
-      const before = p.slice(0, a0);
-      const pname = before[before.length - 1].t;
-      const type = src.slice(before[0].at, before[before.length - 1].at).trim();
-      // Blanking is required, not cosmetic: `threadgroup` is a macro, [[threadgroup(0)]] would become [[(0)]].
-      edits.push({ from: p[a0].at, to: p[a1].at + 2, text: ' '.repeat(p[a1].at + 2 - p[a0].at) });
-      const line = p[0].line;
-      let m;
-      if ((m = /^buffer\((\d+)\)$/.exec(attr))) {
-        const ref = type.endsWith('&');
-        return { kind: 'buffer', index: +m[1], type, pname, line, ref,
-          readonly: /\bconst\b/.test(type) || /^constant\b/.test(type), space: (/^(?:const\s+)?(device|constant|threadgroup|thread)\b/.exec(type) || [])[1] };
-      }
-      if ((m = /^threadgroup\((\d+)\)$/.exec(attr))) return { kind: 'tgmem', index: +m[1], type, pname, line, space: 'threadgroup' };
-      if (BUILTINS.has(attr)) return { kind: 'builtin', attr, type, pname, line };
-      fail(file, line, `kernel ${name}: unsupported attribute [[${attr}]]`);
-    });
-    const lb = rp + 1;
-    if (toks[lb]?.t !== '{') fail(file, toks[rp].line, `kernel ${name}: expected a body`);
-    const rb = matchClose(toks, lb, '{', '}');
-    for (let j = lb + 1; j < rb; j++) {
-      if (toks[j].t !== 'threadgroup') continue;
-      const prev = toks[j - 1].t;
-      if (!(prev === ';' || prev === '{' || prev === '}')) continue;  // only declarations at statement start
-      let k = j + 1;
-      while (toks[k].t !== ';' && toks[k].t !== '=') k++;
-      const head = toks.slice(j + 1, k);
-      const lb0 = head.findIndex((t) => t.t === '[');
-      if (head.slice(0, lb0 < 0 ? head.length : lb0).some((t) => t.t === '*' || t.t === '&')) continue;  // a thread-local pointer/reference to threadgroup memory
-      if (toks[k].t === '=') fail(file, toks[j].line, 'threadgroup variables cannot have initialisers');
-      const decl = toks.slice(j + 1, k);
-      let br = decl.findIndex((t) => t.t === '[');
-      if (br < 0) br = decl.length;  // scalar: threadgroup T name;
-      if (br < 2) fail(file, toks[j].line, 'threadgroup declaration must be `threadgroup T name[N];` or `threadgroup T name;`');
-      const vname = decl[br - 1].t;
-      const T = src.slice(decl[0].at, decl[br - 1].at).trim();
-      const dims = br < decl.length ? src.slice(decl[br].at, toks[k].at).trim() : '';
-      if (/,/.test(src.slice(decl[0].at, toks[k].at))) fail(file, toks[j].line, 'one threadgroup variable per declaration');
-      edits.push({ from: toks[j].at, to: toks[k].at, text: `MSLEMU_TG_DECL(${T}, ${vname}, ${dims})` });
-    }
-    kernels.push({ name, line: toks[i].line, params: ps, maxThreads, file });
-    i = rb;
-  }
-  for (let i = 0; i + 1 < toks.length; i++) {
-    if (VEC.test(toks[i].t) && toks[i + 1].t === '(' && toks[i - 1]?.t !== '::' && toks[i - 1]?.t !== '.')
-      edits.push({ from: toks[i].at, to: toks[i].at + toks[i].t.length, text: `::mslemu::vmake<${toks[i].t}>` });
-  }
-  return { kernels, edits, toks };
-}
-
-const cstr = (s) => JSON.stringify(s);
-const bare = (type) => type.replace(/&\s*$/, '').trim();
 
 // The emulator's C++ for one .metal file (run and lint modes share it; MSLEMU_LINT hides the trampolines).
 export function generate(src, file) {
@@ -231,69 +87,6 @@ export function lintText(src, file) {
   return errs;
 }
 
-// A file's text with its local #include "..." inlined (each once): newLibraryWithSource: cannot resolve includes.
-export function inlineIncludes(file, seen = new Set()) {
-  const abs = path.resolve(file);
-  if (seen.has(abs)) return '';
-  seen.add(abs);
-  const text = fs.readFileSync(abs, 'utf8');
-  return text.split('\n').map((l) => {
-    const m = /^\s*#\s*include\s+"([^"]+)"/.exec(l);
-    if (!m) return l;
-    if (/^\s*#\s*pragma\s+once/.test(l)) return '';
-    const inc = path.join(path.dirname(abs), m[1]);
-    return `// ---- ${path.relative(ROOT, inc)}\n${inlineIncludes(inc, seen).replace(/^\s*#\s*pragma\s+once\s*$/m, '')}// ---- end ${path.relative(ROOT, inc)}`;
-  }).join('\n');
-}
-
-export function metalFiles() {
-  const dir = path.join(ROOT, 'metal');
-  return fs.readdirSync(dir).filter((f) => f.endsWith('.metal')).sort().map((f) => path.join('metal', f));
-}
-
-const HOST_SCALARS = { uint: 'uint32_t', int: 'int32_t', float: 'float', ushort: 'uint16_t', short: 'int16_t', uchar: 'uint8_t', char: 'int8_t', bool: 'bool', ulong: 'uint64_t', long: 'int64_t' };
-function hostType(type) {
-  const t = bare(type).replace(/\b(constant|device|const)\b/g, '').trim();
-  return HOST_SCALARS[t] || (t.startsWith('kargs::') ? t : `kargs::${t}`);
-}
-
-function writeIfChanged(p, text) {
-  if (fs.existsSync(p) && fs.readFileSync(p, 'utf8') === text) return;
-  fs.mkdirSync(path.dirname(p), { recursive: true });
-  fs.writeFileSync(p, text);
-}
-
-export function writeHeaders(outdir) {
-  const files = metalFiles();
-  const all = [];
-  for (const f of files) all.push(...parse(fs.readFileSync(path.join(ROOT, f), 'utf8'), f).kernels);
-  let k = `// Generated by tools/mslemu/prepass.mjs from metal/*.metal: do not edit.\n#pragma once\n#include <cstdint>\n#include "${path.relative(outdir, path.join(ROOT, 'metal/shared/args.h'))}"\n#include "metal/kernel_info.h"\n`;
-  k += `namespace tessera::mtl::gen {\nstatic const ParamInfo kParams[] = {\n`;
-  let first = 0;
-  const rows = [];
-  for (const kern of all) {
-    const ps = kern.params.filter((p) => p.kind !== 'builtin');
-    for (const p of ps) k += `  {${p.kind === 'buffer' ? 'ParamKind::Buffer' : 'ParamKind::TgMem'}, ${p.index}, ${!!p.readonly}, ${p.kind === 'buffer' && p.ref ? `uint16_t(sizeof(${hostType(p.type)}))` : 0}},\n`;
-    rows.push(`  {${cstr(kern.name)}, ${cstr(kern.file)}, ${kern.line}, ${kern.maxThreads}, ${first}, ${ps.length}}`);
-    first += ps.length;
-  }
-  if (!first) k += '  {ParamKind::Buffer, 0, false, 0},\n';
-  k += `};\nstatic const KernelInfo kKernels[] = {\n${rows.join(',\n')}\n};\nconstexpr int kKernelCount = ${all.length};\n}  // namespace tessera::mtl::gen\n`;
-  writeIfChanged(path.join(outdir, 'kernels.gen.h'), k);
-  // the argument structs for the op layer (native/ cannot name the repository root as an include dir)
-  writeIfChanged(path.join(outdir, 'tessera_kargs.h'), `// Generated: forwards to metal/shared/args.h.\n#pragma once\n#include "${path.relative(outdir, path.join(ROOT, 'metal/shared/args.h'))}"\n`);
-  let s = `// Generated by tools/mslemu/prepass.mjs: each metal/*.metal with its local includes inlined.\n#pragma once\nnamespace tessera::mtl::gen {\nstruct Source { const char* file; const char* text; };\nstatic const Source kSources[] = {\n`;
-  for (const f of files) {
-    const text = inlineIncludes(path.join(ROOT, f));
-    writeIfChanged(path.join(outdir, 'src', path.basename(f)), text);
-    // raw string literal in chunks (MSVC-style limits do not apply to clang/gcc, but keep lines short anyway)
-    s += `  {${cstr(f)}, R"tessera_msl(${text})tessera_msl"},\n`;
-  }
-  s += `};\nconstexpr int kSourceCount = ${files.length};\n}  // namespace tessera::mtl::gen\n`;
-  writeIfChanged(path.join(outdir, 'sources.gen.h'), s);
-  return all;
-}
-
 function main(argv) {
   const [cmd, ...rest] = argv;
   if (cmd === 'run') {
@@ -306,12 +99,8 @@ function main(argv) {
     const errs = rest.flatMap((f) => lintText(fs.readFileSync(f, 'utf8'), path.relative(ROOT, path.resolve(f))));
     for (const e of errs) console.error(`${e} [mslemu lint]`);
     process.exit(errs.length ? 1 : 0);
-  } else if (cmd === 'headers') {
-    const outdir = path.resolve(rest[0] || path.join(ROOT, 'build', 'metal'));
-    writeHeaders(outdir);
-    process.stdout.write(outdir);
   } else {
-    console.error('usage: prepass.mjs run <in.metal> <out.cpp> | lint <file.metal>... | headers [outdir]');
+    console.error('usage: prepass.mjs run <in.metal> <out.cpp> | lint <file.metal>...');
     process.exit(2);
   }
 }
