@@ -40,7 +40,7 @@ export async function createScratchFile(target: string, tag: string): Promise<{ 
   const path = siblingPath(target, tag);
   let handle: FileHandle;
   try {
-    handle = await open(path, constants.O_WRONLY | constants.O_CREAT | constants.O_EXCL | constants.O_CLOEXEC, 0o600);
+    handle = await open(path, constants.O_WRONLY | constants.O_CREAT | constants.O_EXCL, 0o600);
   } catch (e) {
     throw ioError(target, 'cannot write', e);
   }
@@ -72,7 +72,7 @@ export class AtomicFile {
     const tempPath = siblingPath(target, 'tmp');
     try {
       // 0666 less the umask: the mode a plain write would have given the target.
-      const handle = await open(tempPath, constants.O_WRONLY | constants.O_CREAT | constants.O_EXCL | constants.O_CLOEXEC, 0o666);
+      const handle = await open(tempPath, constants.O_WRONLY | constants.O_CREAT | constants.O_EXCL, 0o666);
       return new AtomicFile(target, tempPath, handle);
     } catch (e) {
       throw ioError(target, 'cannot write', e);

@@ -31,7 +31,7 @@ function kindOf(st: { isDirectory(): boolean; isFIFO(): boolean; isCharacterDevi
 export async function openRegular(path: string, opts: OpenRegularOptions): Promise<RegularFile> {
   let handle: FileHandle;
   try {
-    handle = await open(path, constants.O_RDONLY | constants.O_NONBLOCK | constants.O_CLOEXEC);
+    handle = await open(path, constants.O_RDONLY | constants.O_NONBLOCK);
   } catch (e) {
     throw ioError(path, `cannot open ${opts.what}`, e, opts.code);
   }
