@@ -15,8 +15,10 @@ export interface RegularFile {
 export interface OpenRegularOptions {
   /** Names the file in messages ("image file", "weights file"). */
   what: string;
-  /** The code a missing file, or one that is not a regular file, gets. */
-  code: ErrorCode;
+  /** The code a missing file gets (ERR_MODEL_NOT_FOUND, ERR_IMAGE_DECODE, ...). */
+  notFound: ErrorCode;
+  /** The code a FIFO, device, socket or directory gets. */
+  notRegular: ErrorCode;
 }
 
 function kindOf(st: { isDirectory(): boolean; isFIFO(): boolean; isCharacterDevice(): boolean; isBlockDevice(): boolean; isSocket(): boolean }): string {
@@ -33,16 +35,25 @@ export async function openRegular(path: string, opts: OpenRegularOptions): Promi
   try {
     handle = await open(path, constants.O_RDONLY | constants.O_NONBLOCK);
   } catch (e) {
-    throw ioError(path, `cannot open ${opts.what}`, e, opts.code);
+    // EISDIR (a directory opened for writing) never happens read-only; ENXIO is a socket.
+    if ((e as NodeJS.ErrnoException).code === 'ENXIO')
+      throw new TesseraError(opts.notRegular, `${opts.what} ${path} is a socket or device without a reader, not a regular file`, { cause: e });
+    throw ioError(path, `cannot open ${opts.what}`, e, opts.notFound);
   }
   try {
     const st = await handle.stat();
-    if (!st.isFile()) throw new TesseraError(opts.code, `${opts.what} ${path} is ${kindOf(st)}, not a regular file`);
+    if (!st.isFile()) throw new TesseraError(opts.notRegular, `${opts.what} ${path} is ${kindOf(st)}, not a regular file`);
     return { handle, size: st.size };
   } catch (e) {
     await handle.close().catch(() => undefined);
-    throw ioError(path, `cannot stat ${opts.what}`, e, opts.code);
+    throw ioError(path, `cannot stat ${opts.what}`, e, opts.notFound);
   }
+}
+
+/** The error is the path's absence (ENOENT, or a non-directory on the way). */
+export function isMissing(e: unknown): boolean {
+  const code = (e as NodeJS.ErrnoException | undefined)?.code;
+  return code === 'ENOENT' || code === 'ENOTDIR';
 }
 
 /**
@@ -65,7 +76,7 @@ export async function readRegular(
     }
     return done === size ? buf : buf.subarray(0, done);
   } catch (e) {
-    throw ioError(path, `cannot read ${opts.what}`, e, opts.code);
+    throw ioError(path, `cannot read ${opts.what}`, e, opts.notFound);
   } finally {
     await handle.close().catch(() => undefined);
   }
