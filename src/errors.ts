@@ -18,6 +18,7 @@ export const ERROR_CODES = [
   'ERR_OUT_OF_MEMORY',
   'ERR_GPU',
   'ERR_NUMERIC',
+  'ERR_IO',
   'ERR_INTERNAL',
 ] as const;
 

@@ -11,17 +11,11 @@ import {
   readImageHeader,
   type ImageInput,
 } from './image/index.js';
+import type { PreprocessOptions } from './options.js';
 import type { Family } from './spec/types.js';
 
-export interface PreprocessOptions {
-  /** Qwen: override the pixel-area bounds of preprocessor_config.json. */
-  minPixels?: number;
-  maxPixels?: number;
-  /** Gemma 4: 70, 140, 280, 560 or 1120. */
-  maxSoftTokens?: number;
-  /** Admission: refuse images whose header declares more pixels (default 100 MP). */
-  maxInputPixels?: number;
-}
+export type { PreprocessOptions };
+
 
 export interface Prepared {
   pixelValues: Float32Array;

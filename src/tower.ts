@@ -2,47 +2,30 @@
 // residency, hands the TowerSpec to the addon and queues encodes (one at a time per tower; the
 // work itself runs off the JS thread in the addon).
 import { freemem, totalmem } from 'node:os';
-import { z } from 'zod';
 import { TesseraError, toTesseraError } from './errors.js';
 import { addon, type NativeEncodeResult, type NativeTower } from './native.js';
 import { loadModel } from './spec/load.js';
-import { headerSize, makePreprocessor, type Plan, type Prepared, type PreprocessOptions, type Preprocessor } from './prepare.js';
+import { headerSize, makePreprocessor, type Plan, type Prepared, type Preprocessor } from './prepare.js';
+import {
+  MAX_INT32,
+  OpenOptionsSchema,
+  encodeOptionsSchema,
+  parseArgument,
+  parseModelPath,
+  pixelInputSchema,
+  preprocessOptionsSchema,
+  type EncodeOptions,
+  type OpenOptions,
+  type PreprocessOptions,
+  type Progress,
+} from './options.js';
 import type { ImageInput } from './image/index.js';
 import { activationBudget, chooseResidency, heldWeightBytes, splitBatch, type Residency, type WeightMemory } from './residency/index.js';
 import { concatPrepared, splitResult } from './batch.js';
 import type { TowerSpec } from './spec/types.js';
 import { describe, peakRss, type MemoryInfo, type TowerInfo } from './tower-info.js';
 
-const OpenOptionsSchema = z
-  .object({
-    backend: z.enum(['auto', 'cpu', 'metal', 'metal-emulated']).default('auto'),
-    residency: z.enum(['auto', 'stream', 'mapped', 'resident']).default('auto'),
-    slots: z.number().int().min(1).max(16).default(2),
-    memoryBudget: z.number().int().positive().optional(),
-    threads: z.number().int().min(0).max(1024).default(0),
-  })
-  .strict();
-
-export type OpenOptions = z.input<typeof OpenOptionsSchema>;
-
-export interface Progress {
-  /** Index of the first image of the chunk being encoded, and the number of images in the call. */
-  image: number;
-  images: number;
-  /** Stages done (patch embedding, each block, each merger) and their total. */
-  block: number;
-  blocks: number;
-  /** Wall time of the stage just done, in ms (waiting for its weights included). */
-  ms: number;
-}
-
-export interface EncodeOptions extends PreprocessOptions {
-  stages?: boolean;
-  signal?: AbortSignal;
-  onProgress?: (p: Progress) => void;
-  /** Scan every stage for inf/NaN (ERR_NUMERIC). Default true. */
-  checkFinite?: boolean;
-}
+export type { EncodeOptions, OpenOptions, PreprocessOptions, Progress };
 
 export interface Grid {
   t: number;
@@ -87,14 +70,22 @@ function resolveBackend(requested: string): string {
   return requested;
 }
 
-function normaliseGrid(grid: Grid | Grid[] | number[][]): Grid[] {
-  const list = Array.isArray(grid) ? grid : [grid];
-  return list.map((g, i) => {
-    const [t, h, w] = Array.isArray(g) ? g : [g.t, g.h, g.w];
-    if (![t, h, w].every((v) => Number.isSafeInteger(v) && (v as number) > 0))
-      throw new TesseraError('ERR_INVALID_ARGUMENT', `grid[${i}] must hold positive integers t, h, w`);
-    return { t: t!, h: h!, w: w! };
-  });
+/** One grid or a list, each { t, h, w } or [t, h, w] (sides already checked by pixelInputSchema). */
+function normaliseGrid(grid: Grid | [number, number, number] | (Grid | [number, number, number])[]): Grid[] {
+  const list: (Grid | [number, number, number])[] =
+    Array.isArray(grid) && !(grid.length === 3 && grid.every((v) => typeof v === 'number')) ? (grid as (Grid | [number, number, number])[]) : [grid as Grid];
+  return list.map((g) => (Array.isArray(g) ? { t: g[0], h: g[1], w: g[2] } : { t: g.t, h: g.h, w: g.w }));
+}
+
+function isSize(input: unknown): input is { width: number; height: number } {
+  return typeof input === 'object' && input !== null && !(input instanceof Uint8Array) && 'width' in input;
+}
+
+function checkSize(size: { width: number; height: number }): { width: number; height: number } {
+  const ok = (v: unknown) => typeof v === 'number' && Number.isSafeInteger(v) && v > 0;
+  if (!ok(size.width) || !ok(size.height))
+    throw new TesseraError('ERR_INVALID_ARGUMENT', `estimate: width and height must be positive integers, not ${String(size.width)}x${String(size.height)}`);
+  return { width: size.width, height: size.height };
 }
 
 export class VisionTower {
@@ -122,14 +113,10 @@ export class VisionTower {
   }
 
   static async open(path: string, options: OpenOptions = {}): Promise<VisionTower> {
-    const parsed = OpenOptionsSchema.safeParse(options);
-    if (!parsed.success) {
-      const issue = parsed.error.issues[0]!;
-      throw new TesseraError('ERR_INVALID_ARGUMENT', `open option '${issue.path.join('.') || '(root)'}': ${issue.message}`);
-    }
-    const o = parsed.data;
+    parseModelPath(path);
+    const o = parseArgument(OpenOptionsSchema, options, 'VisionTower.open');
     const backend = resolveBackend(o.backend);
-    const model = await loadModel(path);
+    const model = await loadModel(path, { verify: o.verify });
     const lib = addon();
     let weights: WeightMemory;
     try {
@@ -176,22 +163,49 @@ export class VisionTower {
     return run;
   }
 
-  /** Encodes HF-processor output: { pixelValues, grid } (Qwen) or { pixelValues, positions } (Gemma). */
+  /**
+   * Encodes HF-processor output: { pixelValues, grid } (Qwen) or { pixelValues, positions } (Gemma).
+   * The arguments are checked and pixelValues and positions are copied at the call, so the caller
+   * may reuse its buffers as soon as this returns.
+   */
   encodePixels(input: PixelInput, options: EncodeOptions = {}): Promise<EncodeResult> {
-    return this.#enqueue(async (native) => {
-      if (!(input?.pixelValues instanceof Float32Array))
-        throw new TesseraError('ERR_INVALID_ARGUMENT', 'pixelValues must be a Float32Array');
+    let args: Parameters<NativeTower['encode']>[0];
+    let grids: Grid[] | undefined;
+    let positions: Int32Array | undefined;
+    let images: number;
+    let opts: EncodeOptions;
+    try {
+      this.#checkOpen();
+      const parsed = parseArgument(pixelInputSchema(this.spec.family), input, 'encodePixels input');
+      opts = parseArgument(encodeOptionsSchema(this.spec.family), options, 'encodePixels options');
       const cols = this.#patchWidth();
-      let grids: Grid[] | undefined;
-      if ('grid' in input) grids = normaliseGrid(input.grid);
-      const images = grids?.length ?? ('imageRows' in input && input.imageRows ? input.imageRows.length : 1);
+      const pixels = parsed.pixelValues;
+      if (pixels.length === 0 || pixels.length % cols !== 0)
+        throw new TesseraError('ERR_INVALID_ARGUMENT', `encodePixels: pixelValues has ${pixels.length} values, not a whole number of ${cols}-value patch rows`);
+      const rows = pixels.length / cols;
+      if ('grid' in parsed) {
+        grids = normaliseGrid(parsed.grid);
+        const gridRows = grids.reduce((a, g) => a + g.t * g.h * g.w, 0);
+        if (gridRows !== rows)
+          throw new TesseraError('ERR_INVALID_ARGUMENT', `encodePixels: grid covers ${gridRows} patch rows, pixelValues holds ${rows}`);
+        images = grids.length;
+      } else {
+        if (parsed.positions.length !== 2 * rows)
+          throw new TesseraError('ERR_INVALID_ARGUMENT', `encodePixels: positions holds ${parsed.positions.length / 2} (x, y) pairs, pixelValues holds ${rows} patch rows`);
+        const imageRows = parsed.imageRows;
+        if (imageRows && imageRows.reduce((a, b) => a + b, 0) !== rows)
+          throw new TesseraError('ERR_INVALID_ARGUMENT', `encodePixels: imageRows add up to ${imageRows.reduce((a, b) => a + b, 0)}, pixelValues holds ${rows} patch rows`);
+        positions = parsed.positions.slice();
+        images = imageRows?.length ?? 1;
+        args = { pixels: pixels.slice(), cols, positions, ...(imageRows ? { imageRows: [...imageRows] } : {}) };
+      }
+      if (grids) args = { pixels: pixels.slice(), cols, grids: Int32Array.from(grids.flatMap((g) => [g.t, g.h, g.w])) };
+    } catch (e) {
+      return Promise.reject(toTesseraError(e));
+    }
+    return this.#enqueue(async (native) => {
       const started = performance.now();
-      const raw = await this.#run(native, options, images, {
-        pixels: input.pixelValues,
-        cols,
-        ...(grids ? { grids: Int32Array.from(grids.flatMap((g) => [g.t, g.h, g.w])) } : {}),
-        ...('positions' in input ? { positions: input.positions, imageRows: input.imageRows } : {}),
-      });
+      const raw = await this.#run(native, opts, images, args);
       const result: EncodeResult = {
         embeddings: raw.embeddings,
         tokens: raw.tokens,
@@ -199,9 +213,9 @@ export class VisionTower {
         timings: { decodeMs: 0, preprocessMs: 0, encodeMs: performance.now() - started },
       };
       if (grids) result.grid = grids;
-      if ('positions' in input) result.positions = input.positions;
+      if (positions) result.positions = positions;
       if (raw.deepstack.length) result.deepstack = raw.deepstack;
-      if (options.stages) result.stages = Object.fromEntries(raw.stages.map((s) => [s.name, s.data]));
+      if (opts.stages) result.stages = Object.fromEntries(raw.stages.map((s) => [s.name, s.data]));
       return result;
     });
   }
@@ -259,12 +273,15 @@ export class VisionTower {
 
   /** Predicts sizes and memory for an image (its header is read; nothing is decoded) or a size. */
   async estimate(input: ImageInput | { width: number; height: number }, options: PreprocessOptions = {}): Promise<Estimate> {
+    this.#checkOpen();
+    return this.#estimate(input, parseArgument(preprocessOptionsSchema(this.spec.family), options, 'estimate options'));
+  }
+
+  async #estimate(input: ImageInput | { width: number; height: number }, options: PreprocessOptions): Promise<Estimate> {
     const native = this.#checkOpen();
-    const size =
-      typeof input === 'object' && !(input instanceof Uint8Array) && 'width' in input
-        ? input
-        : await headerSize(input as ImageInput, options.maxInputPixels);
+    const size = isSize(input) ? checkSize(input) : await headerSize(input, options.maxInputPixels);
     const plan = this.#pre.plan(size, options);
+    if (plan.patches > MAX_INT32) throw this.#tooLarge(plan, options, `${plan.patches} patch rows, more than one encode can address (${MAX_INT32})`);
     const scratchBytes = native.scratchBytes(plan.patches);
     const weightBytes = this.info.memory.weightBytes;
     const ioBytes = this.#ioBytes(plan.patches);
@@ -274,17 +291,27 @@ export class VisionTower {
   /** What HF's processor (PIL backend) returns for this image: pixel rows plus grid or positions. */
   async preprocess(input: ImageInput, options: PreprocessOptions = {}): Promise<Prepared> {
     this.#checkOpen();
-    if (this.#memoryBudget !== undefined) this.#admit(await this.estimate(input, options));
-    return this.#pre.run(input, options);
+    const opts = parseArgument(preprocessOptionsSchema(this.spec.family), options, 'preprocess options');
+    this.#admit(await this.#estimate(input, opts), opts);
+    return this.#pre.run(input, opts);
   }
 
-  /** ERR_IMAGE_TOO_LARGE when an image's predicted peak passes memoryBudget: before any work. */
-  #admit(e: Estimate): void {
+  /**
+   * Refuses, before any work, an image whose predicted peak passes memoryBudget
+   * (ERR_IMAGE_TOO_LARGE) or, without a budget, this machine's whole memory (ERR_OUT_OF_MEMORY).
+   */
+  #admit(e: Estimate, options: PreprocessOptions): void {
     if (this.#memoryBudget !== undefined && e.peakBytes > this.#memoryBudget)
-      throw new TesseraError(
-        'ERR_IMAGE_TOO_LARGE',
-        `encoding this image needs about ${e.peakBytes} bytes (${e.patches} patches), over memoryBudget ${this.#memoryBudget}`,
-      );
+      throw this.#tooLarge(e, options, `about ${e.peakBytes} bytes to encode, over memoryBudget ${this.#memoryBudget}`);
+    const total = totalmem();
+    if (this.#memoryBudget === undefined && e.peakBytes > total)
+      throw this.#tooLarge(e, options, `about ${e.peakBytes} bytes to encode, more than this machine's ${total} bytes of memory`, 'ERR_OUT_OF_MEMORY');
+  }
+
+  #tooLarge(p: Plan, options: PreprocessOptions, why: string, code: 'ERR_IMAGE_TOO_LARGE' | 'ERR_OUT_OF_MEMORY' = 'ERR_IMAGE_TOO_LARGE'): TesseraError {
+    const given = (['minPixels', 'maxPixels', 'maxSoftTokens'] as const).filter((k) => options[k] !== undefined).map((k) => `${k} ${options[k]}`);
+    const by = given.length ? ` (sized by ${given.join(', ')})` : '';
+    return new TesseraError(code, `the image resized to ${p.resized.width}x${p.resized.height}${by} needs ${p.patches} patches: ${why}`);
   }
 
   /** Decodes, preprocesses and encodes one image (a path, Buffer or Uint8Array). */
@@ -305,16 +332,18 @@ export class VisionTower {
   async encodeBatch(inputs: readonly ImageInput[], options: EncodeOptions = {}): Promise<(EncodeResult | TesseraError)[]> {
     this.#checkOpen();
     if (!Array.isArray(inputs)) throw new TesseraError('ERR_INVALID_ARGUMENT', 'encodeBatch expects an array of images');
+    options = parseArgument(encodeOptionsSchema(this.spec.family), options, 'encode options');
     const out: (EncodeResult | TesseraError)[] = new Array(inputs.length);
+    // Options were checked above: what fails from here on fails for one input, in its own slot.
     const named = (i: number, e: unknown) => {
       const err = toTesseraError(e, 'ERR_IMAGE_DECODE');
-      if (err.code === 'ERR_CLOSED' || err.code === 'ERR_INVALID_ARGUMENT') throw err;
+      if (err.code === 'ERR_CLOSED') throw err;
       const what = typeof inputs[i] === 'string' ? ` (${inputs[i]})` : '';
       return new TesseraError(err.code, `input ${i}${what}: ${err.message}`, { cause: err });
     };
     const plan = async (input: ImageInput) => {
-      const e = await this.estimate(input, options);
-      this.#admit(e);
+      const e = await this.#estimate(input, options);
+      this.#admit(e, options);
       return e;
     };
     const plans = await Promise.all(inputs.map((input, i) => plan(input).catch((e) => named(i, e))));

@@ -1,10 +1,11 @@
-// `--out file.safetensors`: tensors are appended to a side file as results arrive (memory stays
-// bounded for thousands of images); finish() writes the header, then the data, and renames the
-// result into place, so a failed run never leaves a half-written file under the output name.
-import { createReadStream, createWriteStream } from 'node:fs';
-import { open, rename, rm, type FileHandle } from 'node:fs/promises';
-import { pipeline } from 'node:stream/promises';
+// `--out file.safetensors`: tensors are appended to a scratch file beside the output as results
+// arrive (memory stays bounded for thousands of images); finish() writes the header, then the
+// data, through an AtomicFile, so a failed run never leaves a half-written file under the output
+// name and never replaces anything but a regular file.
+import { open } from 'node:fs/promises';
 import { TesseraError } from '../errors.js';
+import { ioError } from '../io/io-error.js';
+import { AtomicFile, checkOutputTarget, createScratchFile } from './atomic-file.js';
 
 type Dtype = 'F32' | 'I64' | 'I32';
 interface Entry {
@@ -13,60 +14,86 @@ interface Entry {
   data_offsets: [number, number];
 }
 
+type Scratch = Awaited<ReturnType<typeof createScratchFile>>;
+
+const COPY_CHUNK = 1 << 20;
+
 export class SafetensorsWriter {
   readonly path: string;
-  #dataPath: string;
-  #data: FileHandle | undefined;
+  #scratch: Scratch;
+  #open = true;
   #entries = new Map<string, Entry>();
   #offset = 0;
 
-  private constructor(path: string, data: FileHandle) {
+  private constructor(path: string, scratch: Scratch) {
     this.path = path;
-    this.#dataPath = `${path}.tessera-data-${process.pid}`;
-    this.#data = data;
+    this.#scratch = scratch;
   }
 
+  /** Refuses a target that is not a regular file before any work is done. */
   static async create(path: string): Promise<SafetensorsWriter> {
-    const dataPath = `${path}.tessera-data-${process.pid}`;
-    try {
-      return new SafetensorsWriter(path, await open(dataPath, 'w'));
-    } catch (e) {
-      throw new TesseraError('ERR_INVALID_ARGUMENT', `--out ${path}: cannot write there (${(e as NodeJS.ErrnoException).code ?? e})`);
-    }
+    await checkOutputTarget(path);
+    return new SafetensorsWriter(path, await createScratchFile(path, 'data'));
   }
 
   async add(name: string, shape: number[], values: Float32Array | BigInt64Array | Int32Array): Promise<void> {
-    if (!this.#data) throw new TesseraError('ERR_INTERNAL', 'safetensors writer already finished');
+    if (!this.#open) throw new TesseraError('ERR_INTERNAL', 'safetensors writer already finished');
     if (this.#entries.has(name)) throw new TesseraError('ERR_INTERNAL', `tensor ${name} written twice`);
     const dtype: Dtype = values instanceof Float32Array ? 'F32' : values instanceof BigInt64Array ? 'I64' : 'I32';
     const bytes = new Uint8Array(values.buffer, values.byteOffset, values.byteLength);
-    await this.#data.write(bytes, 0, bytes.length);
+    try {
+      let done = 0;
+      while (done < bytes.length) done += (await this.#scratch.handle.write(bytes, done, bytes.length - done)).bytesWritten;
+    } catch (e) {
+      await this.abort();
+      throw ioError(this.path, 'cannot write', e);
+    }
     this.#entries.set(name, { dtype, shape, data_offsets: [this.#offset, this.#offset + bytes.length] });
     this.#offset += bytes.length;
   }
 
   /** Writes the file: header (with __metadata__, string values only) then the data. */
   async finish(metadata: Record<string, string>): Promise<void> {
-    await this.#data?.close();
-    this.#data = undefined;
+    this.#open = false;
     const header: Record<string, unknown> = { __metadata__: metadata };
     for (const [k, v] of this.#entries) header[k] = v;
     let text = JSON.stringify(header);
     text += ' '.repeat((8 - ((8 + Buffer.byteLength(text)) % 8)) % 8); // data starts 8-byte aligned
-    const tmp = `${this.path}.tessera-tmp-${process.pid}`;
     const len = Buffer.alloc(8);
     len.writeBigUInt64LE(BigInt(Buffer.byteLength(text)));
-    const out = createWriteStream(tmp);
-    out.write(len);
-    out.write(text);
-    await pipeline(createReadStream(this.#dataPath), out);
-    await rename(tmp, this.path);
-    await rm(this.#dataPath, { force: true });
+    let out: AtomicFile | undefined;
+    try {
+      out = await AtomicFile.create(this.path);
+      await out.write(len);
+      await out.write(text);
+      await this.#copyScratchTo(out);
+      await out.commit();
+    } catch (e) {
+      await out?.abort();
+      throw ioError(this.path, 'cannot write', e);
+    } finally {
+      await this.#scratch.remove();
+    }
+  }
+
+  async #copyScratchTo(out: AtomicFile): Promise<void> {
+    await this.#scratch.handle.close();
+    const src = await open(this.#scratch.path, 'r');
+    try {
+      const buf = Buffer.allocUnsafe(COPY_CHUNK);
+      for (let at = 0; at < this.#offset; ) {
+        const { bytesRead } = await src.read(buf, 0, Math.min(COPY_CHUNK, this.#offset - at), at);
+        if (bytesRead === 0) throw new TesseraError('ERR_IO', `${this.path}: the staged data ended early`);
+        await out.write(buf.subarray(0, bytesRead));
+        at += bytesRead;
+      }
+    } finally {
+      await src.close();
+    }
   }
 
   async abort(): Promise<void> {
-    await this.#data?.close().catch(() => undefined);
-    this.#data = undefined;
-    await rm(this.#dataPath, { force: true });
+    this.#open = false;
+    await this.#scratch.remove();
   }
 }

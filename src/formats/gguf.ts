@@ -6,9 +6,8 @@
 // possibly hold them before any loop or allocation, every read is bounds-checked, tensor ranges must
 // lie inside the file and not overlap. Failures are TesseraErrors: ERR_MODEL_FORMAT for "not a GGUF
 // we read" (magic, version, unknown tensor type), ERR_WEIGHTS_CORRUPT for a damaged one.
-import { open } from 'node:fs/promises';
-
 import { TesseraError } from '../errors.js';
+import { openRegular } from '../io/open-regular.js';
 import type { TensorIndex } from './tensor-index.js';
 
 /** GGUF metadata value types (gguf_type). */
@@ -323,16 +322,8 @@ function parse(buf: Buffer, fileSize: number, path: string): GgufHeader {
  * prefix (doubling, never more than the file or MAX_HEADER_BYTES): the tensor data is never read.
  */
 export async function readGgufHeader(path: string): Promise<GgufHeader> {
-  let fh;
+  const { handle: fh, size: fileSize } = await openRegular(path, { what: 'GGUF file', notFound: 'ERR_MODEL_NOT_FOUND', notRegular: 'ERR_MODEL_FORMAT' });
   try {
-    fh = await open(path, 'r');
-  } catch (e) {
-    const code = (e as NodeJS.ErrnoException).code;
-    if (code === 'ENOENT') throw new TesseraError('ERR_MODEL_NOT_FOUND', `${path}: no such file`);
-    throw new TesseraError('ERR_MODEL_NOT_FOUND', `${path}: cannot open (${code ?? String(e)})`);
-  }
-  try {
-    const fileSize = (await fh.stat()).size;
     let want = Math.min(fileSize, FIRST_READ_BYTES);
     for (;;) {
       const buf = Buffer.alloc(want);

@@ -1,9 +1,10 @@
 // An HF checkpoint folder: config.json, preprocessor_config.json (optional here; the family
 // decides whether it needs it) and the weights: model.safetensors, a sharded set listed by
 // model.safetensors.index.json, or the folder's *.safetensors files. Only headers are read.
-import { readFile, readdir, stat } from 'node:fs/promises';
+import { readdir, stat } from 'node:fs/promises';
 import { join } from 'node:path';
 import { TesseraError } from '../errors.js';
+import { readJsonFile } from '../io/read-json.js';
 import { readSafetensorsHeader } from './safetensors.js';
 import type { TensorIndex } from './tensor-index.js';
 
@@ -14,23 +15,7 @@ export interface HfFolder {
   index: TensorIndex;
 }
 
-async function readJson(path: string, what: string): Promise<Record<string, unknown> | undefined> {
-  let text: string;
-  try {
-    text = await readFile(path, 'utf8');
-  } catch {
-    return undefined;
-  }
-  let json: unknown;
-  try {
-    json = JSON.parse(text);
-  } catch (e) {
-    throw new TesseraError('ERR_CONFIG_INVALID', `${path}: ${what} is not valid JSON (${(e as Error).message})`);
-  }
-  if (typeof json !== 'object' || json === null || Array.isArray(json))
-    throw new TesseraError('ERR_CONFIG_INVALID', `${path}: ${what} must be a JSON object`);
-  return json as Record<string, unknown>;
-}
+const readJson = (path: string, what: string) => readJsonFile(path, what, 'ERR_CONFIG_INVALID');
 
 async function weightFiles(dir: string): Promise<string[]> {
   const indexPath = join(dir, 'model.safetensors.index.json');

@@ -1,8 +1,8 @@
 // safetensors header reader (https://github.com/huggingface/safetensors: 8-byte little-endian
 // header length, a JSON table, then the data). Only the header is read; every field is checked
 // against the file's size, so a corrupt or hostile file is ERR_WEIGHTS_CORRUPT, never a crash.
-import { open } from 'node:fs/promises';
 import { TesseraError } from '../errors.js';
+import { openRegular } from '../io/open-regular.js';
 import type { DType } from '../spec/types.js';
 import { DTYPE_BYTES, elementCount, type IndexedTensor } from './tensor-index.js';
 
@@ -35,14 +35,8 @@ function corrupt(path: string, why: string): TesseraError {
 
 /** Parses the header of one safetensors file; tensors get `file` = fileIndex. */
 export async function readSafetensorsHeader(path: string, fileIndex = 0): Promise<SafetensorsHeader> {
-  let fh;
+  const { handle: fh, size } = await openRegular(path, { what: 'weights file', notFound: 'ERR_MODEL_NOT_FOUND', notRegular: 'ERR_MODEL_FORMAT' });
   try {
-    fh = await open(path, 'r');
-  } catch (e) {
-    throw new TesseraError('ERR_MODEL_NOT_FOUND', `cannot open ${path}: ${(e as Error).message}`);
-  }
-  try {
-    const size = (await fh.stat()).size;
     if (size < 8) throw corrupt(path, `file is ${size} bytes, too short for a safetensors header`);
     const lenBuf = Buffer.alloc(8);
     await fh.read(lenBuf, 0, 8, 0);

@@ -3,9 +3,9 @@
 // sharp decodes; we ask it for the stored samples untouched (no ICC transform, no colourspace
 // conversion, no 16->8-bit scaling) so that PIL's own conversion rules apply in one place, natively.
 // Admission happens from the header before any pixel is decoded.
-import { readFile } from 'node:fs/promises';
 import sharp from 'sharp';
 import { TesseraError } from '../errors.js';
+import { readRegular } from '../io/open-regular.js';
 
 /** Default limit on decoded pixels (width x height), overridable per call. */
 export const DEFAULT_MAX_INPUT_PIXELS = 100_000_000;
@@ -40,20 +40,33 @@ export interface AdmissionOptions {
 }
 
 function describe(input: ImageInput): string {
-  return typeof input === 'string' ? input : `<${input.byteLength}-byte buffer>`;
+  if (typeof input === 'string') return input;
+  return input instanceof Uint8Array ? `<${input.byteLength}-byte buffer>` : `<${input === null ? 'null' : typeof input}>`;
 }
 
-async function bytesOf(input: ImageInput): Promise<Buffer> {
+/**
+ * The most bytes an admitted image's file can need: 8 bytes per pixel (uncompressed 16-bit RGBA,
+ * the widest layout a decoder here produces) plus room for metadata (ICC profiles, EXIF, XMP).
+ * A larger file cannot hold an admissible image and is refused before it is read.
+ */
+export function maxImageFileBytes(maxInputPixels: number): number {
+  return maxInputPixels * 8 + 64 * 1024 * 1024;
+}
+
+async function bytesOf(input: ImageInput, limit: number): Promise<Buffer> {
   if (typeof input === 'string') {
-    try {
-      return await readFile(input);
-    } catch (err) {
-      const code = (err as NodeJS.ErrnoException).code ?? 'unknown error';
-      throw new TesseraError('ERR_IMAGE_DECODE', `cannot read image file ${input}: ${code}`, { cause: err });
-    }
+    const maxBytes = maxImageFileBytes(limit);
+    return readRegular(input, {
+      what: 'image file',
+      notFound: 'ERR_IMAGE_DECODE',
+      notRegular: 'ERR_IMAGE_DECODE',
+      maxBytes,
+      tooLarge: (size) =>
+        new TesseraError('ERR_IMAGE_TOO_LARGE', `image file ${input} is ${size} bytes, more than an image of maxInputPixels ${limit} can take (${maxBytes} bytes)`),
+    });
   }
   if (input instanceof Uint8Array) return Buffer.from(input.buffer, input.byteOffset, input.byteLength);
-  throw new TesseraError('ERR_INVALID_ARGUMENT', 'image input must be a file path, a Buffer or a Uint8Array');
+  throw new TesseraError('ERR_INVALID_ARGUMENT', `image input must be a file path, a Buffer or a Uint8Array, not ${input === null ? 'null' : typeof input}`);
 }
 
 function limitOf(opts: AdmissionOptions): number {
@@ -64,9 +77,13 @@ function limitOf(opts: AdmissionOptions): number {
   return limit;
 }
 
-function decodeError(what: string, err: unknown): TesseraError {
+function decodeError(what: string, err: unknown, limit: number, meta?: sharp.Metadata): TesseraError {
   const msg = err instanceof Error ? err.message : String(err);
-  if (/pixel limit/i.test(msg)) return new TesseraError('ERR_IMAGE_TOO_LARGE', `${what}: ${msg}`, { cause: err });
+  if (/pixel limit/i.test(msg)) {
+    // libvips's own refusal ("Input image exceeds pixel limit") names neither number.
+    const size = meta?.width && meta.height ? `${meta.width}x${meta.height} = ${meta.width * meta.height} pixels` : 'its pixel count';
+    return new TesseraError('ERR_IMAGE_TOO_LARGE', `${what}: ${size} exceeds the limit of ${limit} pixels (maxInputPixels) (decoder: ${msg})`, { cause: err });
+  }
   return new TesseraError('ERR_IMAGE_DECODE', `${what}: cannot decode image: ${msg}`, { cause: err });
 }
 
@@ -78,6 +95,10 @@ function sharpOptions(limit: number): sharp.SharpOptions {
 }
 
 function admit(what: string, meta: sharp.Metadata, limit: number, opts: AdmissionOptions): ImageHeader {
+  // A vector image has no pixels until someone chooses a rasteriser and a size; Pillow cannot open
+  // SVG at all, so HF's processors never see one and no result could be compared with theirs.
+  if (meta.format === 'svg')
+    throw new TesseraError('ERR_IMAGE_DECODE', `${what}: SVG is a vector format that Pillow (and so HF's image processors) cannot open; rasterise it to PNG first`);
   const orientation = meta.orientation ?? 1;
   const stored = { w: meta.width ?? 0, h: meta.height ?? 0 };
   // Multi-page images (GIF, TIFF) report one page's height as pageHeight; we decode page 0.
@@ -105,7 +126,7 @@ function admit(what: string, meta: sharp.Metadata, limit: number, opts: Admissio
 export async function readImageHeader(input: ImageInput, opts: AdmissionOptions = {}): Promise<ImageHeader> {
   const limit = limitOf(opts);
   const what = describe(input);
-  const buf = await bytesOf(input);
+  const buf = await bytesOf(input, limit);
   return admit(what, await metadataOf(what, buf, limit), limit, opts);
 }
 
@@ -114,7 +135,7 @@ async function metadataOf(what: string, buf: Buffer, limit: number): Promise<sha
   try {
     return await sharp(buf, sharpOptions(limit)).metadata();
   } catch (err) {
-    throw decodeError(what, err);
+    throw decodeError(what, err, limit);
   }
 }
 
@@ -166,23 +187,39 @@ export function gifTransparentColor(buf: Uint8Array): [number, number, number] |
   return undefined;
 }
 
+/** libjpeg's warnings for entropy data that stops before the declared image does. */
+const PREMATURE_END = /premature end/i;
+
 /** Decodes to upright pixels after the admission checks. */
 export async function decodeImage(input: ImageInput, opts: AdmissionOptions = {}): Promise<DecodedImage> {
   const limit = limitOf(opts);
   const what = describe(input);
-  const buf = await bytesOf(input);
+  const buf = await bytesOf(input, limit);
   const meta = await metadataOf(what, buf, limit);
   const header = admit(what, meta, limit, opts);
   const p = plan(meta);
+  const decode = async (failOn: sharp.FailOnOptions) => {
+    let img = sharp(buf, { ...sharpOptions(limit), failOn });
+    if (p.space === 'cmyk') img = img.pipelineColourspace('cmyk');
+    img = img.toColourspace(p.space as keyof sharp.ColourspaceEnum);
+    return img.raw({ depth: p.depth }).toBuffer({ resolveWithObject: true });
+  };
   let data: Buffer;
   let info: sharp.OutputInfo;
   try {
-    let img = sharp(buf, sharpOptions(limit));
-    if (p.space === 'cmyk') img = img.pipelineColourspace('cmyk');
-    img = img.toColourspace(p.space as keyof sharp.ColourspaceEnum);
-    ({ data, info } = await img.raw({ depth: p.depth }).toBuffer({ resolveWithObject: true }));
-  } catch (err) {
-    throw decodeError(what, err);
+    // First with warnings fatal: libjpeg only warns when the entropy data ends before the size the
+    // header declares (and fills the rest with grey), which is a file that contradicts itself.
+    // Other warnings (extraneous bytes before a marker, ...) Pillow ignores: decode again without.
+    ({ data, info } = await decode('warning'));
+  } catch (warned) {
+    const msg = warned instanceof Error ? warned.message : String(warned);
+    if (PREMATURE_END.test(msg))
+      throw new TesseraError('ERR_IMAGE_DECODE', `${what}: the header says ${header.width}x${header.height} but the pixel data ends early (${msg.trim()})`, { cause: warned });
+    try {
+      ({ data, info } = await decode(sharpOptions(limit).failOn!));
+    } catch (err) {
+      throw decodeError(what, err, limit, meta);
+    }
   }
   // CMYK+alpha arrives with 5 bands; the pixel layout is then not one native/image knows.
   const pixelFormat = formatOf(p.space, p.sixteen, info.channels);

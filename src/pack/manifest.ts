@@ -31,7 +31,10 @@ const PackedTensorSchema = z
   })
   .strict();
 
-const PackedBlockSchema = z.object({ index: count, offset: count, tensors: z.array(PackedTensorSchema) }).strict();
+/** SHA-256 of a stage's bytes in the weights file (its whole aligned extent), lowercase hex. */
+const sha256 = z.string().regex(/^[0-9a-f]{64}$/, 'a SHA-256 in lowercase hex');
+
+const PackedBlockSchema = z.object({ index: count, offset: count, tensors: z.array(PackedTensorSchema), sha256: sha256.optional() }).strict();
 
 const PackedStageSchema = z
   .object({
@@ -43,6 +46,7 @@ const PackedStageSchema = z
     offset: count,
     length: count,
     tensors: z.array(PackedTensorSchema),
+    sha256: sha256.optional(),
   })
   .strict();
 
@@ -76,6 +80,14 @@ export type PackedTensor = z.infer<typeof PackedTensorSchema>;
 
 const roundUp = (n: number, a: number) => Math.ceil(n / a) * a;
 const corrupt = (where: string, msg: string) => new TesseraError('ERR_WEIGHTS_CORRUPT', `${where}: ${msg}`);
+
+/** Every stage's byte range in the weights file (blocks span the stride), with its recorded checksum. */
+export function stageRanges(m: PackManifest): { name: string; offset: number; length: number; sha256: string | undefined }[] {
+  return [
+    ...m.blocks.entries.map((b) => ({ name: `block.${b.index}`, offset: b.offset, length: m.blocks.stride, sha256: b.sha256 })),
+    ...m.stages.map((s) => ({ name: s.name, offset: s.offset, length: s.length, sha256: s.sha256 })),
+  ];
+}
 
 /** Parses the manifest's JSON text: bad JSON is ERR_WEIGHTS_CORRUPT, another format or version
  * ERR_MODEL_FORMAT, a field out of place ERR_CONFIG_INVALID naming it. */

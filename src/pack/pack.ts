@@ -10,6 +10,7 @@ import { DTYPE_BYTES, elementCount } from '../formats/tensor-index.js';
 import { addon } from '../native.js';
 import { loadModel } from '../spec/load.js';
 import type { DType, StageSpec, TowerSpec } from '../spec/types.js';
+import { recordChecksums } from './checksum.js';
 import {
   MANIFEST_FILE,
   PACK_ALIGNMENT,
@@ -136,8 +137,15 @@ export async function packModel(modelPath: string, outDir: string, options: Pack
         }
       }
       await dst.truncate(manifest.weightsBytes); // the tail of the last stage's alignment
+      await dst.sync();
     } finally {
       await dst.close();
+    }
+    const written = await open(partial, 'r');
+    try {
+      await recordChecksums(manifest, written, partial);
+    } finally {
+      await written.close();
     }
     await rename(partial, join(out, WEIGHTS_FILE));
     await writeFile(join(out, MANIFEST_FILE), JSON.stringify(manifest, null, 1) + '\n');

@@ -1,7 +1,8 @@
 // Model path → TowerSpec: which kind of source it is (HF folder, GGUF file, packed folder) and
 // which family, dispatched to the family's builder.
-import { open, stat } from 'node:fs/promises';
+import { stat } from 'node:fs/promises';
 import { TesseraError } from '../errors.js';
+import { openRegular } from '../io/open-regular.js';
 import { readGgufHeader } from '../formats/gguf.js';
 import { readHfFolder } from '../formats/hf-folder.js';
 import { isPackedFolder, loadPacked } from '../pack/load.js';
@@ -17,7 +18,7 @@ export interface LoadedModel {
 }
 
 async function isGguf(path: string): Promise<boolean> {
-  const fh = await open(path, 'r');
+  const { handle: fh } = await openRegular(path, { what: 'model file', notFound: 'ERR_MODEL_NOT_FOUND', notRegular: 'ERR_MODEL_FORMAT' });
   try {
     const magic = Buffer.alloc(4);
     const { bytesRead } = await fh.read(magic, 0, 4, 0);
@@ -27,19 +28,28 @@ async function isGguf(path: string): Promise<boolean> {
   }
 }
 
-export async function loadModel(path: string): Promise<LoadedModel> {
+export interface LoadOptions {
+  /** Packed folders: check every stage against its recorded checksum before opening. */
+  verify?: boolean;
+}
+
+export async function loadModel(path: string, options: LoadOptions = {}): Promise<LoadedModel> {
   let info;
   try {
     info = await stat(path);
   } catch {
     throw new TesseraError('ERR_MODEL_NOT_FOUND', `model path ${path} does not exist`);
   }
+  if (!info.isFile() && !info.isDirectory())
+    throw new TesseraError('ERR_MODEL_FORMAT', `model path ${path} is neither a folder nor a regular file (a FIFO, device or socket)`);
+  if (options.verify && !(info.isDirectory() && (await isPackedFolder(path))))
+    throw new TesseraError('ERR_INVALID_ARGUMENT', `VisionTower.open: verify is for packed folders (tessera pack), which record checksums; ${path} is not one`);
   if (info.isFile()) {
     // GGUF: a llama.cpp mmproj or an Ollama single file (Gemma 4 only, docs/models/gemma4-vision.md#gguf-files).
     if (await isGguf(path)) return { spec: buildGemma4FromGguf(await readGgufHeader(path)), preprocessorConfig: undefined, path };
     throw new TesseraError('ERR_MODEL_FORMAT', `${path} is not a GGUF file (bad magic) nor a model folder`);
   }
-  if (await isPackedFolder(path)) return { ...(await loadPacked(path)), path };
+  if (await isPackedFolder(path)) return { ...(await loadPacked(path, { verify: options.verify ?? false })), path };
   const folder = await readHfFolder(path);
   const modelType = folder.config['model_type'];
   if (isQwenModelType(modelType))
