@@ -107,20 +107,16 @@ function gridText(r: EncodeResult): string {
   return '-';
 }
 
-/** Shape of a stage output: patch-row stages (embed, block.N) by patches, the rest by tokens. */
-function stageShape(name: string, values: Float32Array, patches: number, tokens: number): number[] {
-  const rows = name === 'embed' || name.startsWith('block.') ? patches : tokens;
-  return rows > 0 && values.length % rows === 0 ? [rows, values.length / rows] : [values.length];
-}
-
 async function writeResult(w: SafetensorsWriter, i: number, r: EncodeResult): Promise<void> {
   const p = `image.${i}.`;
-  const patches = patchesOf(r);
   await w.add(p + 'embeddings', [r.tokens, r.width], r.embeddings);
   if (r.grid) await w.add(p + 'grid_thw', [r.grid.length, 3], BigInt64Array.from(r.grid.flatMap((g) => [g.t, g.h, g.w]), (v) => BigInt(v)));
   if (r.positions) await w.add(p + 'positions', [r.positions.length / 2, 2], BigInt64Array.from(r.positions, (v) => BigInt(v)));
   for (const [k, d] of (r.deepstack ?? []).entries()) await w.add(`${p}deepstack.${k}`, [r.tokens, d.length / r.tokens], d);
-  for (const [name, d] of Object.entries(r.stages ?? {})) await w.add(`${p}stage.${name}`, stageShape(name, d, patches, r.tokens), d);
+  for (const [name, d] of Object.entries(r.stages ?? {})) {
+    const shape = r.stageShapes![name]!;
+    await w.add(`${p}stage.${name}`, [shape.rows, shape.cols], d);
+  }
 }
 
 export async function encodeCommand(args: readonly string[], io: CliIo): Promise<number> {
