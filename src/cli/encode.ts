@@ -154,7 +154,7 @@ async function addToRunFile(w: SafetensorsWriter, i: number, r: EncodeResult): P
   for (const t of resultTensors(r)) await w.add(`image.${i}.${t.name}`, t.shape, t.data);
 }
 
-/** A per-image --out-dir step that needs no encode: up to date, or its input cannot be stat'ed. */
+/** An image handed to encodeMany, with its stamp (--out-dir) taken before it was read. */
 interface Planned {
   input: BulkInput;
   index: number;
