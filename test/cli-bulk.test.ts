@@ -189,6 +189,7 @@ describe('tessera encode FOLDER --out-dir', () => {
             expect(readFileSync(join(outB, f)).equals(readFileSync(join(tmp, 'out-c', f))), f).toBe(true);
       }
     }
+    console.log(`interrupted ${interrupted} time(s) before the run that finished`);
     expect(last).toBe(1);
     expect(interrupted).toBeGreaterThan(0);
     const filesB = listFiles(outB);
