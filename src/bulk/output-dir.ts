@@ -93,6 +93,8 @@ export async function stampInput(path: string, hash: boolean): Promise<InputStam
   } catch (e) {
     throw ioError(path, 'cannot read', e);
   }
+  // Only regular files are read (a FIFO would block the hash; io/open-regular.ts refuses the rest).
+  if (!st.isFile()) throw new TesseraError('ERR_IO', `${path} is not a regular file`);
   const stamp: InputStamp = { size: st.size, mtimeMs: st.mtimeMs };
   if (hash) {
     const h = createHash('sha256');
