@@ -151,7 +151,19 @@ export class VisionTower {
       peakRss: peakRss(),
     };
     const info = describe(model.spec, path, backend, memory, lib.simdLevel);
-    return new VisionTower(native, model.spec, info, model.preprocessorConfig, o.memoryBudget);
+    const tower = new VisionTower(native, model.spec, info, model.preprocessorConfig, o.memoryBudget);
+    // A preprocessor config that is there is checked now (its bounds, its patch geometry against
+    // the tower's), so a bad one fails open, not every later encode. A Qwen tower without one can
+    // still encodePixels; its image calls say what is missing.
+    if (model.preprocessorConfig !== undefined || model.spec.family === 'gemma4') {
+      try {
+        void tower.#pre;
+      } catch (e) {
+        await tower.close();
+        throw e;
+      }
+    }
+    return tower;
   }
 
   /** Runs fn after every earlier call on this tower; calls after close() reject with ERR_CLOSED. */
@@ -262,7 +274,7 @@ export class VisionTower {
   }
 
   get #pre(): Preprocessor {
-    this.#preprocessor ??= makePreprocessor(this.spec.family, this.preprocessorConfig, this.info.path);
+    this.#preprocessor ??= makePreprocessor(this.spec.family, this.preprocessorConfig, this.info.path, this.spec.dims);
     return this.#preprocessor;
   }
 
