@@ -4,6 +4,15 @@
 // within a time bound (a hang is a failure, not a slow test).
 import { ERROR_CODES, TesseraError } from '../../src/errors.js';
 
+/**
+ * Cases per fuzz test: `n` in CI (a fixed budget, the same cases every run), times
+ * TESSERA_FUZZ_SCALE for a longer local hunt (the first n cases stay the same).
+ */
+export function fuzzCases(n: number): number {
+  const scale = Number(process.env['TESSERA_FUZZ_SCALE'] ?? 1);
+  return Math.max(1, Math.round(n * (Number.isFinite(scale) && scale > 0 ? scale : 1)));
+}
+
 /** mulberry32: small, fast, and good enough to choose mutations. */
 export class Rng {
   #s: number;
@@ -142,6 +151,9 @@ export class OutcomeTally {
   }
   get(k: string): number {
     return this.counts.get(k) ?? 0;
+  }
+  toString(): string {
+    return [...this.counts].map(([k, v]) => `${k} ${v}`).join(', ');
   }
   get refused(): number {
     let n = 0;
