@@ -11,7 +11,7 @@ import { basename, relative } from 'node:path';
 import { parseArgs } from 'node:util';
 import { TesseraError, toTesseraError } from '../errors.js';
 import { checkSoftTokenBudget, disableDecodeCache } from '../image/index.js';
-import { BulkOutputOptionsSchema, encodeManyOptionsSchema, parseArgument, type BulkOutputOptions } from '../options.js';
+import { BulkOutputOptionsSchema, OpenOptionsSchema, encodeManyOptionsSchema, parseArgument, type BulkOutputOptions } from '../options.js';
 import { VisionTower, type EncodeOptions, type EncodeResult, type OpenOptions } from '../tower.js';
 import { collectInputs, type BulkInput } from '../bulk/inputs.js';
 import {
@@ -137,6 +137,7 @@ function parse(args: readonly string[]): Parsed | 'help' {
   const open: OpenOptions = {};
   if (values.backend) open.backend = values.backend as OpenOptions['backend'];
   if (values.residency) open.residency = values.residency as OpenOptions['residency'];
+  flagged(() => parseArgument(OpenOptionsSchema, open, 'tessera encode'));
   return { args: positionals, model: values.model, bulk, open, encode, batch, json: values.json ?? false };
 }
 
