@@ -88,6 +88,17 @@ export function encodeOptionsSchema(family?: Family) {
     .superRefine(minNotAboveMax);
 }
 
+/** Images per group that pass the tower together in encodeMany (block-major), before the memory budget splits further. */
+export const MAX_GROUP_IMAGES = 1024;
+
+/** encodeMany(): encode()'s keys plus `batch`, the images per group (default 4). */
+export function encodeManyOptionsSchema(family?: Family) {
+  return z
+    .object({ ...familyKeys(family), ...ADMISSION_KEYS, ...ENCODE_KEYS, batch: z.number().int().min(1).max(MAX_GROUP_IMAGES).optional() })
+    .strict()
+    .superRefine(minNotAboveMax);
+}
+
 export interface PreprocessOptions {
   minPixels?: number;
   maxPixels?: number;
@@ -100,6 +111,11 @@ export interface EncodeOptions extends PreprocessOptions {
   signal?: AbortSignal;
   onProgress?: (p: Progress) => void;
   checkFinite?: boolean;
+}
+
+export interface EncodeManyOptions extends EncodeOptions {
+  /** Images per group (default 4): a group is decoded together and passes every stage together. */
+  batch?: number;
 }
 
 // ---- messages
