@@ -8,9 +8,11 @@ import { toTesseraError } from '../errors.js';
 import type { JobOptions } from '../fleet/job.js';
 import { EXIT_OK, EXIT_SOME_FAILED, EXIT_USAGE, type CliIo } from './io.js';
 import { listJobInputs } from '../fleet/inputs.js';
+import { OUTPUT_FORMATS } from '../bulk/index.js';
 
 export const ENQUEUE_USAGE = `usage: tessera enqueue <image|folder|url|-...> --redis URL --queue NAME [--wait] [--json]
-                       [--min-pixels N] [--max-pixels N] [--max-soft-tokens N] [--stages]
+                       [--format safetensors|npy|vllm|sglang] [--exclude GLOB] [--min-pixels N] [--max-pixels N]
+                       [--max-soft-tokens N] [--stages]
                        [--attempts N] [--backoff-ms MS] [--progress-interval S]
 '-' reads a newline-separated list of inputs from stdin. Exit codes with --wait: 0 all completed, 1 some failed.`;
 
@@ -49,6 +51,8 @@ export async function enqueueCommand(args: readonly string[], io: CliIo, stdin: 
         'max-pixels': { type: 'string' },
         'max-soft-tokens': { type: 'string' },
         stages: { type: 'boolean' },
+        format: { type: 'string' },
+        exclude: { type: 'string', multiple: true },
         attempts: { type: 'string' },
         'backoff-ms': { type: 'string' },
         'progress-interval': { type: 'string' },
@@ -69,6 +73,11 @@ export async function enqueueCommand(args: readonly string[], io: CliIo, stdin: 
     if (maxPixels !== undefined) options.maxPixels = maxPixels;
     if (maxSoftTokens !== undefined) options.maxSoftTokens = maxSoftTokens;
     if (values.stages) options.stages = true;
+    if (values.format !== undefined) {
+      if (!(OUTPUT_FORMATS as readonly string[]).includes(values.format))
+        throw new UsageError(`--format must be one of ${OUTPUT_FORMATS.join(', ')} (got '${values.format}')`);
+      options.format = values.format as (typeof OUTPUT_FORMATS)[number];
+    }
     attempts = positiveInt('attempts', values.attempts);
     backoffMs = positiveInt('backoff-ms', values['backoff-ms']);
     progressS = positiveInt('progress-interval', values['progress-interval']) ?? 5;
@@ -80,7 +89,7 @@ export async function enqueueCommand(args: readonly string[], io: CliIo, stdin: 
 
   let inputs;
   try {
-    inputs = await listJobInputs(positionals, stdin);
+    inputs = await listJobInputs(positionals, stdin, values.exclude ?? []);
   } catch (e) {
     const err = toTesseraError(e);
     io.err(`tessera enqueue: ${err.code}: ${err.message}`);
@@ -107,7 +116,7 @@ export async function enqueueCommand(args: readonly string[], io: CliIo, stdin: 
   const queue = new Queue(values.queue, { connection });
   queue.on('error', () => undefined);
   try {
-    const jobs = await enqueueImages(queue, inputs.map((i) => ({ input: i.input, output: i.output, options })), {
+    const jobs = await enqueueImages(queue, inputs.map((i) => ({ input: i.input, rel: i.rel, options })), {
       ...(attempts ? { attempts } : {}),
       ...(backoffMs ? { backoffMs } : {}),
     });

@@ -103,11 +103,11 @@ export async function workerCommand(args: readonly string[], io: CliIo): Promise
           });
         }
       },
-      onConnectionError: (err) => {
-        // Once per 5 s: a Redis outage would otherwise print a line per reconnect attempt.
+      onError: (err) => {
+        // Once per 5 s: a Redis outage would otherwise print a line per reconnect attempt (ioredis reconnects by itself).
         if (Date.now() - lastConnectionError < 5000) return;
         lastConnectionError = Date.now();
-        io.err(`tessera worker: redis: ${err.message} (reconnecting)`);
+        io.err(`tessera worker: ${err.message}`);
       },
     });
   } catch (e) {

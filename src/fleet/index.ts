@@ -1,6 +1,6 @@
 // tessera-vision/fleet: tessera as BullMQ workers on Redis (docs/fleet.md). A subpath of its own so
 // that the library's main entry never loads BullMQ or ioredis.
-export { createWorker, defaultOutputName, type FleetWorker, type FleetWorkerOptions, type FleetJobEvent } from './worker.js';
+export { createWorker, type FleetWorker, type FleetWorkerOptions, type FleetJobEvent } from './worker.js';
 export { enqueueImages, type EnqueuedJob, type EnqueueOptions } from './enqueue.js';
 export { waitForJobs, type WaitOutcome, type WaitProgress, type JobFailure } from './wait.js';
 export { queueStatus, type QueueStatus } from './status.js';

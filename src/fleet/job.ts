@@ -4,15 +4,22 @@
 import { createHash } from 'node:crypto';
 import { isAbsolute } from 'node:path';
 import { z } from 'zod';
+import { OUTPUT_FORMATS } from '../bulk/index.js';
 import { ERROR_CODES, type ErrorCode, type TesseraError } from '../errors.js';
 import { parseArgument } from '../options.js';
 
 /** The BullMQ job name of an image job (one queue may carry other kinds later). */
 export const IMAGE_JOB = 'encode-image';
 
-/** The encode options a job may carry: the sizing keys of both families and stages. */
+/**
+ * What a job may ask for: the output format (`encode --format`; default safetensors) and the
+ * encode options that change the output (the sizing keys of both families, admission, stages).
+ * The worker's tower checks the encode options against its family (a wrong key fails the job as
+ * ERR_INVALID_ARGUMENT).
+ */
 export const JobOptionsSchema = z
   .object({
+    format: z.enum(OUTPUT_FORMATS).optional(),
     minPixels: z.number().int().positive().optional(),
     maxPixels: z.number().int().positive().optional(),
     maxSoftTokens: z.number().int().positive().optional(),
@@ -31,11 +38,15 @@ export const ImageJobSchema = z
     input: z.string().min(1).refine((s) => httpUrl(s) || isAbsolute(s), 'must be an absolute path or an http(s) URL'),
     options: JobOptionsSchema.default({}),
     /**
-     * Where the output goes, relative to the worker's --out-dir and without extension (the name
-     * `encode --out-dir` gives the image: its path relative to its input root). Default: the
+     * The input's path relative to its input root, '/'-separated (src/bulk/inputs.ts): the worker
+     * writes DIR/<rel, extension replaced> exactly as `encode --out-dir` does. Default: the
      * input's base name.
      */
-    output: z.string().min(1).optional(),
+    rel: z
+      .string()
+      .min(1)
+      .refine((s) => !s.startsWith('/') && !s.split('/').some((p) => p === '..' || p === '.' || p === ''), 'must be a relative path without . or .. segments')
+      .optional(),
   })
   .strict();
 
@@ -57,13 +68,13 @@ function canonical(value: unknown): string {
 }
 
 /**
- * The job's id: a hash of its input, options and output name. BullMQ keeps one job per id, so
+ * The job's id: a hash of its input, options and output path (rel). BullMQ keeps one job per id, so
  * enqueuing the same work again (while the job is kept in Redis) adds nothing. Not a number and
  * without ':' (BullMQ refuses both as custom ids).
  */
 export function jobIdOf(job: ImageJob): string {
   const parsed = parseImageJob(job);
-  const hash = createHash('sha256').update(canonical({ v: 1, input: parsed.input, options: parsed.options, output: parsed.output })).digest('hex');
+  const hash = createHash('sha256').update(canonical({ v: 1, input: parsed.input, options: parsed.options, rel: parsed.rel })).digest('hex');
   return `img-${hash.slice(0, 32)}`;
 }
 
@@ -105,10 +116,12 @@ export function codeOfReason(reason: string | undefined): ErrorCode {
 /** What a completed job returns (BullMQ stores it as the job's returnvalue). */
 export interface ImageJobResult {
   input: string;
-  /** The output file, as the worker that wrote it sees it, and relative to its --out-dir. */
+  /** 'skipped': the output was already there with a matching record (an earlier run wrote it). */
+  status: 'encoded' | 'skipped';
+  /** The main output file, as the worker that wrote it sees it, and every file of the image. */
   output: string;
-  outputRelative: string;
-  /** SHA-256 of the output file's bytes (hex). */
+  files: string[];
+  /** SHA-256 and size of the main output file's bytes. */
   sha256: string;
   bytes: number;
   tokens: number;

@@ -1,24 +1,40 @@
 // createWorker: a BullMQ Worker that encodes image jobs with one tower (docs/fleet.md). One job at a
 // time (concurrency 1): the native code already spreads one encode over every core, so a second
 // job in the same process would only compete with the first. The tower is opened once, when the
-// worker is created, and closed with it.
+// worker is created, and closed with it. Outputs go through the --out-dir writer (src/bulk/), so
+// they are `tessera encode --out-dir`'s files byte for byte; an output already there with a
+// matching record is not redone. DIR/manifest.jsonl gets one line per finished job, appended
+// after Redis has recorded the outcome.
 //
 // Failures (src/fleet/job.ts): errors about the input fail the job at once (UnrecoverableError);
 // the rest are thrown as plain errors, which BullMQ retries with the job's backoff. A worker that
 // dies mid-job holds a lock that stops being renewed; BullMQ's stalled-job check of any other
 // worker puts the job back in the queue. close() lets the job in hand finish first.
+import { mkdir } from 'node:fs/promises';
 import { hostname } from 'node:os';
 import { resolve } from 'node:path';
 import { UnrecoverableError, Worker, type Job } from 'bullmq';
 import type { Redis } from 'ioredis';
 import { TesseraError, toTesseraError, type ErrorCode } from '../errors.js';
+import { ioError } from '../io/io-error.js';
 import { VisionTower, type OpenOptions } from '../tower.js';
 import { tesseraVersion } from '../cli/demo.js';
 import { connectRedis } from './connection.js';
 import { WorkerCounters } from './counters.js';
 import { fetchInput, type FetchLimits } from './fetch-input.js';
 import { IMAGE_JOB, codeOfReason, failureReason, isPermanent, parseImageJob, type ImageJobResult, type WorkerSnapshot } from './job.js';
-import { writeImageOutput } from './output.js';
+import { defaultRel, existingOutput, sha256OfFile, stampOfBytes } from './job-output.js';
+import {
+  Manifest,
+  isUpToDate,
+  outputJob,
+  primaryOutput,
+  stampInput,
+  writeImageOutputs,
+  type BulkInput,
+  type InputStamp,
+  type ManifestEntry,
+} from '../bulk/index.js';
 
 export interface FleetWorkerOptions {
   /** A redis:// URL (the worker owns its connections) or an ioredis client (the caller owns it). */
@@ -38,8 +54,8 @@ export interface FleetWorkerOptions {
   fetch?: FetchLimits;
   /** Called once per job outcome (the CLI's log line). */
   onEvent?: (event: FleetJobEvent) => void;
-  /** Redis errors while the connection is down (BullMQ reconnects by itself). */
-  onConnectionError?: (err: Error) => void;
+  /** What goes wrong without failing a job: Redis errors while the connection is down (BullMQ reconnects by itself), a manifest line that cannot be written. */
+  onError?: (err: Error) => void;
 }
 
 export type FleetJobEvent =
@@ -67,6 +83,21 @@ export async function createWorker(opts: FleetWorkerOptions): Promise<FleetWorke
   const connection = typeof opts.redis === 'string' ? connectRedis(opts.redis, `tessera-worker:${name}`) : opts.redis;
   const counters = new WorkerCounters(name);
 
+  const manifest = await mkdir(outDir, { recursive: true })
+    .catch((e) => {
+      throw ioError(outDir, 'cannot create output folder', e);
+    })
+    .then(() => Manifest.open(outDir))
+    .catch(async (e) => {
+      if (ownTower) await tower.close();
+      throw e;
+    });
+  // Manifest lines are appended in order, after Redis has recorded the outcome; close() waits for them.
+  let manifestWrites: Promise<unknown> = Promise.resolve();
+  const note = (entry: ManifestEntry) => {
+    manifestWrites = manifestWrites.then(() => manifest.append(entry)).catch((e) => opts.onError?.(e as Error));
+  };
+
   const processor = async (job: Job): Promise<ImageJobResult> => {
     const started = performance.now();
     counters.jobStarted();
@@ -75,35 +106,58 @@ export async function createWorker(opts: FleetWorkerOptions): Promise<FleetWorke
       const data = parseImageJob(job.data);
       // Progress is a report, not part of the work: a lost connection must not fail the job.
       job.updateProgress({ stage: 'encoding', worker: counters.snapshot() }).catch(() => undefined);
+      const { format = 'safetensors', ...encodeOptions } = data.options;
+      const out = outputJob(tower, { dir: outDir, format, model: modelName, options: encodeOptions, notes: { tessera_version: tesseraVersion() } });
+      const input: BulkInput = { path: data.input, root: outDir, rel: data.rel ?? defaultRel(data.input) };
       const isUrl = /^https?:\/\//i.test(data.input);
-      const image = isUrl ? await fetchInput(data.input, opts.fetch) : data.input;
+      let image: string | Buffer = data.input;
+      let stamp: InputStamp;
+      if (isUrl) {
+        image = await fetchInput(data.input, opts.fetch);
+        stamp = stampOfBytes(image);
+      } else {
+        try {
+          stamp = await stampInput(data.input, false);
+        } catch (e) {
+          // A missing or unreadable image: the encode names it with the code images get.
+          await tower.encode(data.input, encodeOptions);
+          throw e;
+        }
+      }
       const fetched = performance.now();
-      const r = await tower.encode(image, data.options);
-      const encoded = performance.now();
-      const output = data.output ?? defaultOutputName(data.input);
-      const written = await writeImageOutput(outDir, output, r, {
-        input: data.input,
-        options: JSON.stringify(data.options),
-        model: modelName,
-        family: tower.info.family,
-        tessera_version: tesseraVersion(),
-      });
+      let status: ImageJobResult['status'] = 'encoded';
+      let tokens: number, width: number, files: string[];
+      let t = { decodeMs: 0, preprocessMs: 0, encodeMs: 0 };
+      let encoded = fetched;
+      if (await isUpToDate(out, input, stamp)) {
+        status = 'skipped';
+        ({ tokens, width, files } = await existingOutput(out, input));
+      } else {
+        const r = await tower.encode(image, encodeOptions);
+        encoded = performance.now();
+        ({ files } = await writeImageOutputs(out, input, r, stamp));
+        ({ tokens, width } = r);
+        t = r.timings;
+      }
+      const output = primaryOutput(out, input);
+      const { sha256, bytes } = await sha256OfFile(output);
       const done = performance.now();
-      counters.jobDone(1, done - started);
+      counters.jobDone(status === 'encoded' ? 1 : 0, done - started);
       return {
         input: data.input,
-        output: written.path,
-        outputRelative: written.relative,
-        sha256: written.sha256,
-        bytes: written.bytes,
-        tokens: r.tokens,
-        width: r.width,
+        status,
+        output,
+        files,
+        sha256,
+        bytes,
+        tokens,
+        width,
         timings: {
           fetchMs: isUrl ? fetched - started : 0,
-          decodeMs: r.timings.decodeMs,
-          preprocessMs: r.timings.preprocessMs,
-          encodeMs: r.timings.encodeMs,
-          writeMs: done - encoded,
+          decodeMs: t.decodeMs,
+          preprocessMs: t.preprocessMs,
+          encodeMs: t.encodeMs,
+          writeMs: status === 'encoded' ? done - encoded : 0,
           totalMs: done - started,
         },
         worker: counters.snapshot(),
@@ -126,6 +180,8 @@ export async function createWorker(opts: FleetWorkerOptions): Promise<FleetWorke
     ...(opts.maxStalledCount !== undefined ? { maxStalledCount: opts.maxStalledCount } : {}),
   });
   worker.on('completed', (job, result: ImageJobResult) => {
+    const t = result.timings;
+    note({ input: result.input, output: result.output, status: result.status, tokens: result.tokens, ms: { decode: t.decodeMs, preprocess: t.preprocessMs, encode: t.encodeMs } });
     opts.onEvent?.({ type: 'completed', jobId: String(job.id), attempt: job.attemptsMade, result });
   });
   worker.on('failed', (job, err) => {
@@ -133,11 +189,13 @@ export async function createWorker(opts: FleetWorkerOptions): Promise<FleetWorke
     const input = typeof (job.data as { input?: unknown })?.input === 'string' ? (job.data as { input: string }).input : '?';
     const code = codeOfReason(err.message);
     const message = err.message.replace(/^ERR_[A-Z_]+: /, '');
-    opts.onEvent?.({ type: 'failed', jobId: String(job.id), attempt: job.attemptsMade, input, code, message, final: Boolean(job.finishedOn), worker: counters.snapshot() });
+    const final = Boolean(job.finishedOn);
+    if (final) note({ input, output: null, status: 'failed', error: { code, message } });
+    opts.onEvent?.({ type: 'failed', jobId: String(job.id), attempt: job.attemptsMade, input, code, message, final, worker: counters.snapshot() });
   });
   // BullMQ reports connection trouble here while it reconnects; without a listener the
   // EventEmitter would throw.
-  worker.on('error', (err) => opts.onConnectionError?.(err));
+  worker.on('error', (err) => opts.onError?.(err));
   await worker.waitUntilReady();
 
   let closing: Promise<void> | undefined;
@@ -149,15 +207,10 @@ export async function createWorker(opts: FleetWorkerOptions): Promise<FleetWorke
     close: () =>
       (closing ??= (async () => {
         await worker.close();
+        await manifestWrites;
+        await manifest.close();
         if (ownTower) await tower.close();
         if (ownConnection) await connection.quit().catch(() => connection.disconnect());
       })()),
   };
-}
-
-/** An input's output name when the job gives none: its base name without extension. */
-export function defaultOutputName(input: string): string {
-  const path = /^https?:\/\//i.test(input) ? new URL(input).pathname : input;
-  const base = path.split(/[\\/]/).filter(Boolean).pop() ?? 'image';
-  return base.replace(/\.[^.]*$/, '') || 'image';
 }
