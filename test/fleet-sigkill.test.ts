@@ -7,7 +7,7 @@ import { join } from 'node:path';
 import { QueueEvents, Queue } from 'bullmq';
 import { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { ensureDist, expectOutputsEqualEncode, killWorker, makeBigImage, makeImages, outcomes, startWorker, tessera, type WorkerProcess } from './helpers/fleet.js';
+import { ensureDist, expectOutputsEqualEncode, killWorker, makeBigImage, makeImages, settledOutcomes, startWorker, tessera, type WorkerProcess } from './helpers/fleet.js';
 import { REDIS_MISSING, redisServerAvailable, startRedis, type RedisServer } from './helpers/redis.js';
 import { jobIdOf } from '../src/fleet/job.js';
 
@@ -56,8 +56,8 @@ describe.skipIf(!HAVE_REDIS)('fleet: a worker SIGKILLed mid-encode', () => {
 
     workers = await Promise.all([0, 1].map(() => startWorker(redis.url, 'kill', out, FAST_RECOVERY)));
     // The big one first (it is taken first), then the small ones.
-    expect(tessera(['enqueue', images + '/big', ...q, '--max-pixels', String(BIG.maxPixels)]).code).toBe(0);
-    expect(tessera(['enqueue', images + '/good', ...q]).code).toBe(0);
+    expect((await tessera(['enqueue', images + '/big', ...q, '--max-pixels', String(BIG.maxPixels)])).code).toBe(0);
+    expect((await tessera(['enqueue', images + '/good', ...q])).code).toBe(0);
 
     const victimPid = await started;
     const victim = workers.find((w) => w.pid === victimPid)!;
@@ -70,9 +70,9 @@ describe.skipIf(!HAVE_REDIS)('fleet: a worker SIGKILLed mid-encode', () => {
     expect(done['attempt']).toBe(1); // a stalled job's recovery is not a failed attempt
     expect(victim.lines.some((l) => l.jobId === bigId)).toBe(false);
 
-    const wait = tessera(['enqueue', images + '/good', ...q, '--wait']);
+    const wait = await tessera(['enqueue', images + '/good', ...q, '--wait']);
     expect(wait.code, wait.stdout + wait.stderr).toBe(0);
-    const { completed, failed } = outcomes(workers);
+    const { completed, failed } = await settledOutcomes(workers, 1 + small.length);
     expect(failed.size).toBe(0);
     for (const img of [big, ...small]) expect(completed.get(img)?.length, img).toBe(1);
 

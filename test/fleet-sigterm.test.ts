@@ -6,7 +6,7 @@ import { join } from 'node:path';
 import { QueueEvents } from 'bullmq';
 import { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { ensureDist, expectOutputsEqualEncode, killWorker, makeBigImage, makeImages, outcomes, startWorker, tessera, type WorkerProcess } from './helpers/fleet.js';
+import { ensureDist, expectOutputsEqualEncode, killWorker, makeBigImage, makeImages, settledOutcomes, startWorker, tessera, type WorkerProcess } from './helpers/fleet.js';
 import { REDIS_MISSING, redisServerAvailable, startRedis, type RedisServer } from './helpers/redis.js';
 import { jobIdOf } from '../src/fleet/job.js';
 
@@ -50,8 +50,8 @@ describe.skipIf(!HAVE_REDIS)('fleet: SIGTERM during a job', () => {
     );
 
     workers = await Promise.all([0, 1].map(() => startWorker(redis.url, 'term', out)));
-    expect(tessera(['enqueue', images + '/big', ...q, '--max-pixels', String(BIG.maxPixels)]).code).toBe(0);
-    expect(tessera(['enqueue', images + '/good', ...q]).code).toBe(0);
+    expect((await tessera(['enqueue', images + '/big', ...q, '--max-pixels', String(BIG.maxPixels)])).code).toBe(0);
+    expect((await tessera(['enqueue', images + '/good', ...q])).code).toBe(0);
 
     const pid = await started;
     const stopped = workers.find((w) => w.pid === pid)!;
@@ -67,9 +67,9 @@ describe.skipIf(!HAVE_REDIS)('fleet: SIGTERM during a job', () => {
     // The signal came while the job ran: 'stopping' is logged before its completion.
     expect(stopped.lines.findIndex((l) => l.event === 'stopping')).toBe(stopped.lines.length - 3);
 
-    const wait = tessera(['enqueue', images + '/good', ...q, '--wait']);
+    const wait = await tessera(['enqueue', images + '/good', ...q, '--wait']);
     expect(wait.code, wait.stdout + wait.stderr).toBe(0);
-    const { completed, failed } = outcomes(workers);
+    const { completed, failed } = await settledOutcomes(workers, 1 + small.length);
     expect(failed.size).toBe(0);
     for (const img of [big, ...small]) expect(completed.get(img)?.length, img).toBe(1);
     expect(other.lines.some((l) => l.jobId === bigId)).toBe(false);

@@ -9,7 +9,7 @@ import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { BAD_IMAGES, ensureDist, expectOutputsEqualEncode, jsonLines, killWorker, makeImages, outcomes, startWorker, tessera, tesseraAsync, type WorkerProcess } from './helpers/fleet.js';
+import { BAD_IMAGES, ensureDist, expectOutputsEqualEncode, jsonLines, killWorker, makeImages, settledOutcomes, startWorker, tessera, tesseraAsync, type WorkerProcess } from './helpers/fleet.js';
 import { REDIS_MISSING, redisServerAvailable, startRedis, type RedisServer } from './helpers/redis.js';
 
 const HAVE_REDIS = redisServerAvailable();
@@ -46,7 +46,7 @@ describe.skipIf(!HAVE_REDIS)('fleet: 3 workers, 60 jobs, 3 bad images', () => {
     expect(r.stdout).toMatch(/done: 57 of 60 completed, 3 failed/);
     expect(r.stderr).toMatch(/done \d+\/60, failed \d+, [\d.]+ images\/s, ETA /);
 
-    const { completed, failed } = outcomes(workers);
+    const { completed, failed } = await settledOutcomes(workers, 60);
     expect(completed.size).toBe(57);
     for (const img of good) expect(completed.get(img)?.length, img).toBe(1);
     for (const [rel, code] of Object.entries(BAD_IMAGES)) {
@@ -60,14 +60,9 @@ describe.skipIf(!HAVE_REDIS)('fleet: 3 workers, 60 jobs, 3 bad images', () => {
     for (const w of workers) expect(w.lines.some((l) => l.event === 'completed')).toBe(true);
     for (const [, [line]] of completed) expect(createHash('sha256').update(readFileSync(line!.output!)).digest('hex')).toBe(line!.sha256);
 
-    const manifest = jsonLines(readFileSync(join(out, 'manifest.jsonl'), 'utf8'));
-    expect(manifest.filter((m) => m['status'] === 'encoded')).toHaveLength(57);
-    expect(new Set(manifest.map((m) => m['input'])).size).toBe(60);
-    expect(manifest.filter((m) => m['status'] === 'failed').map((m) => (m['error'] as { code: string }).code).sort()).toEqual(Object.values(BAD_IMAGES).sort());
-
     await expectOutputsEqualEncode(images, out, good);
 
-    const s = tessera(['queue-status', ...q, '--json']);
+    const s = await tessera(['queue-status', ...q, '--json']);
     expect(s.code, s.stderr).toBe(0);
     const status = JSON.parse(s.stdout) as { counts: Record<string, number>; failures: Record<string, number>; workers: { name: string; jobs: number }[]; connectedWorkers: number };
     expect(status.counts).toMatchObject({ completed: 57, failed: 3, waiting: 0, active: 0 });
@@ -75,7 +70,7 @@ describe.skipIf(!HAVE_REDIS)('fleet: 3 workers, 60 jobs, 3 bad images', () => {
     expect(status.workers).toHaveLength(3);
     expect(status.workers.reduce((a, w) => a + w.jobs, 0)).toBe(57);
     expect(status.connectedWorkers).toBeGreaterThanOrEqual(3);
-    const text = tessera(['queue-status', ...q]);
+    const text = await tessera(['queue-status', ...q]);
     expect(text.stdout).toMatch(/completed 57, failed 3/);
     expect(text.stdout).toMatch(/ERR_IMAGE_DECODE 2/);
 
@@ -87,5 +82,12 @@ describe.skipIf(!HAVE_REDIS)('fleet: 3 workers, 60 jobs, 3 bad images', () => {
       expect(last).toMatchObject({ type: 'worker', event: 'stopped' });
       expect(last['jobs']).toBe(w.lines.filter((l) => l.event === 'completed').length);
     }
+
+    // The manifest (complete once the workers have closed): a line per job, once each.
+    const manifest = jsonLines(readFileSync(join(out, 'manifest.jsonl'), 'utf8'));
+    expect(manifest).toHaveLength(60);
+    expect(manifest.filter((m) => m['status'] === 'encoded')).toHaveLength(57);
+    expect(new Set(manifest.map((m) => m['input'])).size).toBe(60);
+    expect(manifest.filter((m) => m['status'] === 'failed').map((m) => (m['error'] as { code: string }).code).sort()).toEqual(Object.values(BAD_IMAGES).sort());
   });
 });

@@ -75,7 +75,7 @@ export async function workerCommand(args: readonly string[], io: CliIo): Promise
 
   const { createWorker } = await import('../fleet/worker.js');
   const log = (text: string, record: Record<string, unknown>) => io.out(json ? JSON.stringify({ time: new Date().toISOString(), ...record }) : `${new Date().toISOString()} ${text}`);
-  let lastConnectionError = 0;
+  let lastError = { message: '', at: 0 };
   let fleet;
   try {
     fleet = await createWorker({
@@ -104,9 +104,10 @@ export async function workerCommand(args: readonly string[], io: CliIo): Promise
         }
       },
       onError: (err) => {
-        // Once per 5 s: a Redis outage would otherwise print a line per reconnect attempt (ioredis reconnects by itself).
-        if (Date.now() - lastConnectionError < 5000) return;
-        lastConnectionError = Date.now();
+        // The same message once per 5 s: a Redis outage would otherwise print a line per
+        // reconnect attempt (ioredis reconnects by itself).
+        if (err.message === lastError.message && Date.now() - lastError.at < 5000) return;
+        lastError = { message: err.message, at: Date.now() };
         io.err(`tessera worker: ${err.message}`);
       },
     });

@@ -52,6 +52,7 @@ export async function waitForJobs(
 
   // QueueEvents blocks on its connection (XREAD): it gets one of its own.
   const eventsConnection = connection.duplicate();
+  eventsConnection.on('error', () => undefined); // reconnects by itself
   const events = new QueueEvents(queue.name, { connection: eventsConnection });
   events.on('completed', ({ jobId }) => finish(jobId));
   events.on('failed', ({ jobId, failedReason }) => finish(jobId, { id: jobId, code: codeOfReason(failedReason), message: failedReason.replace(/^ERR_[A-Z_]+: /, '') }));

@@ -13,7 +13,7 @@
 import { mkdir } from 'node:fs/promises';
 import { hostname } from 'node:os';
 import { resolve } from 'node:path';
-import { UnrecoverableError, Worker, type Job } from 'bullmq';
+import { Queue, UnrecoverableError, Worker, type Job } from 'bullmq';
 import type { Redis } from 'ioredis';
 import { TesseraError, toTesseraError, type ErrorCode } from '../errors.js';
 import { ioError } from '../io/io-error.js';
@@ -179,11 +179,12 @@ export async function createWorker(opts: FleetWorkerOptions): Promise<FleetWorke
     ...(opts.stalledIntervalMs ? { stalledInterval: opts.stalledIntervalMs } : {}),
     ...(opts.maxStalledCount !== undefined ? { maxStalledCount: opts.maxStalledCount } : {}),
   });
-  worker.on('completed', (job, result: ImageJobResult) => {
+  const completed = (jobId: string, attempt: number, result: ImageJobResult) => {
     const t = result.timings;
     note({ input: result.input, output: result.output, status: result.status, tokens: result.tokens, ms: { decode: t.decodeMs, preprocess: t.preprocessMs, encode: t.encodeMs } });
-    opts.onEvent?.({ type: 'completed', jobId: String(job.id), attempt: job.attemptsMade, result });
-  });
+    opts.onEvent?.({ type: 'completed', jobId, attempt, result });
+  };
+  worker.on('completed', (job, result: ImageJobResult) => completed(String(job.id), job.attemptsMade, result));
   worker.on('failed', (job, err) => {
     if (!job) return;
     const input = typeof (job.data as { input?: unknown })?.input === 'string' ? (job.data as { input: string }).input : '?';
@@ -195,7 +196,28 @@ export async function createWorker(opts: FleetWorkerOptions): Promise<FleetWorke
   });
   // BullMQ reports connection trouble here while it reconnects; without a listener the
   // EventEmitter would throw.
-  worker.on('error', (err) => opts.onError?.(err));
+  // When Redis goes away just as a job is being marked completed, the command may have been
+  // carried out without its reply arriving; BullMQ retries it later and Redis answers "Missing
+  // lock" (the job is no longer this worker's). Whether the first try did land is in the job's
+  // record: completed with this worker's result means it did, and it is reported as completed
+  // now; otherwise the job is another worker's (its lock ran out during the outage).
+  const queue = new Queue(opts.queue, { connection });
+  queue.on('error', () => undefined);
+  const settled = new Set<string>();
+  const checkLostAck = async (jobId: string) => {
+    if (settled.has(jobId)) return;
+    settled.add(jobId);
+    const job = await queue.getJob(jobId);
+    const result = job?.returnvalue as ImageJobResult | undefined;
+    if (job && (await job.getState()) === 'completed' && result?.worker?.name === name && result.worker.pid === process.pid)
+      completed(jobId, job.attemptsMade, result);
+    else opts.onError?.(new Error(`job ${jobId}: lost its lock while Redis was away; BullMQ gives it to another worker`));
+  };
+  worker.on('error', (err) => {
+    const lost = /^Missing lock for job (\S+)\. moveTo(Finished|Delayed|Failed)/.exec(err.message);
+    if (lost) void checkLostAck(lost[1]!).catch((e) => opts.onError?.(e as Error));
+    else opts.onError?.(err);
+  });
   await worker.waitUntilReady();
 
   let closing: Promise<void> | undefined;
@@ -207,6 +229,7 @@ export async function createWorker(opts: FleetWorkerOptions): Promise<FleetWorke
     close: () =>
       (closing ??= (async () => {
         await worker.close();
+        await queue.close().catch(() => undefined);
         await manifestWrites;
         await manifest.close();
         if (ownTower) await tower.close();

@@ -1,7 +1,7 @@
 // Shared by the fleet tests: the CLI as real child processes (node dist/cli/main.js worker /
 // enqueue / queue-status), images made for a run (good ones all distinct, bad ones each failing
 // with a known code), and the check that a run's outputs are tower.encode's, bit for bit.
-import { execFileSync, spawn, spawnSync, type ChildProcess } from 'node:child_process';
+import { execFileSync, spawn, type ChildProcess } from 'node:child_process';
 import { readdirSync, statSync, writeFileSync } from 'node:fs';
 import { join, relative } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -83,7 +83,8 @@ export async function startWorker(redisUrl: string, queue: string, outDir: strin
     }
   });
   proc.stderr!.on('data', (d: Buffer) => (err += d.toString()));
-  const exited = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((r) => proc.once('exit', (code, signal) => r({ code, signal })));
+  // 'close', not 'exit': by then every line it printed has been read.
+  const exited = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((r) => proc.once('close', (code, signal) => r({ code, signal })));
   const waitFor = (match: (l: JobLine) => boolean, timeoutMs = 60_000) =>
     new Promise<JobLine>((resolve, reject) => {
       const found = lines.find(match);
@@ -103,20 +104,33 @@ export async function killWorker(w: WorkerProcess): Promise<void> {
   await w.exited;
 }
 
-/** `tessera <args>` run to the end. */
-export function tessera(args: string[], input?: string): { code: number | null; stdout: string; stderr: string } {
-  const r = spawnSync(process.execPath, [MAIN, ...args], { cwd: ROOT, encoding: 'utf8', timeout: 150_000, ...(input !== undefined ? { input } : {}) });
-  return { code: r.status, stdout: r.stdout, stderr: r.stderr };
+/**
+ * `tessera <args>` run to the end, asynchronously: the test process keeps reading the workers'
+ * output (and serving HTTP) meanwhile. A blocking spawnSync would stall both, and a worker
+ * whose stdout pipe fills up blocks on its next log line.
+ */
+export function tessera(args: string[], input?: string): Promise<{ code: number | null; stdout: string; stderr: string }> {
+  return tesseraAsync(args, input).done;
 }
 
 /** `tessera <args>` started in the background; resolves with its exit code and output. */
-export function tesseraAsync(args: string[]): { proc: ChildProcess; done: Promise<{ code: number | null; stdout: string; stderr: string }> } {
-  const proc = spawn(process.execPath, [MAIN, ...args], { cwd: ROOT, stdio: ['ignore', 'pipe', 'pipe'] });
+export function tesseraAsync(args: string[], input?: string): { proc: ChildProcess; done: Promise<{ code: number | null; stdout: string; stderr: string }> } {
+  const proc = spawn(process.execPath, [MAIN, ...args], { cwd: ROOT, stdio: [input === undefined ? 'ignore' : 'pipe', 'pipe', 'pipe'] });
+  if (input !== undefined) proc.stdin!.end(input);
   let stdout = '';
   let stderr = '';
   proc.stdout!.on('data', (d: Buffer) => (stdout += d.toString()));
   proc.stderr!.on('data', (d: Buffer) => (stderr += d.toString()));
-  return { proc, done: new Promise((r) => proc.once('exit', (code) => r({ code, stdout, stderr }))) };
+  const timer = setTimeout(() => proc.kill('SIGKILL'), 150_000);
+  return {
+    proc,
+    done: new Promise((r) =>
+      proc.once('close', (code) => {
+        clearTimeout(timer);
+        r({ code, stdout, stderr });
+      }),
+    ),
+  };
 }
 
 export function jsonLines(text: string): Record<string, unknown>[] {
@@ -203,4 +217,19 @@ export function outcomes(workers: readonly WorkerProcess[]): { completed: Map<st
       if (m) m.set(l.input!, [...(m.get(l.input!) ?? []), l]);
     }
   return { completed, failed };
+}
+
+/**
+ * outcomes() once the workers have logged `total` outcomes: a worker prints its line after Redis
+ * recorded the outcome, so `enqueue --wait` may see the end a moment before the last line arrives.
+ */
+export async function settledOutcomes(workers: readonly WorkerProcess[], total: number, timeoutMs = 30_000): Promise<ReturnType<typeof outcomes>> {
+  const until = Date.now() + timeoutMs;
+  for (;;) {
+    const o = outcomes(workers);
+    let n = 0;
+    for (const v of [...o.completed.values(), ...o.failed.values()]) n += v.length;
+    if (n >= total || Date.now() > until) return o;
+    await new Promise((r) => setTimeout(r, 50));
+  }
 }
