@@ -209,9 +209,10 @@ export async function createWorker(opts: FleetWorkerOptions): Promise<FleetWorke
     settled.add(jobId);
     const job = await queue.getJob(jobId);
     const result = job?.returnvalue as ImageJobResult | undefined;
-    if (job && (await job.getState()) === 'completed' && result?.worker?.name === name && result.worker.pid === process.pid)
+    if (job && (await job.getState()) === 'completed' && result?.worker?.name === name && result.worker.pid === process.pid) {
+      opts.onError?.(new Error(`job ${jobId}: Redis recorded its completion before the connection broke; reporting it now`));
       completed(jobId, job.attemptsMade, result);
-    else opts.onError?.(new Error(`job ${jobId}: lost its lock while Redis was away; BullMQ gives it to another worker`));
+    } else opts.onError?.(new Error(`job ${jobId}: lost its lock while Redis was away; BullMQ gives it to another worker`));
   };
   worker.on('error', (err) => {
     const lost = /^Missing lock for job (\S+)\. moveTo(Finished|Delayed|Failed)/.exec(err.message);
