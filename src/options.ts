@@ -99,6 +99,30 @@ export function encodeManyOptionsSchema(family?: Family) {
     .superRefine(minNotAboveMax);
 }
 
+/** What `--out-dir` writes per image (src/bulk/output-dir.ts, README "Output files"). */
+export const OUTPUT_FORMATS = ['safetensors', 'npy', 'vllm', 'sglang'] as const;
+
+/** `tessera encode`'s bulk-output flags, as an object (the CLI checks its flags with this). */
+export const BulkOutputOptionsSchema = z
+  .object({
+    outDir: z.string().min(1).optional(),
+    out: z.string().min(1).optional(),
+    format: z.enum(OUTPUT_FORMATS).default('safetensors'),
+    force: z.boolean().default(false),
+    /** Fingerprint inputs by SHA-256 as well as size and mtime. */
+    hashInputs: z.boolean().default(false),
+    exclude: z.array(z.string().min(1)).default([]),
+  })
+  .strict()
+  .superRefine((o, ctx) => {
+    if (o.out !== undefined && o.outDir !== undefined) ctx.addIssue({ code: 'custom', path: ['outDir'], message: 'cannot be given with --out (one file for the run, or one per image)' });
+    if (o.outDir === undefined && o.format !== 'safetensors') ctx.addIssue({ code: 'custom', path: ['format'], message: `'${o.format}' needs --out-dir (--out writes one safetensors file)` });
+    if (o.outDir === undefined && o.force) ctx.addIssue({ code: 'custom', path: ['force'], message: 'needs --out-dir (it redoes outputs that are up to date)' });
+    if (o.outDir === undefined && o.hashInputs) ctx.addIssue({ code: 'custom', path: ['hashInputs'], message: 'needs --out-dir' });
+  });
+
+export type BulkOutputOptions = z.output<typeof BulkOutputOptionsSchema>;
+
 export interface PreprocessOptions {
   minPixels?: number;
   maxPixels?: number;

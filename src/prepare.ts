@@ -1,5 +1,6 @@
 // Image → tower input, per family: the preprocessor a tower uses (its preprocessor_config.json,
-// parsed once), and the one shape both families' inputs take on their way to the addon.
+// parsed once), and the one shape both families' inputs take on their way to the addon. How many
+// tokens a number of patch rows makes is the tower's rule (the addon's sizing), passed in.
 import { TesseraError } from './errors.js';
 import {
   parseGemmaPreprocessConfig,
@@ -44,17 +45,22 @@ export interface Preprocessor {
   run(input: ImageInput, opts: PreprocessOptions): Promise<Prepared>;
 }
 
-export function makePreprocessor(family: Family, config: Record<string, unknown> | undefined, where: string): Preprocessor {
+export function makePreprocessor(
+  family: Family,
+  config: Record<string, unknown> | undefined,
+  where: string,
+  tokensOf: (patches: number) => number,
+): Preprocessor {
   if (family === 'gemma4') {
     const cfg = parseGemmaPreprocessConfig(config ?? {}, where);
     return {
       plan: (size, opts) => {
         const p = planGemma(size, cfg, opts);
-        return { resized: p.resized, patches: p.patches, tokens: p.tokens };
+        return { resized: p.resized, patches: p.patches, tokens: tokensOf(p.patches) };
       },
       run: async (input, opts) => {
         const r = await preprocessGemma(input, cfg, opts);
-        return { pixelValues: r.pixelValues, positions: r.positions, patches: r.patches, tokens: r.tokens, decoded: r.decoded, resized: r.resized, timings: r.timings };
+        return { pixelValues: r.pixelValues, positions: r.positions, patches: r.patches, tokens: tokensOf(r.patches), decoded: r.decoded, resized: r.resized, timings: r.timings };
       },
     };
   }
@@ -63,11 +69,11 @@ export function makePreprocessor(family: Family, config: Record<string, unknown>
   return {
     plan: (size, opts) => {
       const p = planQwen(size, cfg, opts);
-      return { resized: p.resized, grid: p.grid, patches: p.patches, tokens: p.tokens };
+      return { resized: p.resized, grid: p.grid, patches: p.patches, tokens: tokensOf(p.patches) };
     },
     run: async (input, opts) => {
       const r = await preprocessQwen(input, cfg, opts);
-      return { pixelValues: r.pixelValues, grid: r.grid, patches: r.patches, tokens: r.tokens, decoded: r.decoded, resized: r.resized, timings: r.timings };
+      return { pixelValues: r.pixelValues, grid: r.grid, patches: r.patches, tokens: tokensOf(r.patches), decoded: r.decoded, resized: r.resized, timings: r.timings };
     },
   };
 }

@@ -23,11 +23,11 @@ import {
 } from './options.js';
 import type { ImageInput } from './image/index.js';
 import { activationBudget, chooseResidency, heldWeightBytes, splitBatch, type Residency, type WeightMemory } from './residency/index.js';
-import { concatPrepared, splitResult } from './batch.js';
+import { concatPrepared, splitResult, stageRecords, type StageShape } from './batch.js';
 import type { TowerSpec } from './spec/types.js';
 import { describe, peakRss, type MemoryInfo, type TowerInfo } from './tower-info.js';
 
-export type { EncodeManyOptions, EncodeOptions, OpenOptions, PreprocessOptions, Progress };
+export type { EncodeManyOptions, EncodeOptions, OpenOptions, PreprocessOptions, Progress, StageShape };
 
 export interface Grid {
   t: number;
@@ -47,6 +47,8 @@ export interface EncodeResult {
   positions?: Int32Array;
   deepstack?: Float32Array[];
   stages?: Record<string, Float32Array>;
+  /** With `stages`: each stage's [rows, cols] and whether it has a row per patch or per token. */
+  stageShapes?: Record<string, StageShape>;
   /** encode / encodeBatch: the image's upright decoded size and the size it was resized to. */
   decoded?: { width: number; height: number };
   resized?: { width: number; height: number };
@@ -190,7 +192,7 @@ export class VisionTower {
       this.#checkOpen();
       const parsed = parseArgument(pixelInputSchema(this.spec.family), input, 'encodePixels input');
       opts = parseArgument(encodeOptionsSchema(this.spec.family), options, 'encodePixels options');
-      const cols = this.#patchWidth();
+      const cols = this.#checkOpen().patchWidth;
       const pixels = parsed.pixelValues;
       if (pixels.length === 0 || pixels.length % cols !== 0)
         throw new TesseraError('ERR_INVALID_ARGUMENT', `encodePixels: pixelValues has ${pixels.length} values, not a whole number of ${cols}-value patch rows`);
@@ -227,21 +229,9 @@ export class VisionTower {
       if (grids) result.grid = grids;
       if (positions) result.positions = positions;
       if (raw.deepstack.length) result.deepstack = raw.deepstack;
-      if (opts.stages) result.stages = Object.fromEntries(raw.stages.map((s) => [s.name, s.data]));
+      if (opts.stages) Object.assign(result, stageRecords(raw.stages));
       return result;
     });
-  }
-
-  /** The tower's input and output for `patches` rows (f32): pixel rows in, embedding rows out. */
-  #ioBytes(patches: number): number {
-    const d = this.spec.dims;
-    const group = this.spec.family === 'gemma4' ? d['pooling_kernel']! ** 2 : d['merge_size']! ** 2;
-    return 4 * (patches * this.#patchWidth() + (patches / group) * this.info.outHidden);
-  }
-
-  #patchWidth(): number {
-    const d = this.spec.dims;
-    return (d['in_channels'] ?? 3) * (d['temporal_patch_size'] ?? 1) * d['patch_size']! * d['patch_size']!;
   }
 
   async #run(
@@ -274,7 +264,7 @@ export class VisionTower {
   }
 
   get #pre(): Preprocessor {
-    this.#preprocessor ??= makePreprocessor(this.spec.family, this.preprocessorConfig, this.info.path);
+    this.#preprocessor ??= makePreprocessor(this.spec.family, this.preprocessorConfig, this.info.path, (patches) => this.#checkOpen().sizing(patches).tokens);
     return this.#preprocessor;
   }
 
@@ -294,9 +284,8 @@ export class VisionTower {
     const size = isSize(input) ? checkSize(input) : await headerSize(input, options.maxInputPixels);
     const plan = this.#pre.plan(size, options);
     if (plan.patches > MAX_INT32) throw this.#tooLarge(plan, options, `${plan.patches} patch rows, more than one encode can address (${MAX_INT32})`);
-    const scratchBytes = native.scratchBytes(plan.patches);
+    const { scratchBytes, ioBytes } = native.sizing(plan.patches);
     const weightBytes = this.info.memory.weightBytes;
-    const ioBytes = this.#ioBytes(plan.patches);
     return { ...plan, scratchBytes, weightBytes, ioBytes, peakBytes: weightBytes + scratchBytes + ioBytes };
   }
 
@@ -353,7 +342,7 @@ export class VisionTower {
     plans.forEach((p, i) => (p instanceof TesseraError ? (out[i] = p) : ok.push(i)));
     const groups = splitBatch(
       ok.map((i) => (plans[i] as Estimate).patches),
-      (rows) => this.scratchBytes(rows) + this.#ioBytes(rows),
+      (rows) => this.#groupBytes(rows),
       this.#activationBudget(),
     ).map((g) => g.map((k) => ok[k]!));
 
@@ -422,7 +411,7 @@ export class VisionTower {
       plans.forEach((p, k) => ('error' in p ? failed.push(p as EncodeManyItem) : ok.push({ entry: window[k]!, plan: p as Estimate })));
       const groups = splitBatch(
         ok.map((o) => o.plan.patches),
-        (rows) => this.scratchBytes(rows) + this.#ioBytes(rows),
+        (rows) => this.#groupBytes(rows),
         this.#activationBudget(),
       ).map((g) => {
         const members = g.map((k) => ok[k]!.entry);
@@ -482,6 +471,12 @@ export class VisionTower {
     return e;
   }
 
+  /** Activations plus f32 input and output of one encode of `rows` patch rows (the addon's sizing). */
+  #groupBytes(rows: number): number {
+    const s = this.#checkOpen().sizing(rows);
+    return s.scratchBytes + s.ioBytes;
+  }
+
   #activationBudget(): number {
     return activationBudget({ memoryBudget: this.#memoryBudget, weightBytes: this.info.memory.weightBytes, freeMem: freemem() });
   }
@@ -498,7 +493,7 @@ export class VisionTower {
     let raw: NativeEncodeResult;
     try {
       raw = await this.#enqueue((native) =>
-        this.#run(native, { ...options, onProgress }, group.length, concatPrepared(items, this.#patchWidth())),
+        this.#run(native, { ...options, onProgress }, group.length, concatPrepared(items, native.patchWidth)),
       );
     } catch (e) {
       const err = toTesseraError(e);

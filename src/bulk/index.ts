@@ -6,6 +6,7 @@ export {
   OUTPUT_LAYOUT_VERSION,
   checkDistinctOutputs,
   isUpToDate,
+  upToDateRecord,
   outputJob,
   primaryOutput,
   recordPath,

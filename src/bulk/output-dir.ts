@@ -28,7 +28,9 @@ import { resultTensors } from './formats/tensors.js';
 import { vllmContentPart, vllmUnsupported } from './formats/vllm.js';
 import type { BulkInput } from './inputs.js';
 
-export const OUTPUT_FORMATS = ['safetensors', 'npy', 'vllm', 'sglang'] as const;
+import { OUTPUT_FORMATS } from '../options.js';
+
+export { OUTPUT_FORMATS };
 export type OutputFormat = (typeof OUTPUT_FORMATS)[number];
 
 /** Version of the output layout and record; a different version is redone. */
@@ -195,12 +197,20 @@ async function readRecord(job: OutputJob, input: BulkInput): Promise<{ record: R
   }
 }
 
+/**
+ * The record of the image's outputs when they exist and it matches this job and this input (the
+ * image can be skipped), else undefined.
+ */
+export async function upToDateRecord(job: OutputJob, input: BulkInput, stamp: InputStamp): Promise<Record<string, string> | undefined> {
+  const found = await readRecord(job, input);
+  if (!found || found.record['tessera_output'] !== fingerprint(job, input, stamp)) return undefined;
+  for (const f of found.files) if (!(await stat(f).then((s) => s.isFile(), () => false))) return undefined;
+  return found.record;
+}
+
 /** True when the image's outputs exist and their record matches this job and this input. */
 export async function isUpToDate(job: OutputJob, input: BulkInput, stamp: InputStamp): Promise<boolean> {
-  const found = await readRecord(job, input);
-  if (!found || found.record['tessera_output'] !== fingerprint(job, input, stamp)) return false;
-  for (const f of found.files) if (!(await stat(f).then((s) => s.isFile(), () => false))) return false;
-  return true;
+  return (await upToDateRecord(job, input, stamp)) !== undefined;
 }
 
 export interface WrittenOutput {

@@ -20,12 +20,6 @@ function patchesOf(r: EncodeResult): number {
   return (r.positions?.length ?? 0) / 2;
 }
 
-/** Shape of a stage output: patch-row stages (embed, block.N) by patches, the rest by tokens. */
-function stageShape(name: string, values: Float32Array, patches: number, tokens: number): number[] {
-  const rows = name === 'embed' || name.startsWith('block.') ? patches : tokens;
-  return rows > 0 && values.length % rows === 0 ? [rows, values.length / rows] : [values.length];
-}
-
 const f32 = (name: string, shape: number[], data: Float32Array): OutputTensor => ({ name, dtype: 'F32', shape, data });
 const i64 = (name: string, shape: number[], values: ArrayLike<number>): OutputTensor => ({
   name,
@@ -40,8 +34,11 @@ export function resultTensors(r: EncodeResult): OutputTensor[] {
   if (r.grid) out.push(i64('grid_thw', [r.grid.length, 3], r.grid.flatMap((g) => [g.t, g.h, g.w])));
   if (r.positions) out.push(i64('positions', [r.positions.length / 2, 2], r.positions));
   for (const [k, d] of (r.deepstack ?? []).entries()) out.push(f32(`deepstack.${k}`, [r.tokens, d.length / r.tokens], d));
-  const patches = patchesOf(r);
-  for (const [name, d] of Object.entries(r.stages ?? {})) out.push(f32(`stage.${name}`, stageShape(name, d, patches, r.tokens), d));
+  // Each stage's shape as the addon reports it (a row per patch or per token).
+  for (const [name, d] of Object.entries(r.stages ?? {})) {
+    const shape = r.stageShapes?.[name];
+    out.push(f32(`stage.${name}`, shape ? [shape.rows, shape.cols] : [d.length], d));
+  }
   return out;
 }
 
