@@ -7,9 +7,9 @@
 import { createHash } from 'node:crypto';
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
-import { join } from 'node:path';
+import { join, relative } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { BAD_IMAGES, ensureDist, expectOutputsEqualEncode, jsonLines, killWorker, makeImages, settledOutcomes, startWorker, tessera, tesseraAsync, type WorkerProcess } from './helpers/fleet.js';
+import { BAD_IMAGES, MODEL, ensureDist, expectOutputsEqualEncode, jsonLines, killWorker, makeImages, settledOutcomes, startWorker, tessera, tesseraAsync, type WorkerProcess } from './helpers/fleet.js';
 import { REDIS_MISSING, redisServerAvailable, startRedis, type RedisServer } from './helpers/redis.js';
 
 const HAVE_REDIS = redisServerAvailable();
@@ -61,6 +61,13 @@ describe.skipIf(!HAVE_REDIS)('fleet: 3 workers, 60 jobs, 3 bad images', () => {
     for (const [, [line]] of completed) expect(createHash('sha256').update(readFileSync(line!.output!)).digest('hex')).toBe(line!.sha256);
 
     await expectOutputsEqualEncode(images, out, good);
+    // And the files are `tessera encode --out-dir`'s, byte for byte.
+    const single = join(tmp, 'single');
+    expect((await tessera(['encode', images, '--model', MODEL, '--out-dir', single])).code).toBe(1);
+    for (const img of good) {
+      const rel = relative(images, img).replace(/\.png$/, '.safetensors');
+      expect(readFileSync(join(out, rel)).equals(readFileSync(join(single, rel))), rel).toBe(true);
+    }
 
     const s = await tessera(['queue-status', ...q, '--json']);
     expect(s.code, s.stderr).toBe(0);

@@ -106,8 +106,17 @@ export async function createWorker(opts: FleetWorkerOptions): Promise<FleetWorke
       const data = parseImageJob(job.data);
       // Progress is a report, not part of the work: a lost connection must not fail the job.
       job.updateProgress({ stage: 'encoding', worker: counters.snapshot() }).catch(() => undefined);
-      const { format = 'safetensors', ...encodeOptions } = data.options;
-      const out = outputJob(tower, { dir: outDir, format, model: modelName, options: encodeOptions, notes: { tessera_version: tesseraVersion() } });
+      // stages and the notes as `tessera encode --out-dir` gives them, so that the records (and
+      // so the files, and the up-to-date check) are the same whichever of the two wrote them.
+      const { format = 'safetensors', ...rest } = data.options;
+      const encodeOptions = { ...rest, stages: rest.stages ?? false };
+      const out = outputJob(tower, {
+        dir: outDir,
+        format,
+        model: modelName,
+        options: encodeOptions,
+        notes: { tessera_version: tesseraVersion(), demo_random_weights: 'false' },
+      });
       const input: BulkInput = { path: data.input, root: outDir, rel: data.rel ?? defaultRel(data.input) };
       const isUrl = /^https?:\/\//i.test(data.input);
       let image: string | Buffer = data.input;
