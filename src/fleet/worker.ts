@@ -79,8 +79,6 @@ export async function createWorker(opts: FleetWorkerOptions): Promise<FleetWorke
   const ownTower = typeof opts.model === 'string';
   const tower = typeof opts.model === 'string' ? await VisionTower.open(opts.model, opts.open ?? {}) : opts.model;
   const modelName = typeof opts.model === 'string' ? opts.model : tower.info.source;
-  const ownConnection = typeof opts.redis === 'string';
-  const connection = typeof opts.redis === 'string' ? connectRedis(opts.redis, `tessera-worker:${name}`) : opts.redis;
   const counters = new WorkerCounters(name);
 
   const manifest = await mkdir(outDir, { recursive: true })
@@ -92,6 +90,8 @@ export async function createWorker(opts: FleetWorkerOptions): Promise<FleetWorke
       if (ownTower) await tower.close();
       throw e;
     });
+  const ownConnection = typeof opts.redis === 'string';
+  const connection = typeof opts.redis === 'string' ? connectRedis(opts.redis, `tessera-worker:${name}`) : opts.redis;
   // Manifest lines are appended in order, after Redis has recorded the outcome; close() waits for them.
   let manifestWrites: Promise<unknown> = Promise.resolve();
   const note = (entry: ManifestEntry) => {
@@ -117,7 +117,8 @@ export async function createWorker(opts: FleetWorkerOptions): Promise<FleetWorke
         options: encodeOptions,
         notes: { tessera_version: tesseraVersion(), demo_random_weights: 'false' },
       });
-      const input: BulkInput = { path: data.input, root: outDir, rel: data.rel ?? defaultRel(data.input) };
+      // (root is where enqueue found it; only rel shapes the output path)
+      const input: BulkInput = { path: data.input, root: '', rel: data.rel ?? defaultRel(data.input) };
       const isUrl = /^https?:\/\//i.test(data.input);
       let image: string | Buffer = data.input;
       let stamp: InputStamp;
