@@ -5,6 +5,7 @@ import { freemem, totalmem } from 'node:os';
 import { TesseraError, toTesseraError } from './errors.js';
 import { addon, type NativeEncodeResult, type NativeTower } from './native.js';
 import { loadModel } from './spec/load.js';
+import { loadPacked } from './pack/load.js';
 import { headerSize, makePreprocessor, type Plan, type Prepared, type Preprocessor } from './prepare.js';
 import {
   MAX_INT32,
@@ -165,7 +166,19 @@ export class VisionTower {
       peakRss: peakRss(),
     };
     const info = describe(model.spec, path, backend, memory, lib.simdLevel);
-    return new VisionTower(native, model.spec, info, model.preprocessorConfig, o.memoryBudget);
+    const tower = new VisionTower(native, model.spec, info, model.preprocessorConfig, o.memoryBudget);
+    // A preprocessor config that is there is checked now (its bounds, its patch geometry against
+    // the tower's), so a bad one fails open, not every later encode. A Qwen tower without one can
+    // still encodePixels; its image calls say what is missing.
+    if (model.preprocessorConfig !== undefined || model.spec.family === 'gemma4') {
+      try {
+        void tower.#pre;
+      } catch (e) {
+        await tower.close();
+        throw e;
+      }
+    }
+    return tower;
   }
 
   /** Runs fn after every earlier call on this tower; calls after close() reject with ERR_CLOSED. */
@@ -264,7 +277,13 @@ export class VisionTower {
   }
 
   get #pre(): Preprocessor {
-    this.#preprocessor ??= makePreprocessor(this.spec.family, this.preprocessorConfig, this.info.path, (patches) => this.#checkOpen().sizing(patches).tokens);
+    this.#preprocessor ??= makePreprocessor(
+      this.spec.family,
+      this.preprocessorConfig,
+      this.info.path,
+      this.spec.dims,
+      (patches) => this.#checkOpen().sizing(patches).tokens,
+    );
     return this.#preprocessor;
   }
 
@@ -415,7 +434,14 @@ export class VisionTower {
         this.#activationBudget(),
       ).map((g) => {
         const members = g.map((k) => ok[k]!.entry);
-        const prepared = Promise.all(members.map((m) => this.#pre.run(m.input, options).catch((err: unknown) => this.#named(m.index, m.input, err))));
+        // One image at a time (while the previous group encodes): decoding a group's images at once
+        // would spread them over the thread pool's per-thread allocator arenas, and a long run then
+        // keeps every arena at its high-water mark (+25 % peak RSS over 1,000 small images, measured).
+        const prepared = (async () => {
+          const out: (Prepared | TesseraError)[] = [];
+          for (const m of members) out.push(await this.#pre.run(m.input, options).catch((err: unknown) => this.#named(m.index, m.input, err)));
+          return out;
+        })();
         prepared.catch(() => undefined); // awaited below; never left unhandled if the caller stops early
         return { members, prepared };
       });
@@ -533,6 +559,19 @@ export class VisionTower {
   stats(): ReturnType<NativeTower['stats']> {
     if (!this.#native || this.#closing) throw new TesseraError('ERR_CLOSED', 'the tower is closed');
     return this.#native.stats();
+  }
+
+  /**
+   * Packed folders: reads every stage again and compares it with the checksum `tessera pack`
+   * recorded (one pass over the weights file, 4 MiB at a time). A stream or mapped tower reads its
+   * file as it goes, so this is how a change made in place since open (weights zeroed, a stage
+   * overwritten) is caught: ERR_WEIGHTS_CORRUPT naming the first stage that differs.
+   */
+  async verify(): Promise<void> {
+    this.#checkOpen();
+    if (this.spec.source !== 'packed')
+      throw new TesseraError('ERR_INVALID_ARGUMENT', `verify: only packed folders (tessera pack) record checksums; ${this.info.path} is a ${this.spec.source} source`);
+    await loadPacked(this.info.path, { verify: true });
   }
 
   /** Waits for work in flight, then frees everything. Idempotent. */

@@ -163,3 +163,35 @@ describe('--format sglang and npy', () => {
     expect(Array.from(readNpy(readFileSync(at(dir, 'coffee.grid_thw.npy'))).data as BigInt64Array, Number)).toEqual([1, 8, 12]);
   });
 });
+
+describe('bulk flags', () => {
+  it('usage errors exit 2 before any work, naming the flag', async () => {
+    const img = join(IMAGES, 'tiny.png');
+    const model = join(FIXTURES, 'qwen3_vl-tiny/model');
+    const cases: [string[], RegExp][] = [
+      [[img, '--out', join(tmp, 'a.safetensors'), '--out-dir', join(tmp, 'x')], /--out-dir cannot be given with --out/],
+      [[img, '--format', 'npy'], /--format 'npy' needs --out-dir/],
+      [[img, '--force'], /--force needs --out-dir/],
+      [[img, '--out-dir', join(tmp, 'x'), '--format', 'parquet'], /--format .*safetensors.*npy.*vllm.*sglang/],
+      [[join(tmp, 'empty-folder')], /no images found/],
+    ];
+    const { mkdirSync } = await import('node:fs');
+    mkdirSync(join(tmp, 'empty-folder'), { recursive: true });
+    for (const [args, message] of cases) {
+      const r = await tessera('encode', ...args, '--model', model);
+      expect(r.code, args.join(' ')).toBe(2);
+      expect(r.stderr, args.join(' ')).toMatch(message);
+    }
+  });
+
+  it('two inputs that would write the same output (page.png, page.jpg) are refused, naming both', async () => {
+    const dir = join(tmp, 'clash');
+    const { mkdirSync, copyFileSync } = await import('node:fs');
+    mkdirSync(dir, { recursive: true });
+    copyFileSync(join(IMAGES, 'tiny.png'), join(dir, 'page.png'));
+    copyFileSync(join(IMAGES, 'chelsea_exif6.jpg'), join(dir, 'page.jpg'));
+    const r = await tessera('encode', dir, '--model', join(FIXTURES, 'qwen3_vl-tiny/model'), '--out-dir', join(tmp, 'clash-out'));
+    expect(r.code).toBe(2);
+    expect(r.stderr).toMatch(/page\.jpg and .*page\.png would both be written as page\.\*/);
+  });
+});

@@ -23,9 +23,9 @@ import type { EncodeOptions, EncodeResult, VisionTower } from '../tower.js';
 import { temporaryFileOwner, writeFileAtomic } from '../cli/atomic-file.js';
 import { npyBytes } from './formats/npy.js';
 import { readSafetensorsMetadata, safetensorsBytes } from './formats/safetensors.js';
-import { sglangItemJson } from './formats/sglang.js';
+import { toSglangItemJson } from './formats/sglang.js';
 import { resultTensors } from './formats/tensors.js';
-import { vllmContentPart, vllmUnsupported } from './formats/vllm.js';
+import { toVllmContentPart, vllmUnsupported } from './formats/vllm.js';
 import type { BulkInput } from './inputs.js';
 
 import { OUTPUT_FORMATS } from '../options.js';
@@ -93,6 +93,8 @@ export async function stampInput(path: string, hash: boolean): Promise<InputStam
   } catch (e) {
     throw ioError(path, 'cannot read', e);
   }
+  // Only regular files are read (a FIFO would block the hash; io/open-regular.ts refuses the rest).
+  if (!st.isFile()) throw new TesseraError('ERR_IO', `${path} is not a regular file`);
   const stamp: InputStamp = { size: st.size, mtimeMs: st.mtimeMs };
   if (hash) {
     const h = createHash('sha256');
@@ -250,11 +252,11 @@ export async function writeImageOutputs(job: OutputJob, input: BulkInput, result
     }
   } else if (job.format === 'vllm') {
     const path = stem + '.vllm.json';
-    await writeFileAtomic(path, JSON.stringify(vllmContentPart(result, job.family)));
+    await writeFileAtomic(path, JSON.stringify(toVllmContentPart(result, job.family)));
     files.push(path);
   } else {
     const path = stem + '.sglang.json';
-    await writeFileAtomic(path, sglangItemJson(result));
+    await writeFileAtomic(path, toSglangItemJson(result));
     files.push(path);
   }
   const names = files.map((f) => relative(dir, f).split(sep).join('/'));

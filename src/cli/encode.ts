@@ -10,8 +10,8 @@ import { mkdir } from 'node:fs/promises';
 import { basename, relative } from 'node:path';
 import { parseArgs } from 'node:util';
 import { TesseraError, toTesseraError } from '../errors.js';
-import { checkSoftTokenBudget } from '../image/index.js';
-import { BulkOutputOptionsSchema, encodeManyOptionsSchema, parseArgument, type BulkOutputOptions } from '../options.js';
+import { checkSoftTokenBudget, disableDecodeCache } from '../image/index.js';
+import { BulkOutputOptionsSchema, OpenOptionsSchema, encodeManyOptionsSchema, parseArgument, type BulkOutputOptions } from '../options.js';
 import { VisionTower, type EncodeOptions, type EncodeResult, type OpenOptions } from '../tower.js';
 import { collectInputs, type BulkInput } from '../bulk/inputs.js';
 import {
@@ -31,6 +31,7 @@ import { ioError } from '../io/io-error.js';
 import { DEMO_NOTICE, demoTowerPath, tesseraVersion } from './demo.js';
 import { EXIT_INTERRUPTED, EXIT_OK, EXIT_SOME_FAILED, EXIT_USAGE, formatBytes, type CliIo } from './io.js';
 import { ProgressBar } from './progress.js';
+import { MemoryReclaimer } from './reclaim.js';
 import { SafetensorsWriter } from './safetensors-writer.js';
 
 export const ENCODE_USAGE = `usage: tessera encode <image|folder|-...> [--model <path>] [--out file.safetensors | --out-dir DIR]
@@ -136,6 +137,7 @@ function parse(args: readonly string[]): Parsed | 'help' {
   const open: OpenOptions = {};
   if (values.backend) open.backend = values.backend as OpenOptions['backend'];
   if (values.residency) open.residency = values.residency as OpenOptions['residency'];
+  flagged(() => parseArgument(OpenOptionsSchema, open, 'tessera encode'));
   return { args: positionals, model: values.model, bulk, open, encode, batch, json: values.json ?? false };
 }
 
@@ -297,6 +299,8 @@ export async function encodeCommand(args: readonly string[], io: CliIo): Promise
       }
     }
 
+    disableDecodeCache();
+    const reclaimer = new MemoryReclaimer();
     const items = tower.encodeMany(feed(), {
       ...o.encode,
       batch: o.batch,
@@ -335,6 +339,7 @@ export async function encodeCommand(args: readonly string[], io: CliIo): Promise
         }
       });
       bar.imageDone(true);
+      reclaimer.afterImage();
     }
     bar.clear();
     await manifest?.compact(inputs.map((i) => i.path));

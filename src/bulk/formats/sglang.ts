@@ -10,7 +10,7 @@ import type { EncodeResult } from '../../tower.js';
 import { engineRows } from './engine-rows.js';
 
 /** The item as JSON text, built row by row (the rows are most of it). */
-export function sglangItemJson(r: EncodeResult): string {
+export function toSglangItemJson(r: EncodeResult): string {
   const rows = engineRows(r);
   const parts: string[] = ['{"format":"precomputed_embedding","feature":['];
   for (let t = 0; t < rows.rows; t++) {

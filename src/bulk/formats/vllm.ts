@@ -19,7 +19,7 @@ export function vllmUnsupported(family: Family): string | undefined {
     : undefined;
 }
 
-export function vllmContentPart(r: EncodeResult, family: Family): Record<string, unknown> {
+export function toVllmContentPart(r: EncodeResult, family: Family): Record<string, unknown> {
   const why = vllmUnsupported(family);
   if (why) throw new TesseraError('ERR_INVALID_ARGUMENT', `--format vllm: ${why}`);
   if (!r.grid) throw new TesseraError('ERR_INTERNAL', '--format vllm: a Qwen result without its grid');
