@@ -27,6 +27,10 @@ describe('fleet CLI usage', () => {
     const f = await tessera(['enqueue', '/tmp/x.png', '--redis', 'redis://127.0.0.1:1', '--queue', 'q', '--format', 'png']);
     expect(f.code).toBe(2);
     expect(f.stderr).toMatch(/--format must be one of safetensors, npy, vllm, sglang/);
+    // Nothing listens on port 1: enqueue gives up on a Redis it never reached (a worker would wait).
+    const g = await tessera(['enqueue', '/tmp/x.png', '--redis', 'redis://127.0.0.1:1', '--queue', 'q']);
+    expect(g.code).toBe(2);
+    expect(g.stderr).toMatch(/cannot reach Redis at redis:\/\/127.0.0.1:1/);
   });
 });
 

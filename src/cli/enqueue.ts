@@ -18,6 +18,8 @@ export const ENQUEUE_USAGE = `usage: tessera enqueue <image|folder|url|-...> --r
 
 class UsageError extends Error {}
 
+const FIRST_CONNECT_MS = 15_000;
+
 function positiveInt(name: string, v: string | undefined): number | undefined {
   if (v === undefined) return undefined;
   const n = Number(v);
@@ -113,6 +115,16 @@ export async function enqueueCommand(args: readonly string[], io: CliIo, stdin: 
     return EXIT_USAGE;
   }
   connection.on('error', () => undefined); // reconnects by itself
+  // Once connected, a lost Redis is waited out; a Redis never reached (a wrong URL) is an error.
+  const reached = await Promise.race([
+    connection.ping().then(() => true, () => false),
+    new Promise<boolean>((r) => setTimeout(() => r(false), FIRST_CONNECT_MS).unref()),
+  ]);
+  if (!reached) {
+    io.err(`tessera enqueue: cannot reach Redis at ${values.redis} (no answer within ${FIRST_CONNECT_MS / 1000} s)`);
+    connection.disconnect();
+    return EXIT_USAGE;
+  }
   const queue = new Queue(values.queue, { connection });
   queue.on('error', () => undefined);
   try {
