@@ -55,6 +55,12 @@ export interface OutputJob {
 /** The options of EncodeOptions that change what is written; the others (signal, onProgress) do not. */
 const OUTPUT_OPTIONS = ['minPixels', 'maxPixels', 'maxSoftTokens', 'maxInputPixels', 'stages', 'checkFinite'] as const;
 
+/**
+ * The defaults of those options (EncodeOptions): an option given as its default is recorded as
+ * absent, so `{ stages: false }` and `{}` make the same record whoever the caller is.
+ */
+const OUTPUT_OPTION_DEFAULTS: Partial<Record<(typeof OUTPUT_OPTIONS)[number], number | boolean>> = { stages: false, checkFinite: true };
+
 /** The job for a run of `tower` with these encode options. Refuses a format the family cannot take. */
 export function outputJob(
   tower: VisionTower,
@@ -66,7 +72,7 @@ export function outputJob(
   if (why) throw new TesseraError('ERR_INVALID_ARGUMENT', `--format vllm: ${why}`);
   const i = tower.info;
   const options: Record<string, number | boolean> = {};
-  for (const k of OUTPUT_OPTIONS) if (o.options[k] !== undefined) options[k] = o.options[k] as number | boolean;
+  for (const k of OUTPUT_OPTIONS) if (o.options[k] !== undefined && o.options[k] !== OUTPUT_OPTION_DEFAULTS[k]) options[k] = o.options[k] as number | boolean;
   return {
     dir: o.dir,
     format: o.format,

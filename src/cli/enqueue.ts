@@ -1,20 +1,22 @@
 // `tessera enqueue <inputs...> --redis URL --queue NAME [--wait]` (docs/fleet.md): one job per image
-// (files, folders, `-` for a list on stdin, http(s) URLs), each under an id derived from its input,
-// options and output name, so enqueuing the same work twice adds nothing. --wait follows the jobs
+// (files, folders, `-` for a list on stdin, http(s) URLs), or with --group N one job per N images
+// (in the order they are listed), each under an id derived from its inputs, options and output
+// names, so enqueuing the same work twice adds nothing. --wait follows the jobs
 // to the end with a progress line (done, failed, rate, ETA) and exits 0 when all completed, 1 when
 // some failed (each listed with its code).
 import { parseArgs } from 'node:util';
 import { toTesseraError } from '../errors.js';
-import type { JobOptions } from '../fleet/job.js';
+import { MAX_GROUP_IMAGES, type JobOptions } from '../fleet/job.js';
 import { EXIT_OK, EXIT_SOME_FAILED, EXIT_USAGE, type CliIo } from './io.js';
 import { listJobInputs } from '../fleet/inputs.js';
 import { OUTPUT_FORMATS } from '../bulk/index.js';
 
 export const ENQUEUE_USAGE = `usage: tessera enqueue <image|folder|url|-...> --redis URL --queue NAME [--wait] [--json]
                        [--format safetensors|npy|vllm|sglang] [--exclude GLOB] [--min-pixels N] [--max-pixels N]
-                       [--max-soft-tokens N] [--stages]
+                       [--max-soft-tokens N] [--stages] [--group N]
                        [--attempts N] [--backoff-ms MS] [--progress-interval S]
-'-' reads a newline-separated list of inputs from stdin. Exit codes with --wait: 0 all completed, 1 some failed.`;
+'-' reads a newline-separated list of inputs from stdin. --group N: N images per job (1 to ${MAX_GROUP_IMAGES}; default 1),
+encoded together by one worker. Exit codes with --wait: 0 all images completed, 1 some failed.`;
 
 class UsageError extends Error {}
 
@@ -38,7 +40,7 @@ function clock(seconds: number): string {
 export async function enqueueCommand(args: readonly string[], io: CliIo, stdin: () => Promise<string>): Promise<number> {
   let values, positionals: string[];
   const options: JobOptions = {};
-  let attempts: number | undefined, backoffMs: number | undefined, progressS: number;
+  let attempts: number | undefined, backoffMs: number | undefined, progressS: number, group: number;
   try {
     ({ values, positionals } = parseArgs({
       args: [...args],
@@ -58,6 +60,7 @@ export async function enqueueCommand(args: readonly string[], io: CliIo, stdin: 
         attempts: { type: 'string' },
         'backoff-ms': { type: 'string' },
         'progress-interval': { type: 'string' },
+        group: { type: 'string' },
         help: { type: 'boolean', short: 'h' },
       },
     }));
@@ -83,6 +86,8 @@ export async function enqueueCommand(args: readonly string[], io: CliIo, stdin: 
     attempts = positiveInt('attempts', values.attempts);
     backoffMs = positiveInt('backoff-ms', values['backoff-ms']);
     progressS = positiveInt('progress-interval', values['progress-interval']) ?? 5;
+    group = positiveInt('group', values.group) ?? 1;
+    if (group > MAX_GROUP_IMAGES) throw new UsageError(`--group must be at most ${MAX_GROUP_IMAGES} (got ${group})`);
   } catch (e) {
     io.err(`tessera enqueue: ${(e as Error).message}\n${ENQUEUE_USAGE}`);
     return EXIT_USAGE;
@@ -104,7 +109,7 @@ export async function enqueueCommand(args: readonly string[], io: CliIo, stdin: 
 
   const { Queue } = await import('bullmq');
   const { connectRedis } = await import('../fleet/connection.js');
-  const { enqueueImages } = await import('../fleet/enqueue.js');
+  const { enqueueImages, enqueueGroups } = await import('../fleet/enqueue.js');
   const { waitForJobs } = await import('../fleet/wait.js');
   let connection;
   try {
@@ -128,10 +133,13 @@ export async function enqueueCommand(args: readonly string[], io: CliIo, stdin: 
   const queue = new Queue(values.queue, { connection });
   queue.on('error', () => undefined);
   try {
-    const jobs = await enqueueImages(queue, inputs.map((i) => ({ input: i.input, rel: i.rel, options })), {
-      ...(attempts ? { attempts } : {}),
-      ...(backoffMs ? { backoffMs } : {}),
-    });
+    const retry = { ...(attempts ? { attempts } : {}), ...(backoffMs ? { backoffMs } : {}) };
+    const groups: { input: string; rel: string }[][] = [];
+    for (let i = 0; i < inputs.length; i += group) groups.push(inputs.slice(i, i + group).map((x) => ({ input: x.input, rel: x.rel })));
+    const jobs =
+      group === 1
+        ? await enqueueImages(queue, inputs.map((i) => ({ input: i.input, rel: i.rel, options })), retry)
+        : await enqueueGroups(queue, groups.map((g) => ({ inputs: g, options })), retry);
     const byState = new Map<string, number>();
     for (const j of jobs) byState.set(j.state, (byState.get(j.state) ?? 0) + 1);
     const added = byState.get('added') ?? 0;
@@ -146,9 +154,11 @@ export async function enqueueCommand(args: readonly string[], io: CliIo, stdin: 
     if (!values.wait) return EXIT_OK;
 
     const inputOf = new Map(jobs.map((j) => [j.id, j.input]));
+    const groupsOf = new Map(jobs.filter((j) => j.inputs).map((j) => [j.id, j.inputs!]));
     const ids = [...new Set(jobs.map((j) => j.id))];
     let lastLine = 0;
     const outcome = await waitForJobs(queue, connection, ids, {
+      ...(groupsOf.size ? { groups: groupsOf } : {}),
       ...(io.signal ? { signal: io.signal } : {}),
       onProgress: (p) => {
         const eta = p.etaSeconds === undefined ? '-' : clock(p.etaSeconds);
@@ -168,11 +178,13 @@ export async function enqueueCommand(args: readonly string[], io: CliIo, stdin: 
       return 130;
     }
     for (const f of outcome.failed) {
-      if (json) io.out(JSON.stringify({ type: 'failed', id: f.id, input: inputOf.get(f.id), code: f.code, message: f.message }));
-      else io.out(`failed ${inputOf.get(f.id)} ${f.code}: ${f.message}`);
+      const input = f.input ?? inputOf.get(f.id);
+      if (json) io.out(JSON.stringify({ type: 'failed', id: f.id, input, code: f.code, message: f.message }));
+      else io.out(`failed ${input} ${f.code}: ${f.message}`);
     }
-    if (json) io.out(JSON.stringify({ type: 'done', jobs: ids.length, completed: outcome.completed.length, failed: outcome.failed.length }));
-    else io.out(`done: ${outcome.completed.length} of ${ids.length} completed, ${outcome.failed.length} failed`);
+    const n = outcome.images;
+    if (json) io.out(JSON.stringify({ type: 'done', jobs: ids.length, images: n.total, completed: n.completed, failed: n.failed }));
+    else io.out(`done: ${n.completed} of ${n.total} completed, ${n.failed} failed` + (groupsOf.size ? ` (images, in ${ids.length} group jobs)` : ''));
     return outcome.failed.length ? EXIT_SOME_FAILED : EXIT_OK;
   } catch (e) {
     const err = toTesseraError(e);

@@ -7,6 +7,7 @@ import { parseArgs } from 'node:util';
 import { toTesseraError } from '../errors.js';
 import type { OpenOptions } from '../tower.js';
 import { EXIT_OK, EXIT_USAGE, type CliIo } from './io.js';
+import type { ImageJobResult } from '../fleet/job.js';
 
 export const WORKER_USAGE = `usage: tessera worker --redis URL --queue NAME --model PATH --out-dir DIR [--name NAME] [--json]
                       [--backend auto|cpu|metal|metal-emulated] [--residency auto|stream|mapped|resident] [--threads N]
@@ -90,8 +91,16 @@ export async function workerCommand(args: readonly string[], io: CliIo): Promise
       ...(numbers.maxStalledCount !== undefined ? { maxStalledCount: numbers.maxStalledCount } : {}),
       ...(numbers.maxFetchBytes ? { fetch: { maxBytes: numbers.maxFetchBytes } } : {}),
       onEvent: (e) => {
-        if (e.type === 'completed') {
+        if (e.type === 'completed' && 'group' in e.result) {
           const r = e.result;
+          const failed = r.images.filter((i) => i.error).map((i) => `${i.input} ${i.error!.code}`);
+          log(
+            `completed ${e.jobId} group of ${r.images.length}: ${r.encoded} encoded, ${r.skipped} skipped, ${r.failed} failed${failed.length ? ` (${failed.join(', ')})` : ''} ` +
+              `${r.timings.totalMs.toFixed(0)} ms (attempt ${e.attempt}; worker: ${r.worker.jobs} jobs, ${r.worker.imagesPerSecond.toFixed(2)} images/s)`,
+            { type: 'job', event: 'completed', jobId: e.jobId, attempt: e.attempt, ...r },
+          );
+        } else if (e.type === 'completed') {
+          const r = e.result as ImageJobResult;
           log(
             `completed ${e.jobId} ${r.input} -> ${r.output} ${r.tokens} tokens ${r.timings.totalMs.toFixed(0)} ms ` +
               `(attempt ${e.attempt}; worker: ${r.worker.jobs} jobs, ${r.worker.imagesPerSecond.toFixed(2)} images/s)`,
@@ -99,7 +108,7 @@ export async function workerCommand(args: readonly string[], io: CliIo): Promise
           );
         } else {
           log(`failed ${e.jobId} ${e.input} ${e.code}: ${e.message} (attempt ${e.attempt}, ${e.final ? 'final' : 'will retry'})`, {
-            type: 'job', event: 'failed', jobId: e.jobId, attempt: e.attempt, input: e.input, code: e.code, message: e.message, final: e.final, worker: e.worker,
+            type: 'job', event: 'failed', jobId: e.jobId, attempt: e.attempt, input: e.input, ...(e.inputs ? { inputs: e.inputs } : {}), code: e.code, message: e.message, final: e.final, worker: e.worker,
           });
         }
       },

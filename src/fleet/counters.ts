@@ -34,6 +34,11 @@ export class WorkerCounters {
     this.#lastEnd = performance.now();
   }
 
+  /** An image of a group that failed with an input error while its group completed. */
+  imageFailed(code: ErrorCode): void {
+    this.#failures[code] = (this.#failures[code] ?? 0) + 1;
+  }
+
   snapshot(): WorkerSnapshot {
     const wallMs = this.#firstStart === undefined ? 0 : (this.#lastEnd ?? performance.now()) - this.#firstStart;
     return {

@@ -1,13 +1,16 @@
 // tessera-vision/fleet: tessera as BullMQ workers on Redis (docs/fleet.md). A subpath of its own so
 // that the library's main entry never loads BullMQ or ioredis.
 export { createWorker, type FleetWorker, type FleetWorkerOptions, type FleetJobEvent } from './worker.js';
-export { enqueueImages, type EnqueuedJob, type EnqueueOptions } from './enqueue.js';
+export { enqueueImages, enqueueGroups, type EnqueuedJob, type EnqueueOptions } from './enqueue.js';
 export { waitForJobs, type WaitOutcome, type WaitProgress, type JobFailure } from './wait.js';
 export { queueStatus, type QueueStatus } from './status.js';
 export { connectRedis } from './connection.js';
 export {
   IMAGE_JOB,
+  GROUP_JOB,
+  MAX_GROUP_IMAGES,
   jobIdOf,
+  groupJobIdOf,
   jobAddOptions,
   isPermanent,
   codeOfReason,
@@ -15,6 +18,9 @@ export {
   DEFAULT_BACKOFF_MS,
   type ImageJob,
   type ImageJobResult,
+  type GroupJob,
+  type GroupJobResult,
+  type GroupImageResult,
   type JobOptions,
   type WorkerSnapshot,
 } from './job.js';

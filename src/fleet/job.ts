@@ -8,8 +8,12 @@ import { OUTPUT_FORMATS } from '../bulk/index.js';
 import { ERROR_CODES, type ErrorCode, type TesseraError } from '../errors.js';
 import { parseArgument } from '../options.js';
 
-/** The BullMQ job name of an image job (one queue may carry other kinds later). */
+/** The BullMQ job names: one image per job, or a small group of images encoded together. */
 export const IMAGE_JOB = 'encode-image';
+export const GROUP_JOB = 'encode-group';
+
+/** The most images one group job may carry: a group is held, encoded and retried as one. */
+export const MAX_GROUP_IMAGES = 64;
 
 /**
  * What a job may ask for: the output format (`encode --format`; default safetensors) and the
@@ -32,23 +36,42 @@ export type JobOptions = z.infer<typeof JobOptionsSchema>;
 
 const httpUrl = (s: string) => /^https?:\/\//i.test(s);
 
+/** An absolute path (on storage every worker mounts at the same place) or an http(s) URL. */
+const InputSchema = z.string().min(1).refine((s) => httpUrl(s) || isAbsolute(s), 'must be an absolute path or an http(s) URL');
+
+/**
+ * The input's path relative to its input root, '/'-separated (src/bulk/inputs.ts): the worker
+ * writes DIR/<rel, extension replaced> exactly as `encode --out-dir` does. Default: the input's
+ * base name.
+ */
+const RelSchema = z
+  .string()
+  .min(1)
+  .refine((s) => !s.startsWith('/') && !s.split('/').some((p) => p === '..' || p === '.' || p === ''), 'must be a relative path without . or .. segments')
+  .optional();
+
 export const ImageJobSchema = z
   .object({
-    /** An absolute path (on storage every worker mounts at the same place) or an http(s) URL. */
-    input: z.string().min(1).refine((s) => httpUrl(s) || isAbsolute(s), 'must be an absolute path or an http(s) URL'),
+    input: InputSchema,
     options: JobOptionsSchema.default({}),
-    /**
-     * The input's path relative to its input root, '/'-separated (src/bulk/inputs.ts): the worker
-     * writes DIR/<rel, extension replaced> exactly as `encode --out-dir` does. Default: the
-     * input's base name.
-     */
-    rel: z
-      .string()
-      .min(1)
-      .refine((s) => !s.startsWith('/') && !s.split('/').some((p) => p === '..' || p === '.' || p === ''), 'must be a relative path without . or .. segments')
-      .optional(),
+    rel: RelSchema,
   })
   .strict();
+
+/** A group job: up to MAX_GROUP_IMAGES images with one set of options, encoded together (encodeMany). */
+export const GroupJobSchema = z
+  .object({
+    inputs: z.array(z.object({ input: InputSchema, rel: RelSchema }).strict()).min(1).max(MAX_GROUP_IMAGES),
+    options: JobOptionsSchema.default({}),
+  })
+  .strict();
+
+export type GroupJob = z.input<typeof GroupJobSchema>;
+export type ParsedGroupJob = z.output<typeof GroupJobSchema>;
+
+export function parseGroupJob(data: unknown): ParsedGroupJob {
+  return parseArgument(GroupJobSchema, data, 'fleet group job');
+}
 
 export type ImageJob = z.input<typeof ImageJobSchema>;
 export type ParsedImageJob = z.output<typeof ImageJobSchema>;
@@ -76,6 +99,18 @@ export function jobIdOf(job: ImageJob): string {
   const parsed = parseImageJob(job);
   const hash = createHash('sha256').update(canonical({ v: 1, input: parsed.input, options: parsed.options, rel: parsed.rel })).digest('hex');
   return `img-${hash.slice(0, 32)}`;
+}
+
+/**
+ * A group job's id: a hash of its options and its images (input and rel), the images in a stable
+ * order (sorted), so the same group enqueued again, in any order, adds nothing. `grp-`: never the
+ * id of an image job.
+ */
+export function groupJobIdOf(job: GroupJob): string {
+  const parsed = parseGroupJob(job);
+  const images = parsed.inputs.map((i) => canonical({ input: i.input, rel: i.rel })).sort();
+  const hash = createHash('sha256').update(canonical({ v: 1, images, options: parsed.options })).digest('hex');
+  return `grp-${hash.slice(0, 32)}`;
 }
 
 /** Attempts and backoff a job is added with: transient failures retry after 1, 2, 4, 8 s. */
@@ -127,6 +162,26 @@ export interface ImageJobResult {
   tokens: number;
   width: number;
   timings: { fetchMs: number; decodeMs: number; preprocessMs: number; encodeMs: number; writeMs: number; totalMs: number };
+  worker: WorkerSnapshot;
+}
+
+/** One image of a group job: written (or skipped, already up to date), or failed with its code. */
+export type GroupImageResult =
+  | (Omit<ImageJobResult, 'worker'> & { error?: undefined })
+  | { input: string; status: 'failed'; error: { code: ErrorCode; message: string } };
+
+/**
+ * What a completed group job returns: every image, in the job's order. A group completes when each
+ * image was written, skipped or failed with an input error (docs/fleet.md#group-jobs); `failed`
+ * counts the last.
+ */
+export interface GroupJobResult {
+  group: true;
+  images: GroupImageResult[];
+  encoded: number;
+  skipped: number;
+  failed: number;
+  timings: { fetchMs: number; encodeMs: number; writeMs: number; totalMs: number };
   worker: WorkerSnapshot;
 }
 

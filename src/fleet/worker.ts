@@ -22,7 +22,21 @@ import { tesseraVersion } from '../cli/demo.js';
 import { connectRedis } from './connection.js';
 import { WorkerCounters } from './counters.js';
 import { fetchInput, type FetchLimits } from './fetch-input.js';
-import { IMAGE_JOB, codeOfReason, failureReason, isPermanent, parseImageJob, type ImageJobResult, type WorkerSnapshot } from './job.js';
+import {
+  GROUP_JOB,
+  IMAGE_JOB,
+  codeOfReason,
+  failureReason,
+  isPermanent,
+  parseGroupJob,
+  parseImageJob,
+  type GroupImageResult,
+  type GroupJobResult,
+  type ImageJobResult,
+  type JobOptions,
+  type WorkerSnapshot,
+} from './job.js';
+import { runGroup } from './group-job.js';
 import { defaultRel, existingOutput, sha256OfFile, stampOfBytes } from './job-output.js';
 import {
   Manifest,
@@ -59,8 +73,9 @@ export interface FleetWorkerOptions {
 }
 
 export type FleetJobEvent =
-  | { type: 'completed'; jobId: string; attempt: number; result: ImageJobResult }
-  | { type: 'failed'; jobId: string; attempt: number; input: string; code: ErrorCode; message: string; final: boolean; worker: WorkerSnapshot };
+  | { type: 'completed'; jobId: string; attempt: number; result: ImageJobResult | GroupJobResult }
+  /** input: the image job's input, or a group's first input (inputs: every image of the group). */
+  | { type: 'failed'; jobId: string; attempt: number; input: string; inputs?: string[]; code: ErrorCode; message: string; final: boolean; worker: WorkerSnapshot };
 
 export interface FleetWorker {
   readonly name: string;
@@ -98,25 +113,39 @@ export async function createWorker(opts: FleetWorkerOptions): Promise<FleetWorke
     manifestWrites = manifestWrites.then(() => manifest.append(entry)).catch((e) => opts.onError?.(e as Error));
   };
 
-  const processor = async (job: Job): Promise<ImageJobResult> => {
+  // The notes as `tessera encode --out-dir` gives them, so that the records (and so the files, and
+  // the up-to-date check) are the same whichever of the two wrote them (outputJob records an
+  // option given as its default as absent, so stages: false and no stages match too).
+  const outputFor = (options: JobOptions) => {
+    const { format = 'safetensors', ...encodeOptions } = options;
+    const out = outputJob(tower, { dir: outDir, format, model: modelName, options: encodeOptions, notes: { tessera_version: tesseraVersion(), demo_random_weights: 'false' } });
+    return { out, encodeOptions };
+  };
+
+  const groupProcessor = async (job: Job, started: number): Promise<GroupJobResult> => {
+    const data = parseGroupJob(job.data);
+    job.updateProgress({ stage: 'encoding', images: data.inputs.length, worker: counters.snapshot() }).catch(() => undefined);
+    const { out, encodeOptions } = outputFor(data.options);
+    const g = await runGroup(tower, out, encodeOptions, data, opts.fetch);
+    for (const r of g.images) if (r.error && isPermanent(r.error.code)) counters.imageFailed(r.error.code);
+    // A transient error: the group is retried (its written images are skipped then).
+    if (g.transient) throw g.transient;
+    const done = performance.now();
+    counters.jobDone(g.encoded, done - started);
+    const count = (status: string) => g.images.filter((r) => r.status === status).length;
+    return { group: true, images: g.images, encoded: g.encoded, skipped: count('skipped'), failed: count('failed'), timings: { ...g.timings, totalMs: done - started }, worker: counters.snapshot() };
+  };
+
+  const processor = async (job: Job): Promise<ImageJobResult | GroupJobResult> => {
     const started = performance.now();
     counters.jobStarted();
     try {
-      if (job.name !== IMAGE_JOB) throw new TesseraError('ERR_INVALID_ARGUMENT', `job ${job.id} is a '${job.name}' job; this worker runs '${IMAGE_JOB}' jobs`);
+      if (job.name === GROUP_JOB) return await groupProcessor(job, started);
+      if (job.name !== IMAGE_JOB) throw new TesseraError('ERR_INVALID_ARGUMENT', `job ${job.id} is a '${job.name}' job; this worker runs '${IMAGE_JOB}' and '${GROUP_JOB}' jobs`);
       const data = parseImageJob(job.data);
       // Progress is a report, not part of the work: a lost connection must not fail the job.
       job.updateProgress({ stage: 'encoding', worker: counters.snapshot() }).catch(() => undefined);
-      // stages and the notes as `tessera encode --out-dir` gives them, so that the records (and
-      // so the files, and the up-to-date check) are the same whichever of the two wrote them.
-      const { format = 'safetensors', ...rest } = data.options;
-      const encodeOptions = { ...rest, stages: rest.stages ?? false };
-      const out = outputJob(tower, {
-        dir: outDir,
-        format,
-        model: modelName,
-        options: encodeOptions,
-        notes: { tessera_version: tesseraVersion(), demo_random_weights: 'false' },
-      });
+      const { out, encodeOptions } = outputFor(data.options);
       // (root is where enqueue found it; only rel shapes the output path)
       const input: BulkInput = { path: data.input, root: '', rel: data.rel ?? defaultRel(data.input) };
       const isUrl = /^https?:\/\//i.test(data.input);
@@ -189,20 +218,26 @@ export async function createWorker(opts: FleetWorkerOptions): Promise<FleetWorke
     ...(opts.stalledIntervalMs ? { stalledInterval: opts.stalledIntervalMs } : {}),
     ...(opts.maxStalledCount !== undefined ? { maxStalledCount: opts.maxStalledCount } : {}),
   });
-  const completed = (jobId: string, attempt: number, result: ImageJobResult) => {
-    const t = result.timings;
-    note({ input: result.input, output: result.output, status: result.status, tokens: result.tokens, ms: { decode: t.decodeMs, preprocess: t.preprocessMs, encode: t.encodeMs } });
+  // One manifest line per image (a group's images each get theirs, as `encode --out-dir` writes them).
+  const completed = (jobId: string, attempt: number, result: ImageJobResult | GroupJobResult) => {
+    const images: GroupImageResult[] = 'group' in result ? result.images : [result];
+    for (const r of images) {
+      if (r.error) note({ input: r.input, output: null, status: 'failed', error: r.error });
+      else note({ input: r.input, output: r.output, status: r.status, tokens: r.tokens, ms: { decode: r.timings.decodeMs, preprocess: r.timings.preprocessMs, encode: r.timings.encodeMs } });
+    }
     opts.onEvent?.({ type: 'completed', jobId, attempt, result });
   };
-  worker.on('completed', (job, result: ImageJobResult) => completed(String(job.id), job.attemptsMade, result));
+  worker.on('completed', (job, result: ImageJobResult | GroupJobResult) => completed(String(job.id), job.attemptsMade, result));
   worker.on('failed', (job, err) => {
     if (!job) return;
-    const input = typeof (job.data as { input?: unknown })?.input === 'string' ? (job.data as { input: string }).input : '?';
+    const data = job.data as { input?: unknown; inputs?: { input?: unknown }[] };
+    const inputs = Array.isArray(data?.inputs) ? data.inputs.map((i) => String(i?.input ?? '?')) : undefined;
+    const input = typeof data?.input === 'string' ? data.input : (inputs?.[0] ?? '?');
     const code = codeOfReason(err.message);
     const message = err.message.replace(/^ERR_[A-Z_]+: /, '');
     const final = Boolean(job.finishedOn);
-    if (final) note({ input, output: null, status: 'failed', error: { code, message } });
-    opts.onEvent?.({ type: 'failed', jobId: String(job.id), attempt: job.attemptsMade, input, code, message, final, worker: counters.snapshot() });
+    if (final) for (const i of inputs ?? [input]) note({ input: i, output: null, status: 'failed', error: { code, message } });
+    opts.onEvent?.({ type: 'failed', jobId: String(job.id), attempt: job.attemptsMade, input, ...(inputs ? { inputs } : {}), code, message, final, worker: counters.snapshot() });
   });
   // BullMQ reports connection trouble here while it reconnects; without a listener the
   // EventEmitter would throw.
@@ -218,7 +253,7 @@ export async function createWorker(opts: FleetWorkerOptions): Promise<FleetWorke
     if (settled.has(jobId)) return;
     settled.add(jobId);
     const job = await queue.getJob(jobId);
-    const result = job?.returnvalue as ImageJobResult | undefined;
+    const result = job?.returnvalue as ImageJobResult | GroupJobResult | undefined;
     if (job && (await job.getState()) === 'completed' && result?.worker?.name === name && result.worker.pid === process.pid) {
       opts.onError?.(new Error(`job ${jobId}: Redis recorded its completion before the connection broke; reporting it now`));
       completed(jobId, job.attemptsMade, result);
