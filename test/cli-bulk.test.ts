@@ -15,6 +15,7 @@ import { fileURLToPath } from 'node:url';
 import sharp from 'sharp';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { VisionTower } from '../src/index.js';
+import { outputJob } from '../src/bulk/output-dir.js';
 import { FIXTURES } from './helpers/fixtures.js';
 import { asInt64Numbers, readSafetensors } from './helpers/images.js';
 
@@ -163,6 +164,18 @@ describe('tessera encode FOLDER --out-dir', () => {
     // Up to date is skipped; --force redoes it.
     expect(summaryOf(good[2]!, ...SIZING)).toMatchObject({ encoded: 0, skipped: 1 });
     expect(summaryOf(good[2]!, ...SIZING, '--force')).toMatchObject({ encoded: 1, skipped: 0 });
+  });
+
+  it('records an option given as its default as absent, so any caller (the CLI passes stages: false) makes the same record', async () => {
+    const tower = await VisionTower.open(MODEL, { backend: 'cpu' });
+    try {
+      const job = (options: Record<string, unknown>) => outputJob(tower, { dir: '/out', format: 'safetensors', model: MODEL, options }).options;
+      expect(job({ stages: false, checkFinite: true })).toEqual({});
+      expect(job({ stages: false, maxPixels: 32768 })).toEqual(job({ maxPixels: 32768 }));
+      expect(job({ stages: true, checkFinite: false })).toEqual({ stages: true, checkFinite: false });
+    } finally {
+      await tower.close();
+    }
   });
 
   it('interrupted at random points and rerun until done: 130 each time, whole files only, then the same outputs as one uninterrupted run and no temporary files', async () => {
