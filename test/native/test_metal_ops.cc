@@ -43,6 +43,17 @@ bool enabled() {
   return true;
 }
 
+// Emulator options by field (EmuOptions has more, defaulted, fields).
+mtl::EmuOptions emu(int schedule, uint64_t seed, uint8_t poison, uint32_t max_threads = 0) {
+  mtl::EmuOptions o;
+  o.schedule = schedule;
+  o.seed = seed;
+  o.poison = poison;
+  o.workers = 1;
+  o.max_threads = max_threads;
+  return o;
+}
+
 constexpr double kGpuTol = 5e-3;  // docs/design.md#numerics: fast-math numerics on the GPU
 
 struct HostMat {
@@ -104,7 +115,7 @@ std::vector<float> run_on(Backend& b, const Case& c) {
 void check(const Case& c) {
   auto cpu = tessera::cpu::make_cpu_backend(1);
   const std::vector<float> ref = run_on(*cpu, c);
-  const mtl::EmuOptions runs[4] = {{0, 0, 0xFF, 1, 0}, {1, 0, 0xFF, 1, 0}, {2, 1, 0xFF, 1, 0}, {2, 2, 0x55, 1, 0}};
+  const mtl::EmuOptions runs[4] = {emu(0, 0, 0xFF), emu(1, 0, 0xFF), emu(2, 1, 0xFF), emu(2, 2, 0x55)};
   const char* names[4] = {"forward/ff", "reverse/ff", "shuffled:1/ff", "shuffled:2/55"};
   const char* gpu_names[4] = {"GPU run 1", "GPU run 2", "", ""};
   const bool gpu = on_gpu();
@@ -365,6 +376,41 @@ TEST("metal: every kernel becomes a pipeline within the device's limits") {
   EXPECT(ex->limits().max_tg_memory >= 32768);
 }
 
+// The counters (docs/metal-on-linux.md#counters) on the op layer's dispatches: one linear's device traffic is
+// what its tiles read and write, and counting by grid classes gives the same numbers as running every group.
+std::vector<mtl::DispatchCounts> counted(const Case& c, bool classes) {
+  mtl::EmuOptions o = emu(0, 0, 0xFF);
+  o.count = true;
+  o.count_classes = classes;
+  auto ex = mtl::make_emu_executor(o);
+  mtl::Executor* raw_ex = ex.get();
+  auto b = mtl::make_metal_backend(std::move(ex), "metal-emulated");
+  run_on(*b, c);
+  return mtl::take_emu_counts(*raw_ex);
+}
+
+TEST("metal: the emulator counts each dispatch's traffic and work; counting by grid classes equals running every group") {
+  if (!enabled() || on_gpu()) return;
+  std::mt19937 g(18);
+  Case c;
+  c.name = "linear 70x96->72 counted";
+  c.in = {make(g, 70, 96), make(g, 72, 96), make(g, 70, 72)};
+  c.out = 2;
+  c.op = [](Backend& b, std::vector<Tensor>& t) { b.linear(t[2], t[0], t[1], LinearArgs{}); };
+  const auto all = counted(c, false), cls = counted(c, true);
+  EXPECT(all.size() == 1 && cls.size() == 1);
+  const mtl::DispatchCounts& a = all[0];
+  std::printf("     linear: dev read %llu write %llu, tg read %llu write %llu, mma %llu, fma %llu, alu %llu, barriers %llu\n",
+              (unsigned long long)a.dev_read, (unsigned long long)a.dev_write, (unsigned long long)a.tg_read, (unsigned long long)a.tg_write,
+              (unsigned long long)a.mma, (unsigned long long)a.fma, (unsigned long long)a.alu, (unsigned long long)a.tg_barriers);
+  EXPECT(a.dev_write == 70 * 72 * 4);
+  EXPECT(a.mma > 0 && a.tg_read > 0 && a.tg_write > 0 && a.alu > 0 && a.tg_barriers > 0);
+  const mtl::DispatchCounts& k = cls[0];
+  EXPECT_MSG(k.dev_read == a.dev_read && k.dev_write == a.dev_write && k.tg_read == a.tg_read && k.tg_write == a.tg_write && k.mma == a.mma &&
+                 k.fma == a.fma && k.alu == a.alu && k.special == a.special && k.tg_barriers == a.tg_barriers && k.simd_barriers == a.simd_barriers,
+             "class counts differ: dev read " << k.dev_read << " vs " << a.dev_read << ", alu " << k.alu << " vs " << a.alu);
+}
+
 TEST("metal: a pipeline allowing fewer threads: norms adapt, matmul refuses with ERR_GPU") {
   if (!enabled() || on_gpu()) return;
   std::mt19937 g(17);
@@ -379,7 +425,7 @@ TEST("metal: a pipeline allowing fewer threads: norms adapt, matmul refuses with
   };
   auto cpu = tessera::cpu::make_cpu_backend(1);
   const std::vector<float> ref = run_on(*cpu, c);
-  mtl::EmuOptions o{0, 0, 0xFF, 1, 64};
+  mtl::EmuOptions o = emu(0, 0, 0xFF, 64);
   auto small = mtl::make_metal_backend(mtl::make_emu_executor(o), "metal-emulated");
   const std::vector<float> got = run_on(*small, c);
   double err = 0, mx = 0;
