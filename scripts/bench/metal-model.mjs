@@ -30,9 +30,10 @@ const MMA_LANE_OPS = 512;  // one 8x8x8 multiply-accumulate = 512 FMAs of the SI
 const SPECIAL_LANE_OPS = 4;  // exp, tanh, division ...: a few ALU slots each (assumed)
 
 // What the previous kernels (main before issue 19: 32x32 GEMM tiles staged per element, attention of 4 query
-// rows per threadgroup) counted in this same model, run once with this script on those kernels
-// (`git checkout 2d6e999 -- metal native/metal/ops && npm run bench -- metal-model` recomputes them).
-const BEFORE = {};
+// rows per threadgroup with a scalar score loop) gave in this same model: this script run once on them, at
+// commit 3d68fc2 (the counters, with the old kernels). To recompute: check out that commit's metal/ and
+// native/metal/ops/, rebuild (npx node-gyp build, node tools/mslemu/build.mjs), npm run bench -- metal-model.
+const BEFORE = {"qwen3_5 1024x1024": {"M1": 20.315, "M2 Max": 3.626, "M3 Max": 3.487, "M4 Max": 2.82, "deviceGB": 1386.5, "tgGB": 10732.0}, "gemma4 280 tokens": {"M1": 9.89, "M2 Max": 1.749, "M3 Max": 1.697, "M4 Max": 1.343, "deviceGB": 675.0, "tgGB": 4619.4}};
 
 /** Seconds of one dispatch on `g`, and which roof bounds it. */
 export function dispatchTime(d, g) {
@@ -153,6 +154,9 @@ export async function section() {
   lines.push('');
   for (const g of GPUS) lines.push(`- ${g.name}: ${Object.entries(g.sources).map(([k, v]) => `${k}: ${v}`).join('; ')}`);
   lines.push(`- threadgroup bandwidth: ${TG_BYTES_PER_CYCLE.source}; ALUs: ${ALUS_PER_CORE.source}`);
+  // read by scripts/test-metal.mjs, which prints the estimate for the Mac it runs on beside the measurement
+  const estimates = Object.fromEntries(TOWERS.map((t) => [t.label, Object.fromEntries(GPUS.map((g) => [g.name, Number(results[t.label].est[g.name].s.toFixed(4))]))]));
+  lines.push('', `<!-- metal-model-estimates: ${JSON.stringify(estimates)} -->`);
   for (const t of TOWERS)
     process.stderr.write(`metal-model: ${t.label}: ${GPUS.map((g) => `${g.name} ${fmt(results[t.label].est[g.name].s)} s`).join(', ')} (model)\n`);
   const head = results['qwen3_5 1024x1024'].est['M4 Max'].s;

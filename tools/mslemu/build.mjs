@@ -99,15 +99,14 @@ async function buildUnlocked({ asan = false, quiet: q = quiet } = {}) {
       if (stale(obj, [src, ...deps])) jobs.push({ cmd: cxx, args: [...flags, ...v.extra, '-c', src, '-o', obj], what: `compile ${path.relative(ROOT, src)}` });
       return obj;
     };
-    // The product's kernels, counted (docs/metal-on-linux.md#counters): optimised IR, instrumented, then
-    // compiled. The sanitizer variant checks accesses and is not counted.
+    // The product's kernels, counted (docs/metal-on-linux.md#counters): optimised IR (in the sanitizer
+    // variant already instrumented by the sanitizers), counted, then compiled.
     const addCounted = (src, deps) => {
-      if (v.extra.length) return add(src, RUN_FLAGS, deps);
       const obj = path.join(objdir, path.basename(path.dirname(src)) + '_' + path.basename(src).replace(/\.\w+$/, '.o'));
       const ll = obj.replace(/\.o$/, '.ll'), ill = obj.replace(/\.o$/, '.counted.ll');
       if (stale(obj, [src, INSTRUMENT, ...deps])) {
         const q = (a) => a.map((x) => `'${x}'`).join(' ');
-        jobs.push({ cmd: 'sh', args: ['-c', `${q([cxx, ...RUN_FLAGS, '-S', '-emit-llvm', src, '-o', ll])} && ${q([process.execPath, INSTRUMENT, ll, ill])} && ${q([cxx, '-O2', '-fPIC', '-Wno-override-module', '-c', ill, '-o', obj])}`],
+        jobs.push({ cmd: 'sh', args: ['-c', `${q([cxx, ...RUN_FLAGS, ...v.extra, '-S', '-emit-llvm', src, '-o', ll])} && ${q([process.execPath, INSTRUMENT, ll, ill])} && ${q([cxx, ...(v.extra.length ? ['-O1', '-g'] : ['-O2']), '-fPIC', '-Wno-override-module', '-c', ill, '-o', obj])}`],
           what: `compile ${path.relative(ROOT, src)} (counted)` });
       }
       return obj;

@@ -12,7 +12,7 @@ export const GPUS = [
     name: 'M1', cores: 8, ghz: 1.278, bandwidthGBs: 68.25,
     sources: {
       cores: PT, ghz: PT, fp32: `${PT}: M1 GOPS32 2617`,
-      bandwidth: 'Apple M1 memory: LPDDR4X-4266 on a 128-bit bus = 4266 MT/s x 16 B = 68.25 GB/s (Apple, "Apple unleashes M1", newsroom, 2020-11-10, unified memory; bus width from the same chip\'s public teardowns)',
+      bandwidth: 'derived, not published by Apple: M1\'s LPDDR4X-4266 on a 128-bit bus = 4266 MT/s x 16 B = 68.25 GB/s (Apple\'s M1 Pro announcement, newsroom 2021-10-18, gives M1 Pro\'s 200 GB/s as "nearly 3x" M1\'s)',
     },
   },
   {
