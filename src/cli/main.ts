@@ -12,13 +12,14 @@ import { EXIT_OK, EXIT_USAGE, processIo, type CliIo } from './io.js';
 export const USAGE = `usage: tessera <command> [options]
 
 commands:
-  encode <image...> [--model <path>] [--out file.safetensors] [--backend B] [--residency R]
+  encode <image|folder|-...> [--model <path>] [--out file.safetensors | --out-dir DIR]
+                    [--format safetensors|npy|vllm|sglang] [--force] [--exclude GLOB] [--backend B] [--residency R]
                     [--min-pixels N] [--max-pixels N] [--max-soft-tokens N] [--batch N] [--stages] [--json]
   inspect <model> [--json]
   pack <model> <outdir> [--dtype f16|bf16|f32]
 
 tessera <command> --help for a command's options. Exit codes: 0 success, 1 some inputs failed,
-2 usage or model errors.`;
+2 usage or model errors, 130 interrupted.`;
 
 export async function run(argv: readonly string[], io: CliIo): Promise<number> {
   const [command, ...rest] = argv;
