@@ -10,17 +10,15 @@
 #include "models/gemma4_vision.h"
 
 #include <cmath>
-#include <limits>
 #include <string>
 #include <vector>
 
 #include "common/error.h"
 #include "common/patch_layout.h"
+#include "models/rope.h"
 
 namespace tessera {
 namespace {
-
-constexpr const char* kLinears[] = {"attn.q", "attn.k", "attn.v", "attn.o", "mlp.gate", "mlp.up", "mlp.down"};
 
 struct Dims {
   int64_t hidden, heads, head_dim, qdim, inter, out, patch, patch_dim, pool, pos_rows;
@@ -100,14 +98,13 @@ class Gemma4Vision final : public VisionModel {
   //   q per chunk rather than whole: at 10,080 rows a whole q is 46 MB more at the peak. The
   //   attention chunk is the MLP's, or half of it where the attention phase would then outgrow
   //   the MLP phase (whole k and v); docs/cpu.md#row-chunks has the measurements.
-  //   Chunks are whole multiples of the CPU attention's 48-row query block (one that is not wastes
-  //   part of a block per call).
-  static constexpr int64_t kAttnQueryBlock = 48;
+  //   Attention chunks are whole multiples of the backend's attention query block
+  //   (Backend::attention_query_block: one that is not computes part of a block for nothing).
   struct Plan {
     ScratchPlan plan;
     int64_t chunk;       // rows per chunk of the per-token work (the MLP)
     int64_t attn_chunk;  // rows per chunk of the attention phase (q, k, v and o projections)
-    size_t half, x, cos, sin, hq, h, pixels, pos, q, k, v, gate, up, pooled, normed, projected;
+    size_t x, cos, sin, hq, h, pixels, pos, q, k, v, gate, up, pooled, normed, projected;
     int64_t pooled_rows;
     uint64_t pos_lookup_bytes, pool_lookup_bytes;  // gather_sum buffers: int32 indices + f32 weights
   };
@@ -120,9 +117,8 @@ class Gemma4Vision final : public VisionModel {
     const int64_t attn_floats = 2 * n * Q + p.chunk * (D + Q), mlp_floats = p.chunk * (D + 2 * F);
     p.attn_chunk = attn_floats <= mlp_floats
                        ? p.chunk
-                       : std::min(p.chunk, chunk_rows(n, std::max<int64_t>(1, p.chunk / 2), kAttnQueryBlock));
+                       : std::min(p.chunk, chunk_rows(n, std::max<int64_t>(1, p.chunk / 2), backend_.attention_query_block()));
     p.pooled_rows = m;
-    p.half = p.plan.add(1, d_.patch_dim);
     p.x = p.plan.add(n, d_.hidden);
     p.cos = p.plan.add(n, d_.head_dim);
     p.sin = p.plan.add(n, d_.head_dim);
@@ -148,16 +144,12 @@ class Gemma4Vision final : public VisionModel {
   }
   // Tensors over the plan's regions for one encode.
   struct Tensors {
-    gpu::Tensor half, x, cos, sin;
+    gpu::Tensor x, cos, sin;
     gpu::Tensor hq, q;           // [attention chunk, D], [attention chunk, heads·head_dim]
     gpu::Tensor h, gate, up;     // [chunk, D], [chunk, intermediate] x 2
     gpu::Tensor pixels, pos, k, v, pooled, normed, projected;
   };
 
-  struct Clamp {
-    float in_min = -std::numeric_limits<float>::infinity(), in_max = std::numeric_limits<float>::infinity();
-    float out_min = -std::numeric_limits<float>::infinity(), out_max = std::numeric_limits<float>::infinity();
-  };
   static float scalar(const StageWeights& w, const std::string& role, float fallback);
   static gpu::LinearArgs clamps(const StageWeights& w, const std::string& lin);
 
@@ -289,12 +281,8 @@ void Gemma4Vision::upload_inputs(const PixelInput& in, const std::vector<int64_t
     }
   }
   backend_.upload(scratch, p.plan.offset(p.pixels), pix.data(), pix.size() * 4);
-  const std::vector<float> half(size_t(pd), 0.5f);
-  backend_.upload(scratch, p.plan.offset(p.half), half.data(), half.size() * 4);
 
-  std::vector<float> inv(static_cast<size_t>(q4));
-  for (int64_t j = 0; j < q4; ++j)
-    inv[size_t(j)] = float(1.0f / float(std::pow(float(d_.theta), float(float(2 * j) / float(hd / 2)))));
+  const std::vector<float> inv = rope_inverse_frequencies(d_.theta, hd);
   std::vector<int32_t> pidx(size_t(n) * 2);
   std::vector<float> pw(size_t(n) * 2, 1.0f);
   HostFloats cs(size_t(n) * hd), sn(size_t(n) * hd);
@@ -395,7 +383,7 @@ void Gemma4Vision::run_block(const StageWeights& w, const Tensors& t, const std:
     backend_.rms_norm(h, h, &w.get("ffn_post_norm.weight"), D, d_.eps);
     backend_.add(x, x, h);
     // A GGUF's per-block output scale (not in HF 5.17 checkpoints; Ollama multiplies the block output).
-    if (scaled) backend_.affine(x, x, nullptr, nullptr, out_scale);
+    if (scaled) backend_.affine(x, x, nullptr, nullptr, out_scale, 0.0f);
   });
 }
 
@@ -412,7 +400,6 @@ void Gemma4Vision::encode(const PixelInput& in, const EncodeControl& ctl, Encode
   };
   const int64_t D = d_.hidden, chunk = p.chunk;
   Tensors t;
-  t.half = tensor(p.half, 1, d_.patch_dim);
   t.x = tensor(p.x, n, D);
   t.cos = tensor(p.cos, n, d_.head_dim);
   t.sin = tensor(p.sin, n, d_.head_dim);
@@ -439,7 +426,7 @@ void Gemma4Vision::encode(const PixelInput& in, const EncodeControl& ctl, Encode
       // #patch-embedding: v = 2·(pixel − 0.5) in f32, then the patch matmul; #position-embedding:
       // + (Tab_x[x] + Tab_y[y]),
       // the two taps summed first (into h) as HF adds the tables before adding them to e.
-      backend_.affine(t.pixels, t.pixels, &t.half, nullptr, 2.0f);
+      backend_.affine(t.pixels, t.pixels, nullptr, nullptr, 2.0f, 0.5f);
       backend_.linear(t.x, t.pixels, w.get("patch.weight"), gpu::LinearArgs{});
       const gpu::Tensor& table = w.get("pos.table");  // [2, rows·D] → [2·rows, D], x table first
       backend_.gather_sum(t.pos, table.reshaped(D), pos_lookup.get(), 2, false);
@@ -453,8 +440,8 @@ void Gemma4Vision::encode(const PixelInput& in, const EncodeControl& ctl, Encode
     if (stage.kind == "pooler") {
       // #pooling: mean of each k×k bucket, · √D in f32, then standardise.
       backend_.gather_sum(t.pooled, t.x, pool_lookup.get(), d_.pool * d_.pool, false);
-      backend_.affine(t.pooled, t.pooled, nullptr, nullptr, float(std::sqrt(double(D))));
-      if (d_.standardize) backend_.affine(t.pooled, t.pooled, &w.get("std.bias"), &w.get("std.scale"), 1.0f);
+      backend_.affine(t.pooled, t.pooled, nullptr, nullptr, float(std::sqrt(double(D))), 0.0f);
+      if (d_.standardize) backend_.affine(t.pooled, t.pooled, &w.get("std.bias"), &w.get("std.scale"), 1.0f, 0.0f);
       return {t.pooled, RowKind::Token};
     }
     if (stage.kind == "projector") {

@@ -11,6 +11,7 @@
 
 #include "common/error.h"
 #include "common/patch_layout.h"
+#include "models/rope.h"
 
 namespace tessera {
 namespace {
@@ -151,9 +152,7 @@ void QwenVision::upload_positions(const PixelInput& in, gpu::Buffer* scratch, gp
   std::vector<int32_t> idx(size_t(n) * 4);
   std::vector<float> wts(size_t(n) * 4);
   HostFloats cs(size_t(n) * hd), sn(size_t(n) * hd);  // mapped when large: see HostFloats
-  std::vector<float> inv(static_cast<size_t>(q4));
-  for (int64_t j = 0; j < q4; ++j)
-    inv[size_t(j)] = float(1.0f / float(std::pow(float(d_.theta), float(float(2 * j) / float(hd / 2)))));
+  const std::vector<float> inv = rope_inverse_frequencies(d_.theta, hd);
 
   auto axis = [&](int64_t j, int64_t len, int64_t* i0, int64_t* i1, float* wa, float* wb) {
     float src = float(float(j * (S - 1)) / float(std::max<int64_t>(len - 1, 1)));
@@ -168,33 +167,30 @@ void QwenVision::upload_positions(const PixelInput& in, gpu::Buffer* scratch, gp
   for (const auto& g : in.grids) {
     const int64_t t = g[0], h = g[1], w = g[2];
     for (int64_t f = 0; f < t; ++f)
-      for (int64_t br = 0; br < h / m; ++br)
-        for (int64_t bc = 0; bc < w / m; ++bc)
-          for (int64_t ir = 0; ir < m; ++ir)
-            for (int64_t ic = 0; ic < m; ++ic, ++row_index) {
-              const int64_t r = br * m + ir, c = bc * m + ic;
-              int64_t r0, r1, c0, c1;
-              float ar, brw, ac, bcw;
-              axis(r, h, &r0, &r1, &ar, &brw);
-              axis(c, w, &c0, &c1, &ac, &bcw);
-              int32_t* ix = &idx[size_t(row_index) * 4];
-              float* wt = &wts[size_t(row_index) * 4];
-              ix[0] = int32_t(r0 * S + c0), wt[0] = ar * ac;
-              ix[1] = int32_t(r0 * S + c1), wt[1] = ar * bcw;
-              ix[2] = int32_t(r1 * S + c0), wt[2] = brw * ac;
-              ix[3] = int32_t(r1 * S + c1), wt[3] = brw * bcw;
-              float* co = &cs[size_t(row_index) * hd];
-              float* si = &sn[size_t(row_index) * hd];
-              for (int64_t j = 0; j < q4; ++j) {
-                const float ang_r = float(r) * inv[size_t(j)], ang_c = float(c) * inv[size_t(j)];
-                for (int64_t rep = 0; rep < 2; ++rep) {
-                  co[rep * 2 * q4 + j] = std::cos(ang_r);
-                  si[rep * 2 * q4 + j] = std::sin(ang_r);
-                  co[rep * 2 * q4 + q4 + j] = std::cos(ang_c);
-                  si[rep * 2 * q4 + q4 + j] = std::sin(ang_c);
-                }
-              }
-            }
+      for (int64_t i = 0; i < h * w; ++i, ++row_index) {
+        const auto [r, c] = merge_window_patch(i, w, m);
+        int64_t r0, r1, c0, c1;
+        float ar, brw, ac, bcw;
+        axis(r, h, &r0, &r1, &ar, &brw);
+        axis(c, w, &c0, &c1, &ac, &bcw);
+        int32_t* ix = &idx[size_t(row_index) * 4];
+        float* wt = &wts[size_t(row_index) * 4];
+        ix[0] = int32_t(r0 * S + c0), wt[0] = ar * ac;
+        ix[1] = int32_t(r0 * S + c1), wt[1] = ar * bcw;
+        ix[2] = int32_t(r1 * S + c0), wt[2] = brw * ac;
+        ix[3] = int32_t(r1 * S + c1), wt[3] = brw * bcw;
+        float* co = &cs[size_t(row_index) * hd];
+        float* si = &sn[size_t(row_index) * hd];
+        for (int64_t j = 0; j < q4; ++j) {
+          const float ang_r = float(r) * inv[size_t(j)], ang_c = float(c) * inv[size_t(j)];
+          for (int64_t rep = 0; rep < 2; ++rep) {
+            co[rep * 2 * q4 + j] = std::cos(ang_r);
+            si[rep * 2 * q4 + j] = std::sin(ang_r);
+            co[rep * 2 * q4 + q4 + j] = std::cos(ang_c);
+            si[rep * 2 * q4 + q4 + j] = std::sin(ang_c);
+          }
+        }
+      }
   }
   backend_.upload(lookup, 0, idx.data(), idx.size() * 4);
   backend_.upload(lookup, idx.size() * 4, wts.data(), wts.size() * 4);

@@ -181,14 +181,12 @@ class CountingBackend final : public gpu::Backend {
   void rms_norm(const gpu::Tensor& y, const gpu::Tensor& x, const gpu::Tensor* w, int64_t g, float eps) override {
     in->rms_norm(y, x, w, g, eps);
   }
-  void activation(const gpu::Tensor& y, const gpu::Tensor& x, gpu::Act a) override { in->activation(y, x, a); }
   void add(const gpu::Tensor& y, const gpu::Tensor& a, const gpu::Tensor& b) override { in->add(y, a, b); }
   void mul(const gpu::Tensor& y, const gpu::Tensor& a, const gpu::Tensor& b) override { in->mul(y, a, b); }
-  void affine(const gpu::Tensor& y, const gpu::Tensor& x, const gpu::Tensor* s, const gpu::Tensor* m,
-              float k) override {
-    in->affine(y, x, s, m, k);
+  void affine(const gpu::Tensor& y, const gpu::Tensor& x, const gpu::Tensor* s, const gpu::Tensor* m, float k,
+              float shift) override {
+    in->affine(y, x, s, m, k, shift);
   }
-  void clamp(const gpu::Tensor& y, const gpu::Tensor& x, float lo, float hi) override { in->clamp(y, x, lo, hi); }
   void rope(const gpu::Tensor& x, const gpu::Tensor& c, const gpu::Tensor& s, int64_t h, int64_t hd,
             int64_t sec) override {
     in->rope(x, c, s, h, hd, sec);
@@ -197,6 +195,7 @@ class CountingBackend final : public gpu::Backend {
                  int64_t hd, float sc, const std::vector<gpu::Segment>& seg) override {
     in->attention(o, q, k, v, h, hd, sc, seg);
   }
+  int64_t attention_query_block() const override { return in->attention_query_block(); }
   void gather_sum(const gpu::Tensor& y, const gpu::Tensor& t, gpu::Buffer* l, int64_t taps, bool acc) override {
     in->gather_sum(y, t, l, taps, acc);
   }
