@@ -4,7 +4,7 @@
 import { freemem, totalmem } from 'node:os';
 import { TesseraError, toTesseraError } from './errors.js';
 import { addon, type NativeEncodeResult, type NativeTower } from './native.js';
-import { loadModel } from './spec/load.js';
+import { loadModel } from './load-model.js';
 import { headerSize, makePreprocessor, type Plan, type Prepared, type Preprocessor } from './prepare.js';
 import {
   MAX_INT32,

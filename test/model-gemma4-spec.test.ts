@@ -11,7 +11,7 @@ import { afterAll, describe, expect, it } from 'vitest';
 import { TesseraError } from '../src/errors.js';
 import { readGgufHeader } from '../src/formats/gguf.js';
 import { buildGemma4FromGguf } from '../src/spec/gemma4.js';
-import { loadModel } from '../src/spec/load.js';
+import { loadModel } from '../src/load-model.js';
 import type { TowerSpec } from '../src/spec/types.js';
 import { VisionTower } from '../src/tower.js';
 import { GEMMA4_MMPROJ, GEMMA4_MODEL, ollamaGgufFromFolder, type OllamaOptions } from './helpers/gemma4-fixtures.js';

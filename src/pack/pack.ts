@@ -8,8 +8,7 @@ import { join, resolve } from 'node:path';
 import { TesseraError, toTesseraError } from '../errors.js';
 import { DTYPE_BYTES, elementCount } from '../formats/tensor-index.js';
 import { addon } from '../native.js';
-import { loadModel } from '../spec/load.js';
-import type { DType, StageSpec, TowerSpec } from '../spec/types.js';
+import type { DType, LoadedModel, StageSpec, TowerSpec } from '../spec/types.js';
 import { recordChecksums } from './checksum.js';
 import {
   MANIFEST_FILE,
@@ -88,11 +87,10 @@ export function planPack(spec: TowerSpec, source: { path: string; dtype: DType |
   return manifest;
 }
 
-/** Packs the tower at `modelPath` (any source tessera opens) into `outDir` (new or empty). */
-export async function packModel(modelPath: string, outDir: string, options: PackOptions = {}): Promise<PackResult> {
+/** Packs an opened tower (loadModel: any source tessera opens) into `outDir` (new or empty). */
+export async function packModel(model: LoadedModel, outDir: string, options: PackOptions = {}): Promise<PackResult> {
   if (options.dtype !== undefined && !['f32', 'f16', 'bf16'].includes(options.dtype))
     throw new TesseraError('ERR_INVALID_ARGUMENT', `--dtype must be f16, bf16 or f32, got '${options.dtype}'`);
-  const model = await loadModel(modelPath);
   const out = resolve(outDir);
   // Output problems (not a folder, not empty, no permission, disk full) are the caller's to fix:
   // ERR_INVALID_ARGUMENT naming the path, and nothing half-written is left behind.
@@ -110,7 +108,7 @@ export async function packModel(modelPath: string, outDir: string, options: Pack
   } catch (e) {
     throw outputError('create', e);
   }
-  const manifest = planPack(model.spec, { path: resolve(modelPath), dtype: options.dtype }, model.preprocessorConfig);
+  const manifest = planPack(model.spec, { path: resolve(model.path), dtype: options.dtype }, model.preprocessorConfig);
   const lib = addon();
   const partial = join(out, WEIGHTS_FILE + '.partial');
   const sources = await Promise.all(model.spec.files.map((f) => open(f, 'r')));
