@@ -35,13 +35,13 @@ import {
 } from '../formats/gguf.js';
 import type { HfFolder } from '../formats/hf-folder.js';
 import type { TensorIndex } from '../formats/tensor-index.js';
+import { parseGemmaPreprocessConfig } from '../image/config.js';
 import { configError, towerTensor } from './tensors.js';
 import type { SourceKind, StageSpec, TensorSpec, TowerSpec } from './types.js';
 
-export const GEMMA4_SOFT_TOKEN_BUDGETS = [70, 140, 280, 560, 1120] as const;
 const ROPE_THETA = 100; // docs/models/gemma4-vision.md#config: every checkpoint's value; GGUF files never store it (llama.cpp hardcodes it)
-const DEFAULT_POOLING_KERNEL = 3;
-const DEFAULT_SOFT_TOKENS = 280;
+/** The image processor's class defaults (image/config.ts): what a source that states no processor settings gets. */
+const PROCESSOR_DEFAULTS = parseGemmaPreprocessConfig({});
 
 /** The linears of a block: role prefix, HF module path, GGUF tensor stem. */
 const LINEARS = [
@@ -102,8 +102,8 @@ export const Gemma4ConfigSchema = z.object({
         })
         .passthrough()
         .default({ rope_theta: ROPE_THETA, rope_type: 'axial' }),
-      patch_size: posInt.max(64).default(16),
-      pooling_kernel_size: posInt.max(8).default(DEFAULT_POOLING_KERNEL),
+      patch_size: posInt.max(64).default(PROCESSOR_DEFAULTS.patchSize),
+      pooling_kernel_size: posInt.max(8).default(PROCESSOR_DEFAULTS.poolingKernelSize),
       position_embedding_size: posInt.default(10240),
       use_clipped_linears: z.boolean().default(false),
       standardize: z.boolean().default(false),
@@ -111,20 +111,6 @@ export const Gemma4ConfigSchema = z.object({
     })
     .passthrough(),
 });
-
-/** preprocessor_config.json (or processor_config.json's image_processor): the soft-token budget. */
-export const Gemma4PreprocessorSchema = z
-  .object({
-    max_soft_tokens: z
-      .number()
-      .refine((v) => (GEMMA4_SOFT_TOKEN_BUDGETS as readonly number[]).includes(v), {
-        message: `must be one of ${GEMMA4_SOFT_TOKEN_BUDGETS.join(', ')}`,
-      })
-      .default(DEFAULT_SOFT_TOKENS),
-    patch_size: posInt.optional(),
-    pooling_kernel_size: posInt.optional(),
-  })
-  .passthrough();
 
 export function isGemma4ModelType(t: unknown): boolean {
   return t === 'gemma4';
@@ -134,20 +120,20 @@ export function isGemma4ModelType(t: unknown): boolean {
 export function buildGemma4Spec(folder: HfFolder): TowerSpec {
   const cfg = Gemma4ConfigSchema.safeParse(folder.config);
   if (!cfg.success) throw configError(`${folder.dir}/config.json`, cfg.error);
-  const pre = Gemma4PreprocessorSchema.safeParse(folder.preprocessorConfig ?? {});
-  if (!pre.success) throw configError(`${folder.dir}/preprocessor_config.json`, pre.error);
+  // The processor settings as the image pipeline reads them (one schema, image/config.ts); the
+  // tower's patch and pooling sizes must be the ones it will be fed.
+  const p = parseGemmaPreprocessConfig(folder.preprocessorConfig, `${folder.dir}/preprocessor_config.json`);
   const v = cfg.data.vision_config;
-  const p = pre.data;
   const cfgFail = (what: string): never => {
     throw new TesseraError('ERR_CONFIG_INVALID', `${folder.dir}/config.json: ${what}`);
   };
   if (v.num_key_value_heads !== undefined && v.num_key_value_heads !== v.num_attention_heads)
     cfgFail(`vision_config.num_key_value_heads ${v.num_key_value_heads} differs from num_attention_heads ${v.num_attention_heads} (grouped-query vision attention is not supported)`);
   if (v.head_dim % 4 !== 0) cfgFail(`vision_config.head_dim ${v.head_dim} must be a multiple of 4 (two rope axes of pairs)`);
-  if (p.patch_size !== undefined && p.patch_size !== v.patch_size)
-    cfgFail(`preprocessor patch_size ${p.patch_size} differs from vision_config.patch_size ${v.patch_size}`);
-  if (p.pooling_kernel_size !== undefined && p.pooling_kernel_size !== v.pooling_kernel_size)
-    cfgFail(`preprocessor pooling_kernel_size ${p.pooling_kernel_size} differs from vision_config ${v.pooling_kernel_size}`);
+  if (p.patchSize !== v.patch_size)
+    cfgFail(`preprocessor patch_size ${p.patchSize} differs from vision_config.patch_size ${v.patch_size}`);
+  if (p.poolingKernelSize !== v.pooling_kernel_size)
+    cfgFail(`preprocessor pooling_kernel_size ${p.poolingKernelSize} differs from vision_config ${v.pooling_kernel_size}`);
 
   const d: Dims = {
     hidden: v.hidden_size,
@@ -160,7 +146,7 @@ export function buildGemma4Spec(folder: HfFolder): TowerSpec {
     patch_size: v.patch_size,
     pooling_kernel: v.pooling_kernel_size,
     pos_rows: v.position_embedding_size,
-    max_soft_tokens: p.max_soft_tokens,
+    max_soft_tokens: p.maxSoftTokens,
   };
 
   // Checkpoints saved from Gemma4ForConditionalGeneration prefix everything with "model."; accept
@@ -285,7 +271,8 @@ export function gemma4GgufFlavour(h: GgufHeader): 'gguf-llama.cpp' | 'gguf-ollam
   throw new TesseraError('ERR_MODEL_FORMAT', `${h.path}: GGUF architecture '${arch ?? '(none)'}' is not a Gemma 4 vision file`);
 }
 
-export function buildGemma4FromGguf(h: GgufHeader, maxSoftTokens = DEFAULT_SOFT_TOKENS): TowerSpec {
+/** A GGUF file → TowerSpec. GGUF files carry no processor settings: the processor's defaults apply. */
+export function buildGemma4FromGguf(h: GgufHeader): TowerSpec {
   const source = gemma4GgufFlavour(h);
   const pre = source === 'gguf-llama.cpp' ? 'clip.vision.' : 'gemma4.vision.';
   const where = h.path;
@@ -326,8 +313,6 @@ export function buildGemma4FromGguf(h: GgufHeader, maxSoftTokens = DEFAULT_SOFT_
   }
   const epsRaw = ggufNumber(h, pre + 'attention.layer_norm_epsilon') ?? 1e-6;
   if (!(epsRaw > 0 && epsRaw < 1e-2)) throw new TesseraError('ERR_CONFIG_INVALID', `${where}: layer_norm_epsilon ${epsRaw} is out of range`);
-  if (!(GEMMA4_SOFT_TOKEN_BUDGETS as readonly number[]).includes(maxSoftTokens))
-    throw new TesseraError('ERR_INVALID_ARGUMENT', `maxSoftTokens ${maxSoftTokens} must be one of ${GEMMA4_SOFT_TOKEN_BUDGETS.join(', ')}`);
 
   const d: Dims = {
     hidden: D,
@@ -338,10 +323,10 @@ export function buildGemma4FromGguf(h: GgufHeader, maxSoftTokens = DEFAULT_SOFT_
     depth: posIntKey('block_count', undefined, 1024),
     // The GGUF stores f32(1e-6); HF's 1e-6 is the same float once native code narrows it.
     eps: epsRaw,
-    patch_size: posIntKey('patch_size', 16, 64),
-    pooling_kernel: posIntKey('projector.scale_factor', DEFAULT_POOLING_KERNEL, 8),
+    patch_size: posIntKey('patch_size', PROCESSOR_DEFAULTS.patchSize, 64),
+    pooling_kernel: posIntKey('projector.scale_factor', PROCESSOR_DEFAULTS.poolingKernelSize, 8),
     pos_rows: posT.ne[1] ?? 0,
-    max_soft_tokens: maxSoftTokens,
+    max_soft_tokens: PROCESSOR_DEFAULTS.maxSoftTokens,
   };
   const P = d.patch_size;
   if (source === 'gguf-llama.cpp') {
