@@ -20,6 +20,21 @@
 namespace tessera {
 namespace {
 
+// Roles (src/spec/gemma4.ts): HF's tensor names under each stage's base
+// (docs/models/gemma4-vision.md#tensors). A block linear <lin> has its weight at
+// <lin>.linear.weight and its clamps at <lin>.input_min ... (or Ollama's packed <lin>.clamp).
+constexpr const char* kAttnQ = "self_attn.q_proj";
+constexpr const char* kAttnK = "self_attn.k_proj";
+constexpr const char* kAttnV = "self_attn.v_proj";
+constexpr const char* kAttnO = "self_attn.o_proj";
+constexpr const char* kMlpGate = "mlp.gate_proj";
+constexpr const char* kMlpUp = "mlp.up_proj";
+constexpr const char* kMlpDown = "mlp.down_proj";
+constexpr const char* kProjection = "embedding_projection";  // a plain linear: embedding_projection.weight
+constexpr const char* kPatchWeight = "input_proj.weight";
+std::string linear_weight(const char* lin) { return std::string(lin) + ".linear.weight"; }
+std::string projection_weight() { return std::string(kProjection) + ".weight"; }
+
 struct Dims {
   int64_t hidden, heads, head_dim, qdim, inter, out, patch, patch_dim, pool, pos_rows;
   float eps;
@@ -77,8 +92,9 @@ class Gemma4Vision final : public VisionModel {
   int64_t tokens(int64_t patches) const override { return patches / (d_.pool * d_.pool); }
 
   std::vector<std::string> linear_weight_roles() const override {
-    return {"patch.weight",  "attn.q.weight",   "attn.k.weight", "attn.v.weight", "attn.o.weight",
-            "mlp.gate.weight", "mlp.up.weight", "mlp.down.weight", "proj.weight"};
+    std::vector<std::string> roles{kPatchWeight, projection_weight()};
+    for (const char* lin : {kAttnQ, kAttnK, kAttnV, kAttnO, kMlpGate, kMlpUp, kMlpDown}) roles.push_back(linear_weight(lin));
+    return roles;
   }
 
   void encode(const PixelInput& in, const EncodeControl& ctl, EncodeOutput& out) override;
@@ -174,7 +190,7 @@ float Gemma4Vision::scalar(const StageWeights& w, const std::string& role, float
   return v;
 }
 
-// A linear's clamps (spec roles, src/spec/gemma4.ts): the packed `<lin>.clamp` 4-tuple when present
+// A linear's clamps (roles <lin>.*, src/spec/gemma4.ts): the packed `<lin>.clamp` 4-tuple when present
 // and not all zero (all zero means "no clamp", Ollama's converter fill), else the four scalars,
 // each ±inf when absent.
 gpu::LinearArgs Gemma4Vision::clamps(const StageWeights& w, const std::string& lin) {
@@ -334,23 +350,23 @@ void Gemma4Vision::upload_inputs(const PixelInput& in, const std::vector<int64_t
 // per-query result does not depend on the other queries in the call), so no result bit changes.
 void Gemma4Vision::run_block(const StageWeights& w, const Tensors& t, const std::vector<gpu::Segment>& segments) {
   const int64_t D = d_.hidden, hd = d_.head_dim, n = t.x.rows;
-  const gpu::LinearArgs cq = clamps(w, "attn.q"), ck = clamps(w, "attn.k"), cv = clamps(w, "attn.v");
+  const gpu::LinearArgs cq = clamps(w, kAttnQ), ck = clamps(w, kAttnK), cv = clamps(w, kAttnV);
   for_row_chunks(n, t.hq.rows, [&](int64_t r0, int64_t rows) {
     const gpu::Tensor h = t.hq.rows_view(0, rows);
-    backend_.rms_norm(h, t.x.rows_view(r0, rows), &w.get("ln1.weight"), D, d_.eps);
-    backend_.linear(t.k.rows_view(r0, rows), h, w.get("attn.k.weight"), ck);
-    backend_.linear(t.v.rows_view(r0, rows), h, w.get("attn.v.weight"), cv);
+    backend_.rms_norm(h, t.x.rows_view(r0, rows), &w.get("input_layernorm.weight"), D, d_.eps);
+    backend_.linear(t.k.rows_view(r0, rows), h, w.get(linear_weight(kAttnK)), ck);
+    backend_.linear(t.v.rows_view(r0, rows), h, w.get(linear_weight(kAttnV)), cv);
   });
-  backend_.rms_norm(t.k, t.k, &w.get("attn.k_norm.weight"), hd, d_.eps);
+  backend_.rms_norm(t.k, t.k, &w.get("self_attn.k_norm.weight"), hd, d_.eps);
   backend_.rms_norm(t.v, t.v, nullptr, hd, d_.eps);
   backend_.rope(t.k, t.cos, t.sin, d_.heads, hd, 2);
 
-  const gpu::LinearArgs co = clamps(w, "attn.o");
+  const gpu::LinearArgs co = clamps(w, kAttnO);
   for_row_chunks(n, t.hq.rows, [&](int64_t r0, int64_t rows) {
     const gpu::Tensor x = t.x.rows_view(r0, rows), h = t.hq.rows_view(0, rows), q = t.q.rows_view(0, rows);
-    backend_.rms_norm(h, x, &w.get("ln1.weight"), D, d_.eps);
-    backend_.linear(q, h, w.get("attn.q.weight"), cq);
-    backend_.rms_norm(q, q, &w.get("attn.q_norm.weight"), hd, d_.eps);
+    backend_.rms_norm(h, x, &w.get("input_layernorm.weight"), D, d_.eps);
+    backend_.linear(q, h, w.get(linear_weight(kAttnQ)), cq);
+    backend_.rms_norm(q, q, &w.get("self_attn.q_norm.weight"), hd, d_.eps);
     backend_.rope(q, t.cos.rows_view(r0, rows), t.sin.rows_view(r0, rows), d_.heads, hd, 2);
     // Images never attend to each other: the chunk's rows of each image, against all that image's
     // keys (the op's one-segment form, gpu/backend.h). The output overwrites q (allowed: each
@@ -362,25 +378,25 @@ void Gemma4Vision::run_block(const StageWeights& w, const Tensors& t, const std:
       backend_.attention(qs, qs, t.k.rows_view(s.begin, s.length), t.v.rows_view(s.begin, s.length), d_.heads,
                          hd, 1.0f, {gpu::Segment{0, s.length}});
     }
-    backend_.linear(h, q, w.get("attn.o.weight"), co);
-    backend_.rms_norm(h, h, &w.get("attn_post_norm.weight"), D, d_.eps);
+    backend_.linear(h, q, w.get(linear_weight(kAttnO)), co);
+    backend_.rms_norm(h, h, &w.get("post_attention_layernorm.weight"), D, d_.eps);
     backend_.add(x, x, h);
   });
 
-  const gpu::LinearArgs cu = clamps(w, "mlp.up"), cd = clamps(w, "mlp.down");
-  gpu::LinearArgs cg = clamps(w, "mlp.gate");
+  const gpu::LinearArgs cu = clamps(w, kMlpUp), cd = clamps(w, kMlpDown);
+  gpu::LinearArgs cg = clamps(w, kMlpGate);
   cg.act = gpu::Act::GeluTanh;  // after the output clamp, as HF: act(CL_gate(m))
   const bool scaled = w.find("out_scale") != nullptr;
   const float out_scale = scalar(w, "out_scale", 1.0f);
   for_row_chunks(n, t.h.rows, [&](int64_t r0, int64_t rows) {
     const gpu::Tensor x = t.x.rows_view(r0, rows), h = t.h.rows_view(0, rows);
     const gpu::Tensor gate = t.gate.rows_view(0, rows), up = t.up.rows_view(0, rows);
-    backend_.rms_norm(h, x, &w.get("ln2.weight"), D, d_.eps);
-    backend_.linear(gate, h, w.get("mlp.gate.weight"), cg);
-    backend_.linear(up, h, w.get("mlp.up.weight"), cu);
+    backend_.rms_norm(h, x, &w.get("pre_feedforward_layernorm.weight"), D, d_.eps);
+    backend_.linear(gate, h, w.get(linear_weight(kMlpGate)), cg);
+    backend_.linear(up, h, w.get(linear_weight(kMlpUp)), cu);
     backend_.mul(gate, gate, up);
-    backend_.linear(h, gate, w.get("mlp.down.weight"), cd);
-    backend_.rms_norm(h, h, &w.get("ffn_post_norm.weight"), D, d_.eps);
+    backend_.linear(h, gate, w.get(linear_weight(kMlpDown)), cd);
+    backend_.rms_norm(h, h, &w.get("post_feedforward_layernorm.weight"), D, d_.eps);
     backend_.add(x, x, h);
     // A GGUF's per-block output scale (not in HF 5.17 checkpoints; Ollama multiplies the block output).
     if (scaled) backend_.affine(x, x, nullptr, nullptr, out_scale, 0.0f);
@@ -427,8 +443,8 @@ void Gemma4Vision::encode(const PixelInput& in, const EncodeControl& ctl, Encode
       // + (Tab_x[x] + Tab_y[y]),
       // the two taps summed first (into h) as HF adds the tables before adding them to e.
       backend_.affine(t.pixels, t.pixels, nullptr, nullptr, 2.0f, 0.5f);
-      backend_.linear(t.x, t.pixels, w.get("patch.weight"), gpu::LinearArgs{});
-      const gpu::Tensor& table = w.get("pos.table");  // [2, rows·D] → [2·rows, D], x table first
+      backend_.linear(t.x, t.pixels, w.get(kPatchWeight), gpu::LinearArgs{});
+      const gpu::Tensor& table = w.get("position_embedding_table");  // [2, rows·D] → [2·rows, D], x table first
       backend_.gather_sum(t.pos, table.reshaped(D), pos_lookup.get(), 2, false);
       backend_.add(t.x, t.x, t.pos);
       return {t.x, RowKind::Patch};
@@ -441,13 +457,13 @@ void Gemma4Vision::encode(const PixelInput& in, const EncodeControl& ctl, Encode
       // #pooling: mean of each k×k bucket, · √D in f32, then standardise.
       backend_.gather_sum(t.pooled, t.x, pool_lookup.get(), d_.pool * d_.pool, false);
       backend_.affine(t.pooled, t.pooled, nullptr, nullptr, float(std::sqrt(double(D))), 0.0f);
-      if (d_.standardize) backend_.affine(t.pooled, t.pooled, &w.get("std.bias"), &w.get("std.scale"), 1.0f, 0.0f);
+      if (d_.standardize) backend_.affine(t.pooled, t.pooled, &w.get("std_bias"), &w.get("std_scale"), 1.0f, 0.0f);
       return {t.pooled, RowKind::Token};
     }
     if (stage.kind == "projector") {
       // #projector: weightless RMSNorm over D, then the projection (Ollama's reversed order is not HF's).
       backend_.rms_norm(t.normed, t.pooled, nullptr, D, d_.eps);
-      backend_.linear(t.projected, t.normed, w.get("proj.weight"), clamps(w, "proj"));
+      backend_.linear(t.projected, t.normed, w.get(projection_weight()), clamps(w, kProjection));
       projected_done = true;
       return {t.projected, RowKind::Token};
     }

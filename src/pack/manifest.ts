@@ -12,7 +12,8 @@ import type { StageSpec, TensorSpec, TowerSpec } from '../spec/types.js';
 
 export const MANIFEST_FILE = 'tessera-pack.json';
 export const PACK_FORMAT = 'tessera-packed';
-export const PACK_VERSION = 1;
+/** 2: tensor roles are HF names (docs/design.md#weight-names); version 1 packs used Gemma role tables. */
+export const PACK_VERSION = 2;
 /** Stage alignment in the weights file: Apple Silicon's page size, a multiple of every other. */
 export const PACK_ALIGNMENT = 16384;
 /** Tensor alignment inside a stage: a cache line, the widest SIMD load. */
