@@ -16,6 +16,16 @@
 namespace tessera {
 namespace {
 
+// Roles (src/spec/qwen.ts): HF's tensor names under each stage's base (docs/design.md#weight-names).
+// The linear weights, each named once here: linear_weight_roles() lists them.
+constexpr const char* kPatchWeight = "patch_embed.proj.weight";
+constexpr const char* kQkvWeight = "attn.qkv.weight";
+constexpr const char* kProjWeight = "attn.proj.weight";
+constexpr const char* kMlpUpWeight = "mlp.linear_fc1.weight";
+constexpr const char* kMlpDownWeight = "mlp.linear_fc2.weight";
+constexpr const char* kMergerUpWeight = "linear_fc1.weight";    // merger and deepstack mergers
+constexpr const char* kMergerDownWeight = "linear_fc2.weight";
+
 struct Dims {
   int64_t hidden, heads, head_dim, inter, out, patch_dim, merge, side;
   float eps;
@@ -64,8 +74,7 @@ class QwenVision final : public VisionModel {
   int64_t tokens(int64_t patches) const override { return patches / (d_.merge * d_.merge); }
 
   std::vector<std::string> linear_weight_roles() const override {
-    return {"patch_embed.proj.weight", "attn.qkv.weight",  "attn.proj.weight", "mlp.linear_fc1.weight",
-            "mlp.linear_fc2.weight",   "linear_fc1.weight", "linear_fc2.weight"};
+    return {kPatchWeight, kQkvWeight, kProjWeight, kMlpUpWeight, kMlpDownWeight, kMergerUpWeight, kMergerDownWeight};
   }
 
   void encode(const PixelInput& in, const EncodeControl& ctl, EncodeOutput& out) override;
@@ -207,7 +216,7 @@ void QwenVision::run_block(const StageWeights& w, const Tensors& t, const std::v
   for_row_chunks(n, t.h.rows, [&](int64_t r0, int64_t rows) {
     const gpu::Tensor h = t.h.rows_view(0, rows);
     backend_.layer_norm(h, t.x.rows_view(r0, rows), w.get("norm1.weight"), w.get("norm1.bias"), d_.eps);
-    backend_.linear(t.qkv.rows_view(r0, rows), h, w.get("attn.qkv.weight"), a);
+    backend_.linear(t.qkv.rows_view(r0, rows), h, w.get(kQkvWeight), a);
   });
   gpu::Tensor q = t.qkv.cols_view(0, D), k = t.qkv.cols_view(D, D), v = t.qkv.cols_view(2 * D, D);
   backend_.rope(q, t.cos, t.sin, d_.heads, d_.head_dim, 1);
@@ -217,7 +226,7 @@ void QwenVision::run_block(const StageWeights& w, const Tensors& t, const std::v
   gpu::LinearArgs proj;
   proj.bias = &w.get("attn.proj.bias");
   proj.residual = &t.x;
-  backend_.linear(t.x, attn, w.get("attn.proj.weight"), proj);
+  backend_.linear(t.x, attn, w.get(kProjWeight), proj);
 
   gpu::LinearArgs up;
   up.bias = &w.get("mlp.linear_fc1.bias");
@@ -227,9 +236,9 @@ void QwenVision::run_block(const StageWeights& w, const Tensors& t, const std::v
   for_row_chunks(n, t.h.rows, [&](int64_t r0, int64_t rows) {
     const gpu::Tensor x = t.x.rows_view(r0, rows), h = t.h.rows_view(0, rows), mlp = t.mlp.rows_view(0, rows);
     backend_.layer_norm(h, x, w.get("norm2.weight"), w.get("norm2.bias"), d_.eps);
-    backend_.linear(mlp, h, w.get("mlp.linear_fc1.weight"), up);
+    backend_.linear(mlp, h, w.get(kMlpUpWeight), up);
     down.residual = &x;
-    backend_.linear(x, mlp, w.get("mlp.linear_fc2.weight"), down);
+    backend_.linear(x, mlp, w.get(kMlpDownWeight), down);
   });
 }
 
@@ -249,8 +258,8 @@ void QwenVision::run_merger(const StageWeights& w, bool norm_before_group, const
       backend_.layer_norm(h, x, w.get("norm.weight"), w.get("norm.bias"), d_.eps);
     else
       backend_.layer_norm(h.reshaped(width), x.reshaped(width), w.get("norm.weight"), w.get("norm.bias"), d_.eps);
-    backend_.linear(mid, h.reshaped(width), w.get("linear_fc1.weight"), up);
-    backend_.linear(t.merged.rows_view(r0 / m2, rows / m2), mid, w.get("linear_fc2.weight"), down);
+    backend_.linear(mid, h.reshaped(width), w.get(kMergerUpWeight), up);
+    backend_.linear(t.merged.rows_view(r0 / m2, rows / m2), mid, w.get(kMergerDownWeight), down);
   });
 }
 
@@ -284,7 +293,7 @@ void QwenVision::encode(const PixelInput& in, const EncodeControl& ctl, EncodeOu
     if (stage.kind == "embed") {
       gpu::LinearArgs a;
       a.bias = &w.get("patch_embed.proj.bias");
-      backend_.linear(t.x, t.pixels, w.get("patch_embed.proj.weight"), a);
+      backend_.linear(t.x, t.pixels, w.get(kPatchWeight), a);
       backend_.gather_sum(t.x, w.get("pos_embed.weight"), lookup.get(), 4, true);
       return {t.x, RowKind::Patch};
     }
