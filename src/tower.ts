@@ -401,7 +401,7 @@ export class VisionTower {
   /** Scratch bytes the addon would allocate to encode `patches` patch rows (its own formula). */
   scratchBytes(patches: number): number {
     if (!this.#native || this.#closing) throw new TesseraError('ERR_CLOSED', 'the tower is closed');
-    return this.#native.scratchBytes(patches);
+    return this.#native.sizing(patches).scratchBytes;
   }
 
   /**

@@ -8,9 +8,11 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { TesseraError, VisionTower } from '../src/index.js';
 import { loadModel } from '../src/load-model.js';
 import { packCommand } from '../src/cli/pack.js';
-import { MANIFEST_FILE, PACK_ALIGNMENT, packModel, parseManifest, planPack, specFromManifest, type PackManifest } from '../src/pack/index.js';
+import { MANIFEST_FILE, packAlignment, packModel, parseManifest, planPack, specFromManifest, type PackManifest } from '../src/pack/index.js';
 import { FIXTURES, gemmaInput, qwenInput, readTensors, relErr } from './helpers/fixtures.js';
 import { GEMMA4_MMPROJ } from './helpers/gemma4-fixtures.js';
+
+const PACK_ALIGNMENT = packAlignment().stage;
 
 const tmp = mkdtempSync(join(tmpdir(), 'tessera-pack-'));
 afterAll(() => rmSync(tmp, { recursive: true, force: true }));

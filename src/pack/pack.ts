@@ -12,10 +12,9 @@ import type { DType, LoadedModel, StageSpec, TowerSpec } from '../spec/types.js'
 import { recordChecksums } from './checksum.js';
 import {
   MANIFEST_FILE,
-  PACK_ALIGNMENT,
   PACK_FORMAT,
-  PACK_TENSOR_ALIGNMENT,
   PACK_VERSION,
+  packAlignment,
   type PackManifest,
   type PackedTensor,
 } from './manifest.js';
@@ -41,9 +40,10 @@ function packedDtype(t: { dtype: DType; shape: number[] }, dtype: DType | undefi
 /** Tensor offsets inside a stage (spec order, 64-byte aligned) and the stage's extent. */
 function stageTensors(stage: StageSpec, dtype: DType | undefined): { tensors: PackedTensor[]; extent: number } {
   let at = 0;
+  const align = packAlignment().tensor;
   const tensors = stage.tensors.map((t) => {
     const d = packedDtype(t, dtype);
-    at = roundUp(at, PACK_TENSOR_ALIGNMENT);
+    at = roundUp(at, align);
     const p: PackedTensor = { role: t.role, name: t.name, dtype: d, shape: [...t.shape], offset: at, length: elementCount(t.shape) * DTYPE_BYTES[d] };
     at += p.length;
     return p;
@@ -55,7 +55,8 @@ function stageTensors(stage: StageSpec, dtype: DType | undefined): { tensors: Pa
 export function planPack(spec: TowerSpec, source: { path: string; dtype: DType | undefined }, preprocessorConfig: Record<string, unknown> | undefined): PackManifest {
   const laid = spec.stages.map((s) => ({ stage: s, ...stageTensors(s, source.dtype) }));
   const blocks = laid.filter((l) => l.stage.kind === 'block');
-  const stride = roundUp(Math.max(0, ...blocks.map((b) => b.extent)), PACK_ALIGNMENT);
+  const stageAlign = packAlignment().stage;
+  const stride = roundUp(Math.max(0, ...blocks.map((b) => b.extent)), stageAlign);
   const manifest: PackManifest = {
     format: PACK_FORMAT,
     version: PACK_VERSION,
@@ -66,14 +67,14 @@ export function planPack(spec: TowerSpec, source: { path: string; dtype: DType |
     preprocessorConfig: preprocessorConfig ?? null,
     weights: WEIGHTS_FILE,
     weightsBytes: 0,
-    alignment: PACK_ALIGNMENT,
+    alignment: stageAlign,
     blocks: { count: blocks.length, stride, entries: [] },
     stages: [],
   };
   let at = 0;
   let lastBlock = -1;
   for (const l of laid) {
-    at = roundUp(at, PACK_ALIGNMENT);
+    at = roundUp(at, stageAlign);
     if (l.stage.kind === 'block') {
       manifest.blocks.entries.push({ index: l.stage.index, offset: at, tensors: l.tensors });
       at += stride;
@@ -83,7 +84,7 @@ export function planPack(spec: TowerSpec, source: { path: string; dtype: DType |
       at += l.extent;
     }
   }
-  manifest.weightsBytes = roundUp(at, PACK_ALIGNMENT);
+  manifest.weightsBytes = roundUp(at, stageAlign);
   return manifest;
 }
 
