@@ -15,7 +15,7 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { pool, stale, withLock } from '../tools/build-jobs.mjs';
+import { headerFiles, pool, stale, withLock } from '../tools/build-jobs.mjs';
 import { findCrossCxx } from '../tools/native-tests.mjs';
 import { nativeSources } from './gyp-sources.mjs';
 
@@ -73,18 +73,7 @@ function nodeHeaders() {
   return found;
 }
 
-function headers() {
-  const out = [];
-  const walk = (d) => {
-    for (const e of fs.readdirSync(d, { withFileTypes: true })) {
-      const p = path.join(d, e.name);
-      if (e.isDirectory()) walk(p);
-      else if (/\.(h|inc)$/.test(e.name)) out.push(p);
-    }
-  };
-  for (const d of ['native', 'metal', path.join('build', 'metal')]) if (fs.existsSync(path.join(ROOT, d))) walk(path.join(ROOT, d));
-  return out;
-}
+const headers = () => headerFiles(['native', 'metal', path.join('build', 'metal')].map((d) => path.join(ROOT, d)));
 
 async function crossBuildArm64() {
   const { cxx, reason } = findCrossCxx();

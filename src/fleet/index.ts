@@ -1,0 +1,21 @@
+// tessera-vision/fleet: tessera as BullMQ workers on Redis (docs/fleet.md). A subpath of its own so
+// that the library's main entry never loads BullMQ or ioredis.
+export { createWorker, type FleetWorker, type FleetWorkerOptions, type FleetJobEvent } from './worker.js';
+export { enqueueImages, type EnqueuedJob, type EnqueueOptions } from './enqueue.js';
+export { waitForJobs, type WaitOutcome, type WaitProgress, type JobFailure } from './wait.js';
+export { queueStatus, type QueueStatus } from './status.js';
+export { connectRedis } from './connection.js';
+export {
+  IMAGE_JOB,
+  jobIdOf,
+  jobAddOptions,
+  isPermanent,
+  codeOfReason,
+  DEFAULT_ATTEMPTS,
+  DEFAULT_BACKOFF_MS,
+  type ImageJob,
+  type ImageJobResult,
+  type JobOptions,
+  type WorkerSnapshot,
+} from './job.js';
+export { DEFAULT_MAX_FETCH_BYTES, DEFAULT_FETCH_TIMEOUT_MS, type FetchLimits } from './fetch-input.js';
