@@ -143,8 +143,9 @@ export function isGemma4ModelType(t: unknown): boolean {
 export function buildGemma4Spec(folder: HfFolder): TowerSpec {
   const cfg = Gemma4ConfigSchema.safeParse(folder.config);
   if (!cfg.success) throw configError(`${folder.dir}/config.json`, cfg.error);
-  // The processor settings as the image pipeline reads them (one schema, image/config.ts); the
-  // tower's patch and pooling sizes must be the ones it will be fed.
+  // The processor settings as the image pipeline reads them (one schema, image/config.ts): the
+  // budget. That its patch and pooling sizes are the tower's is checked where the preprocessor is
+  // made (prepare.ts, for every source).
   const p = parseGemmaPreprocessConfig(folder.preprocessorConfig, `${folder.dir}/preprocessor_config.json`);
   const v = cfg.data.vision_config;
   const cfgFail = (what: string): never => {
@@ -153,10 +154,6 @@ export function buildGemma4Spec(folder: HfFolder): TowerSpec {
   if (v.num_key_value_heads !== undefined && v.num_key_value_heads !== v.num_attention_heads)
     cfgFail(`vision_config.num_key_value_heads ${v.num_key_value_heads} differs from num_attention_heads ${v.num_attention_heads} (grouped-query vision attention is not supported)`);
   if (v.head_dim % 4 !== 0) cfgFail(`vision_config.head_dim ${v.head_dim} must be a multiple of 4 (two rope axes of pairs)`);
-  if (p.patchSize !== v.patch_size)
-    cfgFail(`preprocessor patch_size ${p.patchSize} differs from vision_config.patch_size ${v.patch_size}`);
-  if (p.poolingKernelSize !== v.pooling_kernel_size)
-    cfgFail(`preprocessor pooling_kernel_size ${p.poolingKernelSize} differs from vision_config ${v.pooling_kernel_size}`);
 
   const d: Dims = {
     hidden: v.hidden_size,
