@@ -53,7 +53,6 @@ export interface NativeEncodeResult {
 
 export interface NativeTower {
   encode(args: NativeEncodeArgs): Promise<NativeEncodeResult>;
-  scratchBytes(rows: number): number;
   sizing(patches: number): NativeSizing;
   /** Values per input (pixel) row. */
   readonly patchWidth: number;
@@ -74,6 +73,8 @@ export interface Addon {
   /** What each residency holds of the weights (native/io/weight_store_factory.h). */
   /** Element-wise dtype conversion with common/dtype.h's rounding (tessera pack --dtype). */
   convertDtype(src: Uint8Array, from: string, to: string): Uint8Array;
+  /** The weights file's stage and tensor alignments (native/io/weight_alignment.h). */
+  weightAlignment: { stage: number; tensor: number };
   weightMemory(spec: TowerSpec, slots: number): { resident: number; slot: number; stream: number; fileBytes: number };
   [binding: string]: unknown;
 }

@@ -5,6 +5,7 @@
 import { closeSync, mkdirSync, openSync, writeFileSync, writeSync } from 'node:fs';
 import { join } from 'node:path';
 import { QWEN_HUB_PREPROCESSOR_CONFIG } from './image/config.js';
+import { QwenVisionConfigSchema, qwenTowerLayout } from './spec/qwen.js';
 
 export type WeightKind = 'w' | 'b' | 'one' | 'e';
 
@@ -25,32 +26,19 @@ export interface QwenVisionSize {
 /** The Qwen3.5-size tower (Qwen3.5-9B/27B vision config, out width of the 9B's text model). */
 export const QWEN3_5_LARGE: QwenVisionSize = { depth: 27, hidden_size: 1152, num_heads: 16, intermediate_size: 4304, out_hidden_size: 3584 };
 
-/** The tensors of a Qwen3.5 tower (docs/models/qwen-vision.md#tensors), under `model.visual.`. */
+/** How a tensor is filled, from its role: position table, bias, norm weight (a vector) or matrix. */
+function weightKind(role: string, shape: readonly number[]): WeightKind {
+  if (role === 'pos_embed.weight') return 'e';
+  if (role.endsWith('.bias')) return 'b';
+  return shape.length === 1 ? 'one' : 'w';
+}
+
+/** The tensors of a Qwen3.5 tower (the spec builder's own list, src/spec/qwen.ts), under `model.visual.`. */
 export function qwenVisionTensors(v: QwenVisionSize): SyntheticTensor[] {
-  const { depth, hidden_size: D, intermediate_size: I, out_hidden_size: O } = v;
-  const W = 4 * D;
-  const t: [string, number[], WeightKind][] = [
-    ['patch_embed.proj.weight', [D, 3, 2, 16, 16], 'w'],
-    ['patch_embed.proj.bias', [D], 'b'],
-    ['pos_embed.weight', [2304, D], 'e'],
-  ];
-  for (let l = 0; l < depth; l++) {
-    const p = `blocks.${l}.`;
-    t.push(
-      [p + 'norm1.weight', [D], 'one'], [p + 'norm1.bias', [D], 'b'],
-      [p + 'attn.qkv.weight', [3 * D, D], 'w'], [p + 'attn.qkv.bias', [3 * D], 'b'],
-      [p + 'attn.proj.weight', [D, D], 'w'], [p + 'attn.proj.bias', [D], 'b'],
-      [p + 'norm2.weight', [D], 'one'], [p + 'norm2.bias', [D], 'b'],
-      [p + 'mlp.linear_fc1.weight', [I, D], 'w'], [p + 'mlp.linear_fc1.bias', [I], 'b'],
-      [p + 'mlp.linear_fc2.weight', [D, I], 'w'], [p + 'mlp.linear_fc2.bias', [D], 'b'],
-    );
-  }
-  t.push(
-    ['merger.norm.weight', [D], 'one'], ['merger.norm.bias', [D], 'b'],
-    ['merger.linear_fc1.weight', [W, W], 'w'], ['merger.linear_fc1.bias', [W], 'b'],
-    ['merger.linear_fc2.weight', [O, W], 'w'], ['merger.linear_fc2.bias', [O], 'b'],
+  const config = QwenVisionConfigSchema.parse({ ...v, deepstack_visual_indexes: [] });
+  return qwenTowerLayout(config, []).flatMap((s) =>
+    s.tensors.map(([role, shape]) => ({ name: `model.visual.${s.base}${role}`, shape, kind: weightKind(role, shape) })),
   );
-  return t.map(([name, shape, kind]) => ({ name: 'model.visual.' + name, shape, kind }));
 }
 
 function fill(buf: Buffer, kind: WeightKind, fanIn: number, seed: number): void {

@@ -4,7 +4,7 @@
 import { freemem, totalmem } from 'node:os';
 import { TesseraError, toTesseraError } from './errors.js';
 import { addon, type NativeEncodeResult, type NativeTower } from './native.js';
-import { loadModel } from './spec/load.js';
+import { loadModel } from './load-model.js';
 import { loadPacked } from './pack/load.js';
 import { headerSize, makePreprocessor, type Plan, type Prepared, type Preprocessor } from './prepare.js';
 import {
@@ -549,7 +549,7 @@ export class VisionTower {
   /** Scratch bytes the addon would allocate to encode `patches` patch rows (its own formula). */
   scratchBytes(patches: number): number {
     if (!this.#native || this.#closing) throw new TesseraError('ERR_CLOSED', 'the tower is closed');
-    return this.#native.scratchBytes(patches);
+    return this.#native.sizing(patches).scratchBytes;
   }
 
   /**

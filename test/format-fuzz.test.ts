@@ -11,7 +11,7 @@ import { readSafetensorsHeader } from '../src/formats/safetensors.js';
 import { VisionTower } from '../src/index.js';
 import { packModel } from '../src/pack/index.js';
 import { makePreprocessor } from '../src/prepare.js';
-import { loadModel } from '../src/spec/load.js';
+import { loadModel } from '../src/load-model.js';
 import { FIXTURES } from './helpers/fixtures.js';
 import { OutcomeTally, Rng, fuzzCases, mutate, mutateJsonText, outcomeOf } from './helpers/fuzz.js';
 import { copyModel } from './helpers/model-copy.js';
@@ -119,7 +119,7 @@ describe('HF config fuzz', () => {
 describe('pack manifest fuzz', () => {
   it('200 mutants of tessera-pack.json: loaded or refused with a code', async () => {
     const packed = join(scratch, 'packed');
-    await packModel(QWEN35, packed);
+    await packModel(await loadModel(QWEN35), packed);
     const manifest = join(packed, 'tessera-pack.json');
     const original = readFileSync(manifest, 'utf8');
     copyFileSync(manifest, join(scratch, 'manifest.orig'));

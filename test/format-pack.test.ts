@@ -6,10 +6,13 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { TesseraError, VisionTower } from '../src/index.js';
-import { loadModel } from '../src/spec/load.js';
-import { MANIFEST_FILE, PACK_ALIGNMENT, packCommand, packModel, parseManifest, planPack, specFromManifest, type PackManifest } from '../src/pack/index.js';
+import { loadModel } from '../src/load-model.js';
+import { packCommand } from '../src/cli/pack.js';
+import { MANIFEST_FILE, packAlignment, packModel, parseManifest, planPack, specFromManifest, type PackManifest } from '../src/pack/index.js';
 import { FIXTURES, gemmaInput, qwenInput, readTensors, relErr } from './helpers/fixtures.js';
 import { GEMMA4_MMPROJ } from './helpers/gemma4-fixtures.js';
+
+const PACK_ALIGNMENT = packAlignment().stage;
 
 const tmp = mkdtempSync(join(tmpdir(), 'tessera-pack-'));
 afterAll(() => rmSync(tmp, { recursive: true, force: true }));
@@ -43,7 +46,7 @@ describe('packed folders', () => {
   for (const [i, s] of sources.entries())
     it(`${s.label}: packs, opens as 'packed', and equals the original bit for bit under every residency`, async () => {
       const out = join(tmp, `p${i}`);
-      const res = await packModel(s.path, out);
+      const res = await packModel(await loadModel(s.path), out);
       expect(res.bytes % PACK_ALIGNMENT).toBe(0);
       const manifest = parseManifest(readFileSync(join(out, MANIFEST_FILE), 'utf8'), 'm');
       for (const b of manifest.blocks.entries) expect(b.offset % PACK_ALIGNMENT).toBe(0);
@@ -62,7 +65,7 @@ describe('packed folders', () => {
   it('blocks listed out of order, even stored out of order, are placed by their own index', async () => {
     const src = join(FIXTURES, 'qwen3_vl-tiny', 'model');
     const out = join(tmp, 'shuffled');
-    await packModel(src, out);
+    await packModel(await loadModel(src), out);
     const mpath = join(out, MANIFEST_FILE);
     const m = JSON.parse(readFileSync(mpath, 'utf8')) as PackManifest;
     // Swap the bytes of blocks 0 and 2 in the file, swap their offsets, and list blocks backwards.
@@ -84,7 +87,7 @@ describe('packed folders', () => {
 
   it('--dtype f32 converts the matrices (vectors keep theirs) and stays within 1e-4 of HF', async () => {
     const out = join(tmp, 'f32');
-    await packModel(join(FIXTURES, 'qwen3_5-tiny', 'model'), out, { dtype: 'f32' });
+    await packModel(await loadModel(join(FIXTURES, 'qwen3_5-tiny', 'model')), out, { dtype: 'f32' });
     const m = parseManifest(readFileSync(join(out, MANIFEST_FILE), 'utf8'), 'm');
     const all = [...m.stages.flatMap((s) => s.tensors), ...m.blocks.entries.flatMap((b) => b.tensors)];
     for (const t of all) expect(t.dtype, t.name).toBe(t.shape.length >= 2 ? 'f32' : 'bf16');
@@ -96,12 +99,12 @@ describe('packed folders', () => {
 
   it('refuses a non-empty output folder and an unknown dtype', async () => {
     const src = join(FIXTURES, 'qwen3_5-tiny', 'model');
-    await expect(packModel(src, join(tmp, 'p0'))).rejects.toMatchObject({ code: 'ERR_INVALID_ARGUMENT' });
-    await expect(packModel(src, join(tmp, 'x'), { dtype: 'q4' as never })).rejects.toMatchObject({ code: 'ERR_INVALID_ARGUMENT' });
+    await expect(packModel(await loadModel(src), join(tmp, 'p0'))).rejects.toMatchObject({ code: 'ERR_INVALID_ARGUMENT' });
+    await expect(packModel(await loadModel(src), join(tmp, 'x'), { dtype: 'q4' as never })).rejects.toMatchObject({ code: 'ERR_INVALID_ARGUMENT' });
     const file = join(tmp, 'a-file');
     writeFileSync(file, 'x');
-    await expect(packModel(src, file)).rejects.toMatchObject({ code: 'ERR_INVALID_ARGUMENT', message: expect.stringContaining(file) });
-    await expect(packModel(src, join(file, 'below'))).rejects.toMatchObject({ code: 'ERR_INVALID_ARGUMENT' });
+    await expect(packModel(await loadModel(src), file)).rejects.toMatchObject({ code: 'ERR_INVALID_ARGUMENT', message: expect.stringContaining(file) });
+    await expect(packModel(await loadModel(src), join(file, 'below'))).rejects.toMatchObject({ code: 'ERR_INVALID_ARGUMENT' });
   });
 });
 
@@ -208,7 +211,7 @@ describe('packed manifest refusals', () => {
 
   it('through the files: a truncated weights file or a missing one is refused at open', async () => {
     const out = join(tmp, 'trunc');
-    await packModel(join(FIXTURES, 'qwen3_5-tiny', 'model'), out);
+    await packModel(await loadModel(join(FIXTURES, 'qwen3_5-tiny', 'model')), out);
     const m = parseManifest(readFileSync(join(out, MANIFEST_FILE), 'utf8'), 'm');
     truncateSync(join(out, m.weights), m.weightsBytes - PACK_ALIGNMENT);
     await expect(VisionTower.open(out, { backend: 'cpu' })).rejects.toMatchObject({ code: 'ERR_WEIGHTS_CORRUPT' });
@@ -230,7 +233,7 @@ describe('stage checksums (verify)', () => {
 
   it('pack records a SHA-256 per stage; open with verify: true accepts the folder as packed and names a stage changed since', async () => {
     const out = join(tmp, 'verified');
-    await packModel(src, out);
+    await packModel(await loadModel(src), out);
     const m = parseManifest(readFileSync(join(out, MANIFEST_FILE), 'utf8'), 'm');
     for (const s of [...m.blocks.entries, ...m.stages]) expect(s.sha256).toMatch(/^[0-9a-f]{64}$/);
     await (await VisionTower.open(out, { backend: 'cpu', verify: true })).close();
@@ -248,7 +251,7 @@ describe('stage checksums (verify)', () => {
   it('tower.verify(): weights zeroed under an open mapped or stream tower are detected; other sources are refused', async () => {
     for (const residency of ['mapped', 'stream'] as const) {
       const out = join(tmp, `verify-${residency}`);
-      await packModel(src, out);
+      await packModel(await loadModel(src), out);
       const tower = await VisionTower.open(out, { backend: 'cpu', residency });
       try {
         await tower.verify();

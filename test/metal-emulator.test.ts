@@ -45,7 +45,7 @@ describe.skipIf(!status.available)(title, () => {
 
   it('a spin-wait is reported by the watchdog, an integer division by zero by the SIGFPE handler', () => {
     const bin = path.join(ROOT, 'build/mslemu/selftest');
-    const spin = spawnSync(bin, ['--abort', 'spin_wait'], { encoding: 'utf8', env: { ...process.env, MSLEMU_WATCHDOG_S: '1' }, timeout: 30_000 });
+    const spin = spawnSync(bin, ['--abort', 'spin_wait'], { encoding: 'utf8', env: { ...process.env, TESSERA_MSLEMU_WATCHDOG_S: '1' }, timeout: 30_000 });
     expect(spin.status).not.toBe(0);
     expect(spin.stderr).toContain('watchdog: no thread reached a barrier or collective for 1 s');
     expect(spin.stderr).toContain('kernel spin_wait');

@@ -11,7 +11,7 @@ import { afterAll, describe, expect, it } from 'vitest';
 import { TesseraError } from '../src/errors.js';
 import { readGgufHeader } from '../src/formats/gguf.js';
 import { buildGemma4FromGguf } from '../src/spec/gemma4.js';
-import { loadModel } from '../src/spec/load.js';
+import { loadModel } from '../src/load-model.js';
 import type { TowerSpec } from '../src/spec/types.js';
 import { VisionTower } from '../src/tower.js';
 import { GEMMA4_MMPROJ, GEMMA4_MODEL, ollamaGgufFromFolder, type OllamaOptions } from './helpers/gemma4-fixtures.js';
@@ -53,9 +53,11 @@ describe('Gemma 4 spec: the three sources', () => {
     expect(spec.stages.map((s) => s.name)).toEqual(['embed', 'block.0', 'block.1', 'block.2', 'pooled', 'projected']);
     const b1 = spec.stages[2]!.tensors;
     expect(b1.length).toBe(4 + 7 + 2 + 28);
-    expect(b1.find((t) => t.role === 'mlp.down.output_max')).toMatchObject({ shape: [], dtype: 'f32', length: 4 });
-    expect(roles(spec, 'pooled')).toEqual(['std.bias', 'std.scale']);
-    expect(roles(spec, 'projected')).toEqual(['proj.weight']);
+    expect(b1.find((t) => t.role === 'mlp.down_proj.output_max')).toMatchObject({ shape: [], dtype: 'f32', length: 4 });
+    expect(roles(spec, 'pooled')).toEqual(['std_bias', 'std_scale']);
+    expect(roles(spec, 'projected')).toEqual(['embedding_projection.weight']);
+    // Roles are the checkpoint's names under each stage's base (docs/design.md#weight-names).
+    for (const t of spec.stages.flatMap((s) => s.tensors)) expect(t.name.endsWith(`.${t.role}`), t.name).toBe(true);
     // Text-model tensors in the checkpoint are not part of the tower.
     expect(spec.stages.flatMap((s) => s.tensors).some((t) => t.name.includes('language_model'))).toBe(false);
   });
@@ -67,8 +69,8 @@ describe('Gemma 4 spec: the three sources', () => {
     expect(spec.dims).toMatchObject({ ...hf.dims, eps: Math.fround(1e-6), patch_kernel_chw: 1, max_soft_tokens: 280 });
     expect(spec.stages.map((s) => s.name)).toEqual(hf.stages.map((s) => s.name));
     for (const s of hf.stages) expect(roles(spec, s.name)).toEqual(roles(hf, s.name));
-    expect(spec.stages[0]!.tensors[0]).toMatchObject({ role: 'patch.weight', shape: [64, 3, 16, 16], dtype: 'f16' });
-    expect(spec.stages[0]!.tensors[1]).toMatchObject({ role: 'pos.table', shape: [2, 1024, 64], dtype: 'f32' });
+    expect(spec.stages[0]!.tensors[0]).toMatchObject({ role: 'input_proj.weight', shape: [64, 3, 16, 16], dtype: 'f16' });
+    expect(spec.stages[0]!.tensors[1]).toMatchObject({ role: 'position_embedding_table', shape: [2, 1024, 64], dtype: 'f32' });
   });
 
   it('Ollama, per-linear clamp scalars: same roles as the folder; text and audio tensors ignored', async () => {
@@ -86,11 +88,12 @@ describe('Gemma 4 spec: the three sources', () => {
     const base = h.tensors.get('v.clamp_data')!.offset;
     const b2 = spec.stages.find((s) => s.name === 'block.2')!.tensors;
     expect(b2.filter((t) => t.role.endsWith('.clamp')).map((t) => t.role)).toEqual([
-      'attn.q.clamp', 'attn.k.clamp', 'attn.v.clamp', 'attn.o.clamp', 'mlp.gate.clamp', 'mlp.up.clamp', 'mlp.down.clamp',
+      'self_attn.q_proj.clamp', 'self_attn.k_proj.clamp', 'self_attn.v_proj.clamp', 'self_attn.o_proj.clamp',
+      'mlp.gate_proj.clamp', 'mlp.up_proj.clamp', 'mlp.down_proj.clamp',
     ]);
-    expect(b2.find((t) => t.role === 'attn.k.clamp')).toMatchObject({ offset: base + (7 * 2 + 1) * 16, length: 16, shape: [4] });
+    expect(b2.find((t) => t.role === 'self_attn.k_proj.clamp')).toMatchObject({ offset: base + (7 * 2 + 1) * 16, length: 16, shape: [4] });
     expect(b2.some((t) => t.role.endsWith('.input_min'))).toBe(false);
-    expect(spec.stages.at(-1)!.tensors.find((t) => t.role === 'proj.clamp')).toMatchObject({ offset: base + 21 * 16 });
+    expect(spec.stages.at(-1)!.tensors.find((t) => t.role === 'embedding_projection.clamp')).toMatchObject({ offset: base + 21 * 16 });
   });
 });
 

@@ -177,7 +177,7 @@ describe('gemma4-tiny GGUF variants', () => {
     writeFileSync(path, ollamaGgufFromFolder({ clamps: 'scalars', patch: toBf16 }));
     const tower = await VisionTower.open(path, { backend: 'cpu' });
     try {
-      expect(tower.spec.stages[1]!.tensors.find((t) => t.role === 'attn.q.weight')!.dtype).toBe('bf16');
+      expect(tower.spec.stages[1]!.tensors.find((t) => t.role === 'self_attn.q_proj.linear.weight')!.dtype).toBe('bf16');
       const { ref, pixelValues, positions } = input('coffee');
       const r = await tower.encodePixels({ pixelValues, positions }, { stages: true });
       const err = relErr(r.embeddings, ref['projected']!.f32());

@@ -36,28 +36,23 @@ inline u32 attn_rows_tg_floats(u32 hd, u32 kb) { return 2 * kb * hd + kAttnRowsP
 
 // Stored element types of weights (the order of tessera::DType).
 enum WeightType { kF32 = 0, kF16 = 1, kBF16 = 2 };
-// Element-wise operations of ew_unary / ew_binary.
-enum UnaryOp { kCopy = 0, kGeluTanh = 1, kGeluErf = 2, kClamp = 3 };
+// Activations of the linear's epilogue (Linear::act).
+enum Activation { kCopy = 0, kGeluTanh = 1, kGeluErf = 2 };
+// Element-wise operations of ew_binary.
 enum BinaryOp { kAdd = 0, kMul = 1 };
 
 // All matrices are row-major with a row stride `ld` in elements; pointers are bound at the tensor's start.
-struct Unary {
-  u32 rows, cols, ldx, ldy;
-  u32 op;
-  float lo, hi;
-  u32 pad;
-};
 struct Binary {
   u32 rows, cols, lda, ldb, ldy;
   u32 op;
   u32 pad0, pad1;
 };
-// y = (x - sub[c]) * mul[c] * scale; sub/mul optional (has_*), any weight type.
+// y = ((x - shift - sub[c]) * mul[c]) * scale; sub/mul optional (has_*), any weight type.
 struct Affine {
   u32 rows, cols, ldx, ldy;
   u32 has_sub, sub_type, has_mul, mul_type;
-  float scale;
-  u32 pad0, pad1, pad2;
+  float scale, shift;
+  u32 pad0, pad1;
 };
 // y = act(clamp(clamp(x, in) · Wᵀ + bias, out)) + residual; W is [out, in] of type `w` (kernel variant).
 struct Linear {

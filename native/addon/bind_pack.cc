@@ -6,6 +6,7 @@
 
 #include "addon/js_convert.h"
 #include "common/dtype.h"
+#include "io/weight_alignment.h"
 
 namespace tessera::addon {
 namespace {
@@ -48,6 +49,10 @@ Napi::Value ConvertDtype(const Napi::CallbackInfo& info) {
 
 void RegisterPack(Napi::Env env, Napi::Object exports) {
   exports.Set("convertDtype", Napi::Function::New(env, ConvertDtype));
+  Napi::Object alignment = Napi::Object::New(env);
+  alignment.Set("stage", Napi::Number::New(env, double(kStageAlignment)));
+  alignment.Set("tensor", Napi::Number::New(env, double(kTensorAlignment)));
+  exports.Set("weightAlignment", alignment);
 }
 
 }  // namespace tessera::addon

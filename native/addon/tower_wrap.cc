@@ -1,5 +1,5 @@
 // The N-API face of a tower: openTower(spec, options) → Promise<NativeTower>; NativeTower has
-// encode(...) → Promise, sizing(patches), scratchBytes(rows), stats(), close() and patchWidth. Work runs in AsyncWorkers (off the
+// encode(...) → Promise, sizing(patches), stats(), close() and patchWidth. Work runs in AsyncWorkers (off the
 // JS thread); every exception is caught and becomes a rejection with a `.code`. Results are
 // copied into JS-allocated typed arrays (never external buffers: Electron's memory cage).
 #include <napi.h>
@@ -43,7 +43,6 @@ class NativeTower : public Napi::ObjectWrap<NativeTower> {
 
  private:
   Napi::Value Encode(const Napi::CallbackInfo& info);
-  Napi::Value ScratchBytes(const Napi::CallbackInfo& info);
   Napi::Value Sizing(const Napi::CallbackInfo& info);
   Napi::Value PatchWidth(const Napi::CallbackInfo& info);
   Napi::Value Stats(const Napi::CallbackInfo& info);
@@ -180,7 +179,6 @@ class EncodeWorker : public Napi::AsyncProgressQueueWorker<ProgressEvent> {
 Napi::Function NativeTower::Define(Napi::Env env) {
   Napi::Function f = DefineClass(env, "NativeTower",
                                  {InstanceMethod("encode", &NativeTower::Encode),
-                                  InstanceMethod("scratchBytes", &NativeTower::ScratchBytes),
                                   InstanceMethod("sizing", &NativeTower::Sizing),
                                   InstanceAccessor("patchWidth", &NativeTower::PatchWidth, nullptr),
                                   InstanceMethod("stats", &NativeTower::Stats),
@@ -259,17 +257,6 @@ Napi::Value NativeTower::Encode(const Napi::CallbackInfo& info) {
     Napi::Promise promise = w->promise();
     w->Queue();
     return promise;
-  });
-}
-
-Napi::Value NativeTower::ScratchBytes(const Napi::CallbackInfo& info) {
-  Napi::Env env = info.Env();
-  return guarded(env, [&]() -> Napi::Value {
-    if (!core || core->closed) fail(Code::Closed, "the tower is closed");
-    if (info.Length() < 1 || !info[0].IsNumber()) fail(Code::InvalidArgument, "scratchBytes expects a row count");
-    int64_t rows = info[0].As<Napi::Number>().Int64Value();
-    if (rows < 0) fail(Code::InvalidArgument, "row count must be >= 0");
-    return Napi::Number::New(env, double(core->model->scratch_bytes(rows)));
   });
 }
 

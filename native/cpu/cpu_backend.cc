@@ -129,18 +129,17 @@ class CpuBackend final : public gpu::Backend {
   void rms_norm(const gpu::Tensor& y, const gpu::Tensor& x, const gpu::Tensor* w, int64_t group, float eps) override {
     cpu::rms_norm(ctx_, y, x, w, group, eps);
   }
-  void activation(const gpu::Tensor& y, const gpu::Tensor& x, gpu::Act act) override { cpu::activation(ctx_, y, x, act); }
   void add(const gpu::Tensor& y, const gpu::Tensor& a, const gpu::Tensor& b) override { cpu::add(ctx_, y, a, b); }
   void mul(const gpu::Tensor& y, const gpu::Tensor& a, const gpu::Tensor& b) override { cpu::mul(ctx_, y, a, b); }
-  void affine(const gpu::Tensor& y, const gpu::Tensor& x, const gpu::Tensor* sub, const gpu::Tensor* m,
-              float scale) override {
-    cpu::affine(ctx_, y, x, sub, m, scale);
+  void affine(const gpu::Tensor& y, const gpu::Tensor& x, const gpu::Tensor* sub, const gpu::Tensor* m, float scale,
+              float shift) override {
+    cpu::affine(ctx_, y, x, sub, m, scale, shift);
   }
-  void clamp(const gpu::Tensor& y, const gpu::Tensor& x, float lo, float hi) override { cpu::clamp(ctx_, y, x, lo, hi); }
   void rope(const gpu::Tensor& x, const gpu::Tensor& cos, const gpu::Tensor& sin, int64_t heads, int64_t head_dim,
             int64_t sections) override {
     cpu::rope(ctx_, x, cos, sin, heads, head_dim, sections);
   }
+  int64_t attention_query_block() const override { return ctx_.k.attention_query_block; }
   void attention(const gpu::Tensor& out, const gpu::Tensor& q, const gpu::Tensor& k, const gpu::Tensor& v,
                  int64_t heads, int64_t head_dim, float scale, const std::vector<gpu::Segment>& segs) override {
     cpu::attention(ctx_, out, q, k, v, heads, head_dim, scale, segs);
@@ -202,12 +201,8 @@ std::unique_ptr<gpu::Backend> make_cpu_backend(int threads) { return make_cpu_ba
 
 static const CpuBackend& as_cpu(const gpu::Backend& b) {
   const auto* c = dynamic_cast<const CpuBackend*>(&b);
-  if (!c) fail(Code::InvalidArgument, std::string("workspace_bytes: backend '") + b.name() + "' is not the CPU backend");
+  if (!c) fail(Code::InvalidArgument, std::string("held_workspace_bytes: backend '") + b.name() + "' is not the CPU backend");
   return *c;
-}
-
-uint64_t workspace_bytes(const gpu::Backend& backend, const Workload& work) {
-  return as_cpu(backend).predict_workspace(work);
 }
 
 uint64_t held_workspace_bytes(const gpu::Backend& backend) { return as_cpu(backend).held_workspace(); }

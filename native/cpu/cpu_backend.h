@@ -25,13 +25,11 @@ std::unique_ptr<gpu::Backend> make_cpu_backend(int threads, Simd level);
 
 // ---- the backend's own scratch (packed weight strips, per-thread GEMM and attention buffers)
 // It grows to the largest op run so far and is kept for the backend's lifetime, so a model's
-// memory prediction must add it. workspace_bytes() is that prediction, from the formulas the
-// kernels allocate by: the bytes the workspace of `backend` (a CPU backend) holds at most after
-// running the given ops (on a fresh backend; afterwards, the max of this and what it held).
-// (The CPU backend's gpu::Backend::workspace_bytes override is this same formula.)
+// memory prediction must add it: gpu::Backend::workspace_bytes(work) predicts it from the
+// formulas the kernels allocate by (what a fresh backend holds at most after running `work`).
+// What the workspace of `backend` (a CPU backend) holds now, for the tests of that prediction.
 using gpu::LinearShape;
 using gpu::Workload;
-uint64_t workspace_bytes(const gpu::Backend& backend, const Workload& work);
-uint64_t held_workspace_bytes(const gpu::Backend& backend);  // what it holds now
+uint64_t held_workspace_bytes(const gpu::Backend& backend);
 
 }  // namespace tessera::cpu

@@ -1,4 +1,4 @@
-// Row-parallel element-wise ops: activation, add, mul, affine, clamp, rope, gather_sum and the
+// Row-parallel element-wise ops: add, mul, affine, rope, gather_sum and the
 // non-finite scan. Inputs of any dtype are widened row by row; outputs are f32.
 #include <algorithm>
 #include <atomic>
@@ -57,14 +57,6 @@ void binary(Context& c, const char* op, const Tensor& y, const Tensor& a, const 
 
 }  // namespace
 
-void activation(Context& c, const Tensor& y, const Tensor& x, Act act) {
-  require_out(y, x, "activation", "x");
-  const int64_t n = x.cols;
-  for_rows(c, x.rows, n, [&](int64_t r, float* ta, float*) {
-    c.k.act_row(y.host_ptr<float>(r), row_f32(x, r, ta), n, act);
-  });
-}
-
 void add(Context& c, const Tensor& y, const Tensor& a, const Tensor& b) {
   binary(c, "add", y, a, b, [](float u, float v) { return u + v; });
 }
@@ -73,7 +65,8 @@ void mul(Context& c, const Tensor& y, const Tensor& a, const Tensor& b) {
   binary(c, "mul", y, a, b, [](float u, float v) { return u * v; });
 }
 
-void affine(Context& c, const Tensor& y, const Tensor& x, const Tensor* sub, const Tensor* mul, float scale) {
+void affine(Context& c, const Tensor& y, const Tensor& x, const Tensor* sub, const Tensor* mul, float scale,
+            float shift) {
   const char* op = "affine";
   require_out(y, x, op, "x");
   const int64_t n = x.cols;
@@ -84,23 +77,10 @@ void affine(Context& c, const Tensor& y, const Tensor& x, const Tensor* sub, con
     const float* xr = row_f32(x, r, ta);
     float* yr = y.host_ptr<float>(r);
     for (int64_t j = 0; j < n; ++j) {
-      float v = xr[j];
+      float v = xr[j] - shift;
       if (!s.empty()) v -= s[size_t(j)];
       if (!m.empty()) v *= m[size_t(j)];
       yr[j] = v * scale;
-    }
-  });
-}
-
-void clamp(Context& c, const Tensor& y, const Tensor& x, float lo, float hi) {
-  require_out(y, x, "clamp", "x");
-  const int64_t n = x.cols;
-  for_rows(c, x.rows, n, [&](int64_t r, float* ta, float*) {
-    const float* xr = row_f32(x, r, ta);
-    float* yr = y.host_ptr<float>(r);
-    for (int64_t j = 0; j < n; ++j) {
-      float v = xr[j];
-      yr[j] = v < lo ? lo : (v > hi ? hi : v);  // NaN stays NaN
     }
   });
 }

@@ -47,13 +47,13 @@ struct Kernels {
                  float hi);
   // y[j] = act(clamp(acc[j] + bias[j])) + res[j], j < n (bias, res may be null; res may be y).
   void (*epilogue)(float* y, const float* acc, int64_t n, const float* bias, const float* res, const Epilogue& e);
-  void (*act_row)(float* y, const float* x, int64_t n, gpu::Act act);
   void (*layer_norm_row)(float* y, const float* x, int64_t n, const float* g, const float* b, float eps);
   void (*rms_norm_row)(float* y, const float* x, int64_t n, int64_t group, const float* w, float eps);
   void (*rope_row)(float* x, const float* cos, const float* sin, int64_t heads, int64_t head_dim, int64_t sections);
   // Flash attention for one job; scratch holds attention_scratch(nk, hd) floats.
   void (*attention)(const AttnJob& job, float* scratch);
   size_t (*attention_scratch)(int64_t nk, int64_t hd);
+  int attention_query_block;  // query rows the attention kernel takes per block (Backend::attention_query_block)
 };
 
 const Kernels& kernels_for(Simd level);

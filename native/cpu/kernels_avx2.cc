@@ -88,9 +88,9 @@ constexpr int kMr = 6, kNv = 2;  // 6 x 16 tile: 12 accumulators, 2 B vectors, 1
 const Kernels kTable{Simd::Avx2,           kMr,
                      kNv * V256::L,        gemm_micros<V256, kMr, kNv>(), gemm_tails<V256, kMr, kNv>(),
                      pack_b_transposed<V256>, pack_a_transposed<V256>,       epilogue_t<V256>,
-                     act_row_t<V256>,      layer_norm_row_t<V256>,
+                     layer_norm_row_t<V256>,
                      rms_norm_row_t<V256>, rope_row_t<V256>, attention_task_t<V256>,
-                     attention_scratch_t<V256>};
+                     attention_scratch_t<V256>, AttnShape<V256>::BQ};
 
 }  // namespace
 }  // namespace tessera::cpu

@@ -95,9 +95,9 @@ constexpr int kMr = TESSERA_AVX512_MR, kNv = TESSERA_AVX512_NV;  // 12 x 32: 24 
 const Kernels kTable{Simd::Avx512,           kMr,
                      kNv * V512::L,          gemm_micros<V512, kMr, kNv>(), gemm_tails<V512, kMr, kNv>(),
                      pack_b_transposed<V512>, pack_a_transposed<V512>,         epilogue_t<V512>,
-                     act_row_t<V512>,        layer_norm_row_t<V512>,
+                     layer_norm_row_t<V512>,
                      rms_norm_row_t<V512>, rope_row_t<V512>,   attention_task_t<V512>,
-                     attention_scratch_t<V512>};
+                     attention_scratch_t<V512>, AttnShape<V512>::BQ};
 
 }  // namespace
 }  // namespace tessera::cpu

@@ -29,11 +29,10 @@ void attention(Context& c, const Tensor& out, const Tensor& q, const Tensor& k, 
                int64_t head_dim, float scale, const std::vector<Segment>& segments);
 void layer_norm(Context& c, const Tensor& y, const Tensor& x, const Tensor& gamma, const Tensor& beta, float eps);
 void rms_norm(Context& c, const Tensor& y, const Tensor& x, const Tensor* weight, int64_t group, float eps);
-void activation(Context& c, const Tensor& y, const Tensor& x, Act act);
 void add(Context& c, const Tensor& y, const Tensor& a, const Tensor& b);
 void mul(Context& c, const Tensor& y, const Tensor& a, const Tensor& b);
-void affine(Context& c, const Tensor& y, const Tensor& x, const Tensor* sub, const Tensor* mul, float scale);
-void clamp(Context& c, const Tensor& y, const Tensor& x, float lo, float hi);
+void affine(Context& c, const Tensor& y, const Tensor& x, const Tensor* sub, const Tensor* mul, float scale,
+            float shift);
 void rope(Context& c, const Tensor& x, const Tensor& cos, const Tensor& sin, int64_t heads, int64_t head_dim,
           int64_t sections);
 void gather_sum(Context& c, const Tensor& y, const Tensor& table, const void* lookup, size_t lookup_bytes,

@@ -110,12 +110,12 @@ class Backend {
   // RMS norm over each consecutive `group` columns of a row (group == cols: the whole row; group
   // == head_dim: per head). weight is [1, group] or null (weightless).
   virtual void rms_norm(const Tensor& y, const Tensor& x, const Tensor* weight, int64_t group, float eps) = 0;
-  virtual void activation(const Tensor& y, const Tensor& x, Act act) = 0;
   virtual void add(const Tensor& y, const Tensor& a, const Tensor& b) = 0;
   virtual void mul(const Tensor& y, const Tensor& a, const Tensor& b) = 0;
-  // y = (x - sub) * mul per column; sub/mul are [1, cols] (either may be null), then * scale.
-  virtual void affine(const Tensor& y, const Tensor& x, const Tensor* sub, const Tensor* mul, float scale) = 0;
-  virtual void clamp(const Tensor& y, const Tensor& x, float lo, float hi) = 0;
+  // y = ((x - shift - sub) * mul) * scale, sub/mul per column ([1, cols], either may be null),
+  // shift and scale scalars (x - 0 is x, bit for bit).
+  virtual void affine(const Tensor& y, const Tensor& x, const Tensor* sub, const Tensor* mul, float scale,
+                      float shift) = 0;
   // Rotary embedding in place on x = [rows, heads*head_dim]; cos/sin are f32 [rows, head_dim].
   // Each head is split into `sections` equal parts (Qwen 1, Gemma 2 axes); within a part of size
   // s, lanes j and j+s/2 rotate together: x_j' = x_j cos_j - x_{j+s/2} sin_j,
@@ -131,6 +131,10 @@ class Backend {
   // result does not depend on which other query rows share the call).
   virtual void attention(const Tensor& out, const Tensor& q, const Tensor& k, const Tensor& v, int64_t heads,
                          int64_t head_dim, float scale, const std::vector<Segment>& segments) = 0;
+  // Query rows attention() works on together: a call whose query rows are not a multiple of it
+  // computes part of a block for nothing, so a tower that cuts queries into chunks cuts them in
+  // multiples of it. 1 for a backend with no such block.
+  virtual int64_t attention_query_block() const { return 1; }
   // y[r] (+)= Σ_t weights[r, t] · table[index[r, t]] for t < taps: position-table lookups
   // (bilinear taps, separable X/Y tables) and pooling. index is int32, weights f32, both
   // [rows(y), taps] in `lookup` (a Buffer filled with upload: index block, then weight block).

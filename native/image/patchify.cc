@@ -6,6 +6,7 @@
 #include <string>
 
 #include "common/error.h"
+#include "common/patch_layout.h"
 #include "common/thread_pool.h"
 
 namespace tessera {
@@ -54,14 +55,12 @@ void qwen_rows(const uint8_t* rgb, int w, int h, const QwenLayout& l, Value valu
   check_grid(w, h, P * m, "patchify (qwen)");
   if (T_ <= 0) fail(Code::InvalidArgument, "patchify (qwen): temporal_patch_size must be positive");
   const int gh = h / P, gw = w / P;
-  const size_t row_len = size_t(3) * T_ * P * P;
+  const size_t row_len = size_t(patch_row_width(kImageChannels, T_, P));
   const size_t frame = size_t(P) * P;
   rows_parallel(pool, size_t(gh) * gw, [&](size_t r0, size_t r1) {
     for (size_t r = r0; r < r1; ++r) {
-      // r = ((br * (gw/m) + bc) * m + ir) * m + ic
-      const size_t ic = r % m, ir = (r / m) % m, win = r / (size_t(m) * m);
-      const size_t bc = win % (gw / m), br = win / (gw / m);
-      const size_t py0 = (br * m + ir) * P, px0 = (bc * m + ic) * P;
+      const PatchAt at = merge_window_patch(int64_t(r), gw, m);
+      const size_t py0 = size_t(at.row) * P, px0 = size_t(at.col) * P;
       T* row = out + r * row_len;
       for (int c = 0; c < 3; ++c) {
         T* dst0 = row + size_t(c) * T_ * frame;  // t = 0 block of channel c
@@ -80,7 +79,7 @@ template <typename T, typename Value>
 void gemma_rows(const uint8_t* rgb, int w, int h, int P, Value value, T* out, int32_t* pos, ThreadPool* pool) {
   check_grid(w, h, P, "patchify (gemma)");
   const int Hp = h / P, Wp = w / P;
-  const size_t row_len = size_t(P) * P * 3;
+  const size_t row_len = size_t(patch_row_width(kImageChannels, 1, P));
   rows_parallel(pool, size_t(Hp) * Wp, [&](size_t n0, size_t n1) {
     for (size_t n = n0; n < n1; ++n) {
       const size_t pr = n / Wp, pc = n % Wp;

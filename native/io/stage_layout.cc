@@ -4,13 +4,14 @@
 
 #include "common/aligned.h"
 #include "common/error.h"
+#include "io/weight_alignment.h"
 #include "io/weight_store.h"
 
 namespace tessera {
 
 // Runs start at an offset congruent to their file offset modulo this, so a tensor's alignment in
-// a slot is its alignment in the file (64: a cache line and the widest SIMD load).
-static constexpr uint64_t kRunAlign = 64;
+// a slot is its alignment in the file.
+static constexpr uint64_t kRunAlign = kTensorAlignment;
 // Tensors of one file at most this far apart share a run: reading the gap costs less than a
 // second pread (GGUF pads tensors to 32 bytes; safetensors and packed stages have no gaps).
 static constexpr uint64_t kMaxGap = 64;

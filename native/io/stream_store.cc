@@ -5,10 +5,11 @@
 
 #include "common/error.h"
 #include "io/spec_bounds.h"
+#include "io/weight_alignment.h"
 
 namespace tessera {
 
-size_t stream_slot_alignment() { return std::max<size_t>(16384, page_size()); }
+size_t stream_slot_alignment() { return std::max<size_t>(kStageAlignment, page_size()); }
 
 uint64_t stream_slot_bytes(const TowerSpec& spec) {
   uint64_t largest = 0;

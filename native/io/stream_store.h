@@ -19,7 +19,7 @@
 
 namespace tessera {
 
-// Slots are aligned (and sized in multiples of) max(16 KiB, the OS page size), so that Metal's
+// Slots are aligned (and sized in multiples of) max(kStageAlignment, the OS page size), so that Metal's
 // newBufferWithBytesNoCopy can wrap them on any Mac.
 size_t stream_slot_alignment();
 // Bytes of one slot for this tower: the largest stage_layout, rounded up to the slot alignment.

@@ -3,10 +3,8 @@
 #include <dlfcn.h>
 
 #include <algorithm>
-#include <chrono>
 #include <cstdio>
 #include <cstdlib>
-#include <map>
 #include <cstring>
 #include <fstream>
 #include <mutex>
@@ -84,9 +82,6 @@ class EmuExecutor final : public Executor {
   }
   ~EmuExecutor() override {
     for (gpu::Buffer* b : live_) delete b;
-    if (!profile_.empty()) {  // TESSERA_MSLEMU_PROFILE=1: where the emulator's time went
-      for (auto& kv : profile_) std::fprintf(stderr, "mslemu profile: %-20s %6d dispatches %9.1f ms\n", kv.first.c_str(), kv.second.first, kv.second.second);
-    }
   }
   const char* name() const override { return "mslemu"; }
   const DeviceLimits& limits() const override { return lim_; }
@@ -159,14 +154,8 @@ class EmuExecutor final : public Executor {
     MslemuOptions mo{opt_.schedule, opt_.seed, opt_.poison, counting ? 1 : opt_.workers, opt_.count_classes ? 1 : 0};
     MslemuCounts mc{};
     char err[4096] = {0};
-    const auto t0 = std::chrono::steady_clock::now();
     const int32_t rc = lib_.run(&md, &mo, counting ? &mc : nullptr, err, sizeof err);
     if (counting && rc == 0) keep_counts(d, mc);
-    if (profiling_) {
-      auto& e = profile_[d.kernel->name];
-      e.first++;
-      e.second += std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
-    }
     return rc == 0 ? std::string() : std::string(err);
   }
 
@@ -198,8 +187,6 @@ class EmuExecutor final : public Executor {
   DeviceLimits lim_;
   std::vector<gpu::Buffer*> live_;
   std::vector<Dispatch> batch_;
-  bool profiling_ = std::getenv("TESSERA_MSLEMU_PROFILE") != nullptr;
-  std::map<std::string, std::pair<int, double>> profile_;
 };
 
 }  // namespace
@@ -217,7 +204,7 @@ EmuOptions EmuOptions::from_env() {
   if (const char* s = std::getenv("TESSERA_MSLEMU_POISON")) o.poison = uint8_t(std::strtoul(s, nullptr, 16));
   const unsigned hw = std::max(1u, std::thread::hardware_concurrency());
   o.workers = int(std::min(hw, 2u));
-  if (const char* s = std::getenv("MSLEMU_WORKERS")) o.workers = std::max(1, std::atoi(s));
+  if (const char* s = std::getenv("TESSERA_MSLEMU_WORKERS")) o.workers = std::max(1, std::atoi(s));
   if (const char* s = std::getenv("TESSERA_MSLEMU_MAX_THREADS")) o.max_threads = uint32_t(std::max(0, std::atoi(s)));
   if (const char* s = std::getenv("TESSERA_MSLEMU_COUNTS")) o.counts_file = s;
   if (const char* s = std::getenv("TESSERA_MSLEMU_COUNT_CLASSES")) o.count_classes = std::atoi(s) != 0;

@@ -52,13 +52,12 @@ class MetalBackend final : public gpu::Backend {
   void rms_norm(const gpu::Tensor& y, const gpu::Tensor& x, const gpu::Tensor* w, int64_t group, float eps) override {
     rec([&] { encode_rms_norm(*ex_, y, x, w, group, eps); });
   }
-  void activation(const gpu::Tensor& y, const gpu::Tensor& x, gpu::Act act) override { rec([&] { encode_activation(*ex_, y, x, act); }); }
   void add(const gpu::Tensor& y, const gpu::Tensor& a, const gpu::Tensor& b) override { rec([&] { encode_add(*ex_, y, a, b); }); }
   void mul(const gpu::Tensor& y, const gpu::Tensor& a, const gpu::Tensor& b) override { rec([&] { encode_mul(*ex_, y, a, b); }); }
-  void affine(const gpu::Tensor& y, const gpu::Tensor& x, const gpu::Tensor* sub, const gpu::Tensor* m, float scale) override {
-    rec([&] { encode_affine(*ex_, y, x, sub, m, scale); });
+  void affine(const gpu::Tensor& y, const gpu::Tensor& x, const gpu::Tensor* sub, const gpu::Tensor* m, float scale,
+              float shift) override {
+    rec([&] { encode_affine(*ex_, y, x, sub, m, scale, shift); });
   }
-  void clamp(const gpu::Tensor& y, const gpu::Tensor& x, float lo, float hi) override { rec([&] { encode_clamp(*ex_, y, x, lo, hi); }); }
   void rope(const gpu::Tensor& x, const gpu::Tensor& c, const gpu::Tensor& s, int64_t heads, int64_t hd, int64_t sections) override {
     rec([&] { encode_rope(*ex_, x, c, s, heads, hd, sections); });
   }

@@ -10,17 +10,30 @@
 #include "models/gemma4_vision.h"
 
 #include <cmath>
-#include <limits>
 #include <string>
 #include <vector>
 
 #include "common/error.h"
 #include "common/patch_layout.h"
+#include "models/rope.h"
 
 namespace tessera {
 namespace {
 
-constexpr const char* kLinears[] = {"attn.q", "attn.k", "attn.v", "attn.o", "mlp.gate", "mlp.up", "mlp.down"};
+// Roles (src/spec/gemma4.ts): HF's tensor names under each stage's base
+// (docs/models/gemma4-vision.md#tensors). A block linear <lin> has its weight at
+// <lin>.linear.weight and its clamps at <lin>.input_min ... (or Ollama's packed <lin>.clamp).
+constexpr const char* kAttnQ = "self_attn.q_proj";
+constexpr const char* kAttnK = "self_attn.k_proj";
+constexpr const char* kAttnV = "self_attn.v_proj";
+constexpr const char* kAttnO = "self_attn.o_proj";
+constexpr const char* kMlpGate = "mlp.gate_proj";
+constexpr const char* kMlpUp = "mlp.up_proj";
+constexpr const char* kMlpDown = "mlp.down_proj";
+constexpr const char* kProjection = "embedding_projection";  // a plain linear: embedding_projection.weight
+constexpr const char* kPatchWeight = "input_proj.weight";
+std::string linear_weight(const char* lin) { return std::string(lin) + ".linear.weight"; }
+std::string projection_weight() { return std::string(kProjection) + ".weight"; }
 
 struct Dims {
   int64_t hidden, heads, head_dim, qdim, inter, out, patch, patch_dim, pool, pos_rows;
@@ -79,8 +92,9 @@ class Gemma4Vision final : public VisionModel {
   int64_t tokens(int64_t patches) const override { return patches / (d_.pool * d_.pool); }
 
   std::vector<std::string> linear_weight_roles() const override {
-    return {"patch.weight",  "attn.q.weight",   "attn.k.weight", "attn.v.weight", "attn.o.weight",
-            "mlp.gate.weight", "mlp.up.weight", "mlp.down.weight", "proj.weight"};
+    std::vector<std::string> roles{kPatchWeight, projection_weight()};
+    for (const char* lin : {kAttnQ, kAttnK, kAttnV, kAttnO, kMlpGate, kMlpUp, kMlpDown}) roles.push_back(linear_weight(lin));
+    return roles;
   }
 
   void encode(const PixelInput& in, const EncodeControl& ctl, EncodeOutput& out) override;
@@ -100,14 +114,13 @@ class Gemma4Vision final : public VisionModel {
   //   q per chunk rather than whole: at 10,080 rows a whole q is 46 MB more at the peak. The
   //   attention chunk is the MLP's, or half of it where the attention phase would then outgrow
   //   the MLP phase (whole k and v); docs/cpu.md#row-chunks has the measurements.
-  //   Chunks are whole multiples of the CPU attention's 48-row query block (one that is not wastes
-  //   part of a block per call).
-  static constexpr int64_t kAttnQueryBlock = 48;
+  //   Attention chunks are whole multiples of the backend's attention query block
+  //   (Backend::attention_query_block: one that is not computes part of a block for nothing).
   struct Plan {
     ScratchPlan plan;
     int64_t chunk;       // rows per chunk of the per-token work (the MLP)
     int64_t attn_chunk;  // rows per chunk of the attention phase (q, k, v and o projections)
-    size_t half, x, cos, sin, hq, h, pixels, pos, q, k, v, gate, up, pooled, normed, projected;
+    size_t x, cos, sin, hq, h, pixels, pos, q, k, v, gate, up, pooled, normed, projected;
     int64_t pooled_rows;
     uint64_t pos_lookup_bytes, pool_lookup_bytes;  // gather_sum buffers: int32 indices + f32 weights
   };
@@ -120,9 +133,8 @@ class Gemma4Vision final : public VisionModel {
     const int64_t attn_floats = 2 * n * Q + p.chunk * (D + Q), mlp_floats = p.chunk * (D + 2 * F);
     p.attn_chunk = attn_floats <= mlp_floats
                        ? p.chunk
-                       : std::min(p.chunk, chunk_rows(n, std::max<int64_t>(1, p.chunk / 2), kAttnQueryBlock));
+                       : std::min(p.chunk, chunk_rows(n, std::max<int64_t>(1, p.chunk / 2), backend_.attention_query_block()));
     p.pooled_rows = m;
-    p.half = p.plan.add(1, d_.patch_dim);
     p.x = p.plan.add(n, d_.hidden);
     p.cos = p.plan.add(n, d_.head_dim);
     p.sin = p.plan.add(n, d_.head_dim);
@@ -148,16 +160,12 @@ class Gemma4Vision final : public VisionModel {
   }
   // Tensors over the plan's regions for one encode.
   struct Tensors {
-    gpu::Tensor half, x, cos, sin;
+    gpu::Tensor x, cos, sin;
     gpu::Tensor hq, q;           // [attention chunk, D], [attention chunk, heads·head_dim]
     gpu::Tensor h, gate, up;     // [chunk, D], [chunk, intermediate] x 2
     gpu::Tensor pixels, pos, k, v, pooled, normed, projected;
   };
 
-  struct Clamp {
-    float in_min = -std::numeric_limits<float>::infinity(), in_max = std::numeric_limits<float>::infinity();
-    float out_min = -std::numeric_limits<float>::infinity(), out_max = std::numeric_limits<float>::infinity();
-  };
   static float scalar(const StageWeights& w, const std::string& role, float fallback);
   static gpu::LinearArgs clamps(const StageWeights& w, const std::string& lin);
 
@@ -182,7 +190,7 @@ float Gemma4Vision::scalar(const StageWeights& w, const std::string& role, float
   return v;
 }
 
-// A linear's clamps (spec roles, src/spec/gemma4.ts): the packed `<lin>.clamp` 4-tuple when present
+// A linear's clamps (roles <lin>.*, src/spec/gemma4.ts): the packed `<lin>.clamp` 4-tuple when present
 // and not all zero (all zero means "no clamp", Ollama's converter fill), else the four scalars,
 // each ±inf when absent.
 gpu::LinearArgs Gemma4Vision::clamps(const StageWeights& w, const std::string& lin) {
@@ -289,12 +297,8 @@ void Gemma4Vision::upload_inputs(const PixelInput& in, const std::vector<int64_t
     }
   }
   backend_.upload(scratch, p.plan.offset(p.pixels), pix.data(), pix.size() * 4);
-  const std::vector<float> half(size_t(pd), 0.5f);
-  backend_.upload(scratch, p.plan.offset(p.half), half.data(), half.size() * 4);
 
-  std::vector<float> inv(static_cast<size_t>(q4));
-  for (int64_t j = 0; j < q4; ++j)
-    inv[size_t(j)] = float(1.0f / float(std::pow(float(d_.theta), float(float(2 * j) / float(hd / 2)))));
+  const std::vector<float> inv = rope_inverse_frequencies(d_.theta, hd);
   std::vector<int32_t> pidx(size_t(n) * 2);
   std::vector<float> pw(size_t(n) * 2, 1.0f);
   HostFloats cs(size_t(n) * hd), sn(size_t(n) * hd);
@@ -346,23 +350,23 @@ void Gemma4Vision::upload_inputs(const PixelInput& in, const std::vector<int64_t
 // per-query result does not depend on the other queries in the call), so no result bit changes.
 void Gemma4Vision::run_block(const StageWeights& w, const Tensors& t, const std::vector<gpu::Segment>& segments) {
   const int64_t D = d_.hidden, hd = d_.head_dim, n = t.x.rows;
-  const gpu::LinearArgs cq = clamps(w, "attn.q"), ck = clamps(w, "attn.k"), cv = clamps(w, "attn.v");
+  const gpu::LinearArgs cq = clamps(w, kAttnQ), ck = clamps(w, kAttnK), cv = clamps(w, kAttnV);
   for_row_chunks(n, t.hq.rows, [&](int64_t r0, int64_t rows) {
     const gpu::Tensor h = t.hq.rows_view(0, rows);
-    backend_.rms_norm(h, t.x.rows_view(r0, rows), &w.get("ln1.weight"), D, d_.eps);
-    backend_.linear(t.k.rows_view(r0, rows), h, w.get("attn.k.weight"), ck);
-    backend_.linear(t.v.rows_view(r0, rows), h, w.get("attn.v.weight"), cv);
+    backend_.rms_norm(h, t.x.rows_view(r0, rows), &w.get("input_layernorm.weight"), D, d_.eps);
+    backend_.linear(t.k.rows_view(r0, rows), h, w.get(linear_weight(kAttnK)), ck);
+    backend_.linear(t.v.rows_view(r0, rows), h, w.get(linear_weight(kAttnV)), cv);
   });
-  backend_.rms_norm(t.k, t.k, &w.get("attn.k_norm.weight"), hd, d_.eps);
+  backend_.rms_norm(t.k, t.k, &w.get("self_attn.k_norm.weight"), hd, d_.eps);
   backend_.rms_norm(t.v, t.v, nullptr, hd, d_.eps);
   backend_.rope(t.k, t.cos, t.sin, d_.heads, hd, 2);
 
-  const gpu::LinearArgs co = clamps(w, "attn.o");
+  const gpu::LinearArgs co = clamps(w, kAttnO);
   for_row_chunks(n, t.hq.rows, [&](int64_t r0, int64_t rows) {
     const gpu::Tensor x = t.x.rows_view(r0, rows), h = t.hq.rows_view(0, rows), q = t.q.rows_view(0, rows);
-    backend_.rms_norm(h, x, &w.get("ln1.weight"), D, d_.eps);
-    backend_.linear(q, h, w.get("attn.q.weight"), cq);
-    backend_.rms_norm(q, q, &w.get("attn.q_norm.weight"), hd, d_.eps);
+    backend_.rms_norm(h, x, &w.get("input_layernorm.weight"), D, d_.eps);
+    backend_.linear(q, h, w.get(linear_weight(kAttnQ)), cq);
+    backend_.rms_norm(q, q, &w.get("self_attn.q_norm.weight"), hd, d_.eps);
     backend_.rope(q, t.cos.rows_view(r0, rows), t.sin.rows_view(r0, rows), d_.heads, hd, 2);
     // Images never attend to each other: the chunk's rows of each image, against all that image's
     // keys (the op's one-segment form, gpu/backend.h). The output overwrites q (allowed: each
@@ -374,28 +378,28 @@ void Gemma4Vision::run_block(const StageWeights& w, const Tensors& t, const std:
       backend_.attention(qs, qs, t.k.rows_view(s.begin, s.length), t.v.rows_view(s.begin, s.length), d_.heads,
                          hd, 1.0f, {gpu::Segment{0, s.length}});
     }
-    backend_.linear(h, q, w.get("attn.o.weight"), co);
-    backend_.rms_norm(h, h, &w.get("attn_post_norm.weight"), D, d_.eps);
+    backend_.linear(h, q, w.get(linear_weight(kAttnO)), co);
+    backend_.rms_norm(h, h, &w.get("post_attention_layernorm.weight"), D, d_.eps);
     backend_.add(x, x, h);
   });
 
-  const gpu::LinearArgs cu = clamps(w, "mlp.up"), cd = clamps(w, "mlp.down");
-  gpu::LinearArgs cg = clamps(w, "mlp.gate");
+  const gpu::LinearArgs cu = clamps(w, kMlpUp), cd = clamps(w, kMlpDown);
+  gpu::LinearArgs cg = clamps(w, kMlpGate);
   cg.act = gpu::Act::GeluTanh;  // after the output clamp, as HF: act(CL_gate(m))
   const bool scaled = w.find("out_scale") != nullptr;
   const float out_scale = scalar(w, "out_scale", 1.0f);
   for_row_chunks(n, t.h.rows, [&](int64_t r0, int64_t rows) {
     const gpu::Tensor x = t.x.rows_view(r0, rows), h = t.h.rows_view(0, rows);
     const gpu::Tensor gate = t.gate.rows_view(0, rows), up = t.up.rows_view(0, rows);
-    backend_.rms_norm(h, x, &w.get("ln2.weight"), D, d_.eps);
-    backend_.linear(gate, h, w.get("mlp.gate.weight"), cg);
-    backend_.linear(up, h, w.get("mlp.up.weight"), cu);
+    backend_.rms_norm(h, x, &w.get("pre_feedforward_layernorm.weight"), D, d_.eps);
+    backend_.linear(gate, h, w.get(linear_weight(kMlpGate)), cg);
+    backend_.linear(up, h, w.get(linear_weight(kMlpUp)), cu);
     backend_.mul(gate, gate, up);
-    backend_.linear(h, gate, w.get("mlp.down.weight"), cd);
-    backend_.rms_norm(h, h, &w.get("ffn_post_norm.weight"), D, d_.eps);
+    backend_.linear(h, gate, w.get(linear_weight(kMlpDown)), cd);
+    backend_.rms_norm(h, h, &w.get("post_feedforward_layernorm.weight"), D, d_.eps);
     backend_.add(x, x, h);
     // A GGUF's per-block output scale (not in HF 5.17 checkpoints; Ollama multiplies the block output).
-    if (scaled) backend_.affine(x, x, nullptr, nullptr, out_scale);
+    if (scaled) backend_.affine(x, x, nullptr, nullptr, out_scale, 0.0f);
   });
 }
 
@@ -412,7 +416,6 @@ void Gemma4Vision::encode(const PixelInput& in, const EncodeControl& ctl, Encode
   };
   const int64_t D = d_.hidden, chunk = p.chunk;
   Tensors t;
-  t.half = tensor(p.half, 1, d_.patch_dim);
   t.x = tensor(p.x, n, D);
   t.cos = tensor(p.cos, n, d_.head_dim);
   t.sin = tensor(p.sin, n, d_.head_dim);
@@ -439,9 +442,9 @@ void Gemma4Vision::encode(const PixelInput& in, const EncodeControl& ctl, Encode
       // #patch-embedding: v = 2·(pixel − 0.5) in f32, then the patch matmul; #position-embedding:
       // + (Tab_x[x] + Tab_y[y]),
       // the two taps summed first (into h) as HF adds the tables before adding them to e.
-      backend_.affine(t.pixels, t.pixels, &t.half, nullptr, 2.0f);
-      backend_.linear(t.x, t.pixels, w.get("patch.weight"), gpu::LinearArgs{});
-      const gpu::Tensor& table = w.get("pos.table");  // [2, rows·D] → [2·rows, D], x table first
+      backend_.affine(t.pixels, t.pixels, nullptr, nullptr, 2.0f, 0.5f);
+      backend_.linear(t.x, t.pixels, w.get(kPatchWeight), gpu::LinearArgs{});
+      const gpu::Tensor& table = w.get("position_embedding_table");  // [2, rows·D] → [2·rows, D], x table first
       backend_.gather_sum(t.pos, table.reshaped(D), pos_lookup.get(), 2, false);
       backend_.add(t.x, t.x, t.pos);
       return {t.x, RowKind::Patch};
@@ -453,14 +456,14 @@ void Gemma4Vision::encode(const PixelInput& in, const EncodeControl& ctl, Encode
     if (stage.kind == "pooler") {
       // #pooling: mean of each k×k bucket, · √D in f32, then standardise.
       backend_.gather_sum(t.pooled, t.x, pool_lookup.get(), d_.pool * d_.pool, false);
-      backend_.affine(t.pooled, t.pooled, nullptr, nullptr, float(std::sqrt(double(D))));
-      if (d_.standardize) backend_.affine(t.pooled, t.pooled, &w.get("std.bias"), &w.get("std.scale"), 1.0f);
+      backend_.affine(t.pooled, t.pooled, nullptr, nullptr, float(std::sqrt(double(D))), 0.0f);
+      if (d_.standardize) backend_.affine(t.pooled, t.pooled, &w.get("std_bias"), &w.get("std_scale"), 1.0f, 0.0f);
       return {t.pooled, RowKind::Token};
     }
     if (stage.kind == "projector") {
       // #projector: weightless RMSNorm over D, then the projection (Ollama's reversed order is not HF's).
       backend_.rms_norm(t.normed, t.pooled, nullptr, D, d_.eps);
-      backend_.linear(t.projected, t.normed, w.get("proj.weight"), clamps(w, "proj"));
+      backend_.linear(t.projected, t.normed, w.get(projection_weight()), clamps(w, kProjection));
       projected_done = true;
       return {t.projected, RowKind::Token};
     }

@@ -11,9 +11,20 @@
 
 #include "common/error.h"
 #include "common/patch_layout.h"
+#include "models/rope.h"
 
 namespace tessera {
 namespace {
+
+// Roles (src/spec/qwen.ts): HF's tensor names under each stage's base (docs/design.md#weight-names).
+// The linear weights, each named once here: linear_weight_roles() lists them.
+constexpr const char* kPatchWeight = "patch_embed.proj.weight";
+constexpr const char* kQkvWeight = "attn.qkv.weight";
+constexpr const char* kProjWeight = "attn.proj.weight";
+constexpr const char* kMlpUpWeight = "mlp.linear_fc1.weight";
+constexpr const char* kMlpDownWeight = "mlp.linear_fc2.weight";
+constexpr const char* kMergerUpWeight = "linear_fc1.weight";    // merger and deepstack mergers
+constexpr const char* kMergerDownWeight = "linear_fc2.weight";
 
 struct Dims {
   int64_t hidden, heads, head_dim, inter, out, patch_dim, merge, side;
@@ -63,8 +74,7 @@ class QwenVision final : public VisionModel {
   int64_t tokens(int64_t patches) const override { return patches / (d_.merge * d_.merge); }
 
   std::vector<std::string> linear_weight_roles() const override {
-    return {"patch_embed.proj.weight", "attn.qkv.weight",  "attn.proj.weight", "mlp.linear_fc1.weight",
-            "mlp.linear_fc2.weight",   "linear_fc1.weight", "linear_fc2.weight"};
+    return {kPatchWeight, kQkvWeight, kProjWeight, kMlpUpWeight, kMlpDownWeight, kMergerUpWeight, kMergerDownWeight};
   }
 
   void encode(const PixelInput& in, const EncodeControl& ctl, EncodeOutput& out) override;
@@ -151,9 +161,7 @@ void QwenVision::upload_positions(const PixelInput& in, gpu::Buffer* scratch, gp
   std::vector<int32_t> idx(size_t(n) * 4);
   std::vector<float> wts(size_t(n) * 4);
   HostFloats cs(size_t(n) * hd), sn(size_t(n) * hd);  // mapped when large: see HostFloats
-  std::vector<float> inv(static_cast<size_t>(q4));
-  for (int64_t j = 0; j < q4; ++j)
-    inv[size_t(j)] = float(1.0f / float(std::pow(float(d_.theta), float(float(2 * j) / float(hd / 2)))));
+  const std::vector<float> inv = rope_inverse_frequencies(d_.theta, hd);
 
   auto axis = [&](int64_t j, int64_t len, int64_t* i0, int64_t* i1, float* wa, float* wb) {
     float src = float(float(j * (S - 1)) / float(std::max<int64_t>(len - 1, 1)));
@@ -168,33 +176,30 @@ void QwenVision::upload_positions(const PixelInput& in, gpu::Buffer* scratch, gp
   for (const auto& g : in.grids) {
     const int64_t t = g[0], h = g[1], w = g[2];
     for (int64_t f = 0; f < t; ++f)
-      for (int64_t br = 0; br < h / m; ++br)
-        for (int64_t bc = 0; bc < w / m; ++bc)
-          for (int64_t ir = 0; ir < m; ++ir)
-            for (int64_t ic = 0; ic < m; ++ic, ++row_index) {
-              const int64_t r = br * m + ir, c = bc * m + ic;
-              int64_t r0, r1, c0, c1;
-              float ar, brw, ac, bcw;
-              axis(r, h, &r0, &r1, &ar, &brw);
-              axis(c, w, &c0, &c1, &ac, &bcw);
-              int32_t* ix = &idx[size_t(row_index) * 4];
-              float* wt = &wts[size_t(row_index) * 4];
-              ix[0] = int32_t(r0 * S + c0), wt[0] = ar * ac;
-              ix[1] = int32_t(r0 * S + c1), wt[1] = ar * bcw;
-              ix[2] = int32_t(r1 * S + c0), wt[2] = brw * ac;
-              ix[3] = int32_t(r1 * S + c1), wt[3] = brw * bcw;
-              float* co = &cs[size_t(row_index) * hd];
-              float* si = &sn[size_t(row_index) * hd];
-              for (int64_t j = 0; j < q4; ++j) {
-                const float ang_r = float(r) * inv[size_t(j)], ang_c = float(c) * inv[size_t(j)];
-                for (int64_t rep = 0; rep < 2; ++rep) {
-                  co[rep * 2 * q4 + j] = std::cos(ang_r);
-                  si[rep * 2 * q4 + j] = std::sin(ang_r);
-                  co[rep * 2 * q4 + q4 + j] = std::cos(ang_c);
-                  si[rep * 2 * q4 + q4 + j] = std::sin(ang_c);
-                }
-              }
-            }
+      for (int64_t i = 0; i < h * w; ++i, ++row_index) {
+        const auto [r, c] = merge_window_patch(i, w, m);
+        int64_t r0, r1, c0, c1;
+        float ar, brw, ac, bcw;
+        axis(r, h, &r0, &r1, &ar, &brw);
+        axis(c, w, &c0, &c1, &ac, &bcw);
+        int32_t* ix = &idx[size_t(row_index) * 4];
+        float* wt = &wts[size_t(row_index) * 4];
+        ix[0] = int32_t(r0 * S + c0), wt[0] = ar * ac;
+        ix[1] = int32_t(r0 * S + c1), wt[1] = ar * bcw;
+        ix[2] = int32_t(r1 * S + c0), wt[2] = brw * ac;
+        ix[3] = int32_t(r1 * S + c1), wt[3] = brw * bcw;
+        float* co = &cs[size_t(row_index) * hd];
+        float* si = &sn[size_t(row_index) * hd];
+        for (int64_t j = 0; j < q4; ++j) {
+          const float ang_r = float(r) * inv[size_t(j)], ang_c = float(c) * inv[size_t(j)];
+          for (int64_t rep = 0; rep < 2; ++rep) {
+            co[rep * 2 * q4 + j] = std::cos(ang_r);
+            si[rep * 2 * q4 + j] = std::sin(ang_r);
+            co[rep * 2 * q4 + q4 + j] = std::cos(ang_c);
+            si[rep * 2 * q4 + q4 + j] = std::sin(ang_c);
+          }
+        }
+      }
   }
   backend_.upload(lookup, 0, idx.data(), idx.size() * 4);
   backend_.upload(lookup, idx.size() * 4, wts.data(), wts.size() * 4);
@@ -211,7 +216,7 @@ void QwenVision::run_block(const StageWeights& w, const Tensors& t, const std::v
   for_row_chunks(n, t.h.rows, [&](int64_t r0, int64_t rows) {
     const gpu::Tensor h = t.h.rows_view(0, rows);
     backend_.layer_norm(h, t.x.rows_view(r0, rows), w.get("norm1.weight"), w.get("norm1.bias"), d_.eps);
-    backend_.linear(t.qkv.rows_view(r0, rows), h, w.get("attn.qkv.weight"), a);
+    backend_.linear(t.qkv.rows_view(r0, rows), h, w.get(kQkvWeight), a);
   });
   gpu::Tensor q = t.qkv.cols_view(0, D), k = t.qkv.cols_view(D, D), v = t.qkv.cols_view(2 * D, D);
   backend_.rope(q, t.cos, t.sin, d_.heads, d_.head_dim, 1);
@@ -221,7 +226,7 @@ void QwenVision::run_block(const StageWeights& w, const Tensors& t, const std::v
   gpu::LinearArgs proj;
   proj.bias = &w.get("attn.proj.bias");
   proj.residual = &t.x;
-  backend_.linear(t.x, attn, w.get("attn.proj.weight"), proj);
+  backend_.linear(t.x, attn, w.get(kProjWeight), proj);
 
   gpu::LinearArgs up;
   up.bias = &w.get("mlp.linear_fc1.bias");
@@ -231,9 +236,9 @@ void QwenVision::run_block(const StageWeights& w, const Tensors& t, const std::v
   for_row_chunks(n, t.h.rows, [&](int64_t r0, int64_t rows) {
     const gpu::Tensor x = t.x.rows_view(r0, rows), h = t.h.rows_view(0, rows), mlp = t.mlp.rows_view(0, rows);
     backend_.layer_norm(h, x, w.get("norm2.weight"), w.get("norm2.bias"), d_.eps);
-    backend_.linear(mlp, h, w.get("mlp.linear_fc1.weight"), up);
+    backend_.linear(mlp, h, w.get(kMlpUpWeight), up);
     down.residual = &x;
-    backend_.linear(x, mlp, w.get("mlp.linear_fc2.weight"), down);
+    backend_.linear(x, mlp, w.get(kMlpDownWeight), down);
   });
 }
 
@@ -253,8 +258,8 @@ void QwenVision::run_merger(const StageWeights& w, bool norm_before_group, const
       backend_.layer_norm(h, x, w.get("norm.weight"), w.get("norm.bias"), d_.eps);
     else
       backend_.layer_norm(h.reshaped(width), x.reshaped(width), w.get("norm.weight"), w.get("norm.bias"), d_.eps);
-    backend_.linear(mid, h.reshaped(width), w.get("linear_fc1.weight"), up);
-    backend_.linear(t.merged.rows_view(r0 / m2, rows / m2), mid, w.get("linear_fc2.weight"), down);
+    backend_.linear(mid, h.reshaped(width), w.get(kMergerUpWeight), up);
+    backend_.linear(t.merged.rows_view(r0 / m2, rows / m2), mid, w.get(kMergerDownWeight), down);
   });
 }
 
@@ -288,7 +293,7 @@ void QwenVision::encode(const PixelInput& in, const EncodeControl& ctl, EncodeOu
     if (stage.kind == "embed") {
       gpu::LinearArgs a;
       a.bias = &w.get("patch_embed.proj.bias");
-      backend_.linear(t.x, t.pixels, w.get("patch_embed.proj.weight"), a);
+      backend_.linear(t.x, t.pixels, w.get(kPatchWeight), a);
       backend_.gather_sum(t.x, w.get("pos_embed.weight"), lookup.get(), 4, true);
       return {t.x, RowKind::Patch};
     }

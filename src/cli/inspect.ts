@@ -70,7 +70,7 @@ export async function inspectCommand(args: readonly string[], io: CliIo): Promis
     const pre = tower.preprocessorConfig;
     const budget =
       info.family === 'gemma4'
-        ? `max ${(pre?.['max_soft_tokens'] as number | undefined) ?? 280} soft tokens`
+        ? `max ${tower.spec.dims['max_soft_tokens']} soft tokens`
         : (() => {
             const size = pre?.['size'] as { shortest_edge?: number; longest_edge?: number } | undefined;
             return `min ${pre?.['min_pixels'] ?? size?.shortest_edge ?? '?'} / max ${pre?.['max_pixels'] ?? size?.longest_edge ?? '?'} pixels`;

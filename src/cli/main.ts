@@ -4,7 +4,7 @@
 // running this file binds it to the process.
 import { realpathSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
-import { packCommand } from '../pack/index.js';
+import { packCommand } from './pack.js';
 import { tesseraVersion } from './demo.js';
 import { encodeCommand } from './encode.js';
 import { inspectCommand } from './inspect.js';

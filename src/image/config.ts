@@ -103,7 +103,7 @@ export const GemmaPreprocessConfigSchema = z
     max_soft_tokens: z
       .number()
       .int()
-      .refine((v) => (GEMMA_SOFT_TOKEN_BUDGETS as readonly number[]).includes(v), 'must be one of 70, 140, 280, 560, 1120')
+      .refine((v) => (GEMMA_SOFT_TOKEN_BUDGETS as readonly number[]).includes(v), `must be one of ${GEMMA_SOFT_TOKEN_BUDGETS.join(', ')}`)
       .default(280),
     pooling_kernel_size: positiveInt.default(3),
     do_resize: z.boolean().default(true),
@@ -146,13 +146,10 @@ export function parseQwenPreprocessConfig(json: unknown, source = 'preprocessor_
 }
 
 /**
- * Parses Gemma 4's image-processor settings: a flat preprocessor_config.json, or the hub's
- * processor_config.json whose settings sit under `image_processor`.
+ * Parses Gemma 4's image-processor settings (absent or {}: class defaults). A hub
+ * processor_config.json's `image_processor` section is taken out by the folder reader
+ * (formats/hf-folder.ts), so this always sees the flat settings.
  */
 export function parseGemmaPreprocessConfig(json: unknown, source = 'preprocessor_config.json'): GemmaPreprocessConfig {
-  const inner =
-    json && typeof json === 'object' && 'image_processor' in json && typeof (json as Record<string, unknown>).image_processor === 'object'
-      ? (json as Record<string, unknown>).image_processor
-      : json;
-  return parseWith(GemmaPreprocessConfigSchema, inner, source);
+  return parseWith(GemmaPreprocessConfigSchema, json, source);
 }

@@ -1,4 +1,3 @@
 export { packModel, planPack, WEIGHTS_FILE, type PackOptions, type PackResult } from './pack.js';
 export { loadPacked, isPackedFolder } from './load.js';
-export { packCommand, PACK_USAGE } from './cli.js';
-export { parseManifest, specFromManifest, MANIFEST_FILE, PACK_ALIGNMENT, type PackManifest } from './manifest.js';
+export { parseManifest, specFromManifest, MANIFEST_FILE, packAlignment, type PackManifest } from './manifest.js';

@@ -7,16 +7,22 @@
 import { z } from 'zod';
 import { TesseraError } from '../errors.js';
 import { DTYPE_BYTES, elementCount } from '../formats/tensor-index.js';
+import { addon } from '../native.js';
 import { configError } from '../spec/tensors.js';
 import type { StageSpec, TensorSpec, TowerSpec } from '../spec/types.js';
 
 export const MANIFEST_FILE = 'tessera-pack.json';
 export const PACK_FORMAT = 'tessera-packed';
-export const PACK_VERSION = 1;
-/** Stage alignment in the weights file: Apple Silicon's page size, a multiple of every other. */
-export const PACK_ALIGNMENT = 16384;
-/** Tensor alignment inside a stage: a cache line, the widest SIMD load. */
-export const PACK_TENSOR_ALIGNMENT = 64;
+/** 2: tensor roles are HF names (docs/design.md#weight-names); version 1 packs used Gemma role tables. */
+export const PACK_VERSION = 2;
+/**
+ * The alignments of the weights file, the native stores' own (native/io/weight_alignment.h, through
+ * the addon): every stage starts on `stage` bytes (Apple silicon's page, a multiple of every other),
+ * every tensor inside a stage on `tensor` (a cache line, the widest SIMD load).
+ */
+export function packAlignment(): { stage: number; tensor: number } {
+  return addon().weightAlignment;
+}
 
 const count = z.number().int().min(0).max(Number.MAX_SAFE_INTEGER);
 const PackedTensorSchema = z
@@ -61,7 +67,7 @@ export const PackManifestSchema = z
     preprocessorConfig: z.record(z.string(), z.unknown()).nullable(),
     weights: z.string().regex(/^[^/\\]+$/, 'a file name inside the folder'),
     weightsBytes: count,
-    alignment: z.literal(PACK_ALIGNMENT),
+    alignment: count.refine((v) => v === packAlignment().stage, 'must be the stage alignment this tessera packs and reads'),
     blocks: z
       .object({
         /** How many blocks the pack holds: must equal dims.depth. */

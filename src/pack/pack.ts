@@ -8,15 +8,13 @@ import { join, resolve } from 'node:path';
 import { TesseraError, toTesseraError } from '../errors.js';
 import { DTYPE_BYTES, elementCount } from '../formats/tensor-index.js';
 import { addon } from '../native.js';
-import { loadModel } from '../spec/load.js';
-import type { DType, StageSpec, TowerSpec } from '../spec/types.js';
+import type { DType, LoadedModel, StageSpec, TowerSpec } from '../spec/types.js';
 import { recordChecksums } from './checksum.js';
 import {
   MANIFEST_FILE,
-  PACK_ALIGNMENT,
   PACK_FORMAT,
-  PACK_TENSOR_ALIGNMENT,
   PACK_VERSION,
+  packAlignment,
   type PackManifest,
   type PackedTensor,
 } from './manifest.js';
@@ -42,9 +40,10 @@ function packedDtype(t: { dtype: DType; shape: number[] }, dtype: DType | undefi
 /** Tensor offsets inside a stage (spec order, 64-byte aligned) and the stage's extent. */
 function stageTensors(stage: StageSpec, dtype: DType | undefined): { tensors: PackedTensor[]; extent: number } {
   let at = 0;
+  const align = packAlignment().tensor;
   const tensors = stage.tensors.map((t) => {
     const d = packedDtype(t, dtype);
-    at = roundUp(at, PACK_TENSOR_ALIGNMENT);
+    at = roundUp(at, align);
     const p: PackedTensor = { role: t.role, name: t.name, dtype: d, shape: [...t.shape], offset: at, length: elementCount(t.shape) * DTYPE_BYTES[d] };
     at += p.length;
     return p;
@@ -56,7 +55,8 @@ function stageTensors(stage: StageSpec, dtype: DType | undefined): { tensors: Pa
 export function planPack(spec: TowerSpec, source: { path: string; dtype: DType | undefined }, preprocessorConfig: Record<string, unknown> | undefined): PackManifest {
   const laid = spec.stages.map((s) => ({ stage: s, ...stageTensors(s, source.dtype) }));
   const blocks = laid.filter((l) => l.stage.kind === 'block');
-  const stride = roundUp(Math.max(0, ...blocks.map((b) => b.extent)), PACK_ALIGNMENT);
+  const stageAlign = packAlignment().stage;
+  const stride = roundUp(Math.max(0, ...blocks.map((b) => b.extent)), stageAlign);
   const manifest: PackManifest = {
     format: PACK_FORMAT,
     version: PACK_VERSION,
@@ -67,14 +67,14 @@ export function planPack(spec: TowerSpec, source: { path: string; dtype: DType |
     preprocessorConfig: preprocessorConfig ?? null,
     weights: WEIGHTS_FILE,
     weightsBytes: 0,
-    alignment: PACK_ALIGNMENT,
+    alignment: stageAlign,
     blocks: { count: blocks.length, stride, entries: [] },
     stages: [],
   };
   let at = 0;
   let lastBlock = -1;
   for (const l of laid) {
-    at = roundUp(at, PACK_ALIGNMENT);
+    at = roundUp(at, stageAlign);
     if (l.stage.kind === 'block') {
       manifest.blocks.entries.push({ index: l.stage.index, offset: at, tensors: l.tensors });
       at += stride;
@@ -84,15 +84,14 @@ export function planPack(spec: TowerSpec, source: { path: string; dtype: DType |
       at += l.extent;
     }
   }
-  manifest.weightsBytes = roundUp(at, PACK_ALIGNMENT);
+  manifest.weightsBytes = roundUp(at, stageAlign);
   return manifest;
 }
 
-/** Packs the tower at `modelPath` (any source tessera opens) into `outDir` (new or empty). */
-export async function packModel(modelPath: string, outDir: string, options: PackOptions = {}): Promise<PackResult> {
+/** Packs an opened tower (loadModel: any source tessera opens) into `outDir` (new or empty). */
+export async function packModel(model: LoadedModel, outDir: string, options: PackOptions = {}): Promise<PackResult> {
   if (options.dtype !== undefined && !['f32', 'f16', 'bf16'].includes(options.dtype))
     throw new TesseraError('ERR_INVALID_ARGUMENT', `--dtype must be f16, bf16 or f32, got '${options.dtype}'`);
-  const model = await loadModel(modelPath);
   const out = resolve(outDir);
   // Output problems (not a folder, not empty, no permission, disk full) are the caller's to fix:
   // ERR_INVALID_ARGUMENT naming the path, and nothing half-written is left behind.
@@ -110,7 +109,7 @@ export async function packModel(modelPath: string, outDir: string, options: Pack
   } catch (e) {
     throw outputError('create', e);
   }
-  const manifest = planPack(model.spec, { path: resolve(modelPath), dtype: options.dtype }, model.preprocessorConfig);
+  const manifest = planPack(model.spec, { path: resolve(model.path), dtype: options.dtype }, model.preprocessorConfig);
   const lib = addon();
   const partial = join(out, WEIGHTS_FILE + '.partial');
   const sources = await Promise.all(model.spec.files.map((f) => open(f, 'r')));

@@ -4,25 +4,31 @@
 // native/models/gemma4_vision.cc runs HF's forward pass (#forward-pass) whatever the file's origin
 // (never llama.cpp's GELU_QUICK or Ollama's projector order).
 //
-// The spec the native model reads (every layout difference is stated here, never guessed there):
+// The spec the native model reads (every layout difference is stated here, never guessed there).
+// Roles are HF's tensor names with the checkpoint prefix and the stage's base taken off, as for Qwen
+// (docs/design.md#weight-names); a GGUF file's names are mapped to them here, the one sanitize step.
 //   dims: hidden D, heads, head_dim, intermediate F, out_hidden T, depth L, eps, patch_size P,
 //         pooling_kernel k, pos_rows (rows per axis table), rope_theta, standardize (0/1),
-//         max_soft_tokens (the processor budget), and patch_kernel_chw: 0 when `patch.weight`
+//         max_soft_tokens (the processor budget), and patch_kernel_chw: 0 when `input_proj.weight`
 //         columns are (py, px, c) with c fastest (HF), 1 when they are (c, py, px) (GGUF conv kernel).
-//   stages, in order:
-//     embed      patch.weight [D, 3·P·P] (or [D, 3, P, P]), pos.table [2, pos_rows, D] (slice 0 = x)
-//     block.i    ln1 / attn_post_norm / ln2 / ffn_post_norm .weight [D];
-//                attn.q / attn.k / attn.v .weight [H·hd, D], attn.o.weight [D, H·hd];
-//                attn.q_norm.weight / attn.k_norm.weight [hd]; mlp.gate / mlp.up .weight [F, D],
-//                mlp.down.weight [D, F];
-//                clamps per linear <lin> (attn.q, attn.k, attn.v, attn.o, mlp.gate, mlp.up, mlp.down),
-//                either form, each optional (absent = ±inf):
+//   stages, in order (base, then roles):
+//     embed      vision_tower.patch_embedder.: input_proj.weight [D, 3·P·P] (or [D, 3, P, P]),
+//                position_embedding_table [2, pos_rows, D] (slice 0 = x)
+//     block.i    vision_tower.encoder.layers.i.: input_layernorm / post_attention_layernorm /
+//                pre_feedforward_layernorm / post_feedforward_layernorm .weight [D];
+//                self_attn.{q,k,v}_proj.linear.weight [H·hd, D], self_attn.o_proj.linear.weight [D, H·hd];
+//                self_attn.q_norm.weight / self_attn.k_norm.weight [hd];
+//                mlp.{gate,up}_proj.linear.weight [F, D], mlp.down_proj.linear.weight [D, F];
+//                clamps per linear <lin> (self_attn.q_proj, ..., mlp.down_proj), either form, each
+//                optional (absent = ±inf):
 //                  <lin>.input_min / .input_max / .output_min / .output_max  scalars (any dtype)
-//                  <lin>.clamp  f32 [4] = in_min, in_max, out_min, out_max; all four zero = no clamp;
-//                               when present and not all zero it takes precedence over the scalars
-//                out_scale [1] (GGUF only, optional): the block's output is multiplied by it
-//     pooled     std.bias / std.scale [D] (present iff standardize)
-//     projected  proj.weight [T, D]; optional proj.* clamps in the same two forms (GGUF only)
+//                  <lin>.clamp  f32 [4] = in_min, in_max, out_min, out_max (Ollama's packed form,
+//                               no HF name); all four zero = no clamp; when present and not all
+//                               zero it takes precedence over the scalars
+//                out_scale [1] (GGUF only, no HF name, optional): the block's output is multiplied by it
+//     pooled     vision_tower.: std_bias / std_scale [D] (present iff standardize)
+//     projected  embed_vision.: embedding_projection.weight [T, D]; optional embedding_projection.*
+//                clamps in the same two forms (GGUF only)
 import { z } from 'zod';
 
 import { TesseraError } from '../errors.js';
@@ -35,31 +41,48 @@ import {
 } from '../formats/gguf.js';
 import type { HfFolder } from '../formats/hf-folder.js';
 import type { TensorIndex } from '../formats/tensor-index.js';
+import { parseGemmaPreprocessConfig } from '../image/config.js';
 import { configError, towerTensor } from './tensors.js';
 import type { SourceKind, StageSpec, TensorSpec, TowerSpec } from './types.js';
 
-export const GEMMA4_SOFT_TOKEN_BUDGETS = [70, 140, 280, 560, 1120] as const;
 const ROPE_THETA = 100; // docs/models/gemma4-vision.md#config: every checkpoint's value; GGUF files never store it (llama.cpp hardcodes it)
-const DEFAULT_POOLING_KERNEL = 3;
-const DEFAULT_SOFT_TOKENS = 280;
+/** The image processor's class defaults (image/config.ts): what a source that states no processor settings gets. */
+const PROCESSOR_DEFAULTS = parseGemmaPreprocessConfig({});
 
-/** The linears of a block: role prefix, HF module path, GGUF tensor stem. */
+/** Each stage's base in an HF checkpoint: a tensor's role is its name after the base. */
+const BASE = {
+  embed: 'vision_tower.patch_embedder.',
+  block: (i: number) => `vision_tower.encoder.layers.${i}.`,
+  pooled: 'vision_tower.',
+  projected: 'embed_vision.',
+} as const;
+/** The linears of a block: HF module path (the role stem) and GGUF tensor stem. */
 const LINEARS = [
-  { role: 'attn.q', hf: 'self_attn.q_proj', gguf: 'attn_q' },
-  { role: 'attn.k', hf: 'self_attn.k_proj', gguf: 'attn_k' },
-  { role: 'attn.v', hf: 'self_attn.v_proj', gguf: 'attn_v' },
-  { role: 'attn.o', hf: 'self_attn.o_proj', gguf: 'attn_out' },
-  { role: 'mlp.gate', hf: 'mlp.gate_proj', gguf: 'ffn_gate' },
-  { role: 'mlp.up', hf: 'mlp.up_proj', gguf: 'ffn_up' },
-  { role: 'mlp.down', hf: 'mlp.down_proj', gguf: 'ffn_down' },
+  { hf: 'self_attn.q_proj', gguf: 'attn_q' },
+  { hf: 'self_attn.k_proj', gguf: 'attn_k' },
+  { hf: 'self_attn.v_proj', gguf: 'attn_v' },
+  { hf: 'self_attn.o_proj', gguf: 'attn_out' },
+  { hf: 'mlp.gate_proj', gguf: 'ffn_gate' },
+  { hf: 'mlp.up_proj', gguf: 'ffn_up' },
+  { hf: 'mlp.down_proj', gguf: 'ffn_down' },
 ] as const;
 const CLAMP_BOUNDS = ['input_min', 'input_max', 'output_min', 'output_max'] as const;
 const NORMS = [
-  { role: 'ln1.weight', hf: 'input_layernorm.weight', gguf: 'ln1.weight' },
-  { role: 'attn_post_norm.weight', hf: 'post_attention_layernorm.weight', gguf: 'attn_post_norm.weight' },
-  { role: 'ln2.weight', hf: 'pre_feedforward_layernorm.weight', gguf: 'ln2.weight' },
-  { role: 'ffn_post_norm.weight', hf: 'post_feedforward_layernorm.weight', gguf: 'ffn_post_norm.weight' },
+  { hf: 'input_layernorm.weight', gguf: 'ln1.weight' },
+  { hf: 'post_attention_layernorm.weight', gguf: 'attn_post_norm.weight' },
+  { hf: 'pre_feedforward_layernorm.weight', gguf: 'ln2.weight' },
+  { hf: 'post_feedforward_layernorm.weight', gguf: 'ffn_post_norm.weight' },
 ] as const;
+/** The rest of a block, and of the other stages: HF role and GGUF name. */
+const Q_NORM = { hf: 'self_attn.q_norm.weight', gguf: 'attn_q_norm.weight' } as const;
+const K_NORM = { hf: 'self_attn.k_norm.weight', gguf: 'attn_k_norm.weight' } as const;
+const PATCH = { hf: 'input_proj.weight', gguf: 'v.patch_embd.weight' } as const;
+const POSITIONS = { hf: 'position_embedding_table', gguf: 'v.position_embd.weight' } as const;
+const STD_BIAS = { hf: 'std_bias', gguf: 'v.std_bias' } as const;
+const STD_SCALE = { hf: 'std_scale', gguf: 'v.std_scale' } as const;
+const PROJECTION = { lin: 'embedding_projection', gguf: 'mm.input_projection' } as const;
+/** GGUF only (no HF tensor): a block's output scale. */
+const OUT_SCALE = 'out_scale';
 
 interface Dims {
   hidden: number;
@@ -102,8 +125,8 @@ export const Gemma4ConfigSchema = z.object({
         })
         .passthrough()
         .default({ rope_theta: ROPE_THETA, rope_type: 'axial' }),
-      patch_size: posInt.max(64).default(16),
-      pooling_kernel_size: posInt.max(8).default(DEFAULT_POOLING_KERNEL),
+      patch_size: posInt.max(64).default(PROCESSOR_DEFAULTS.patchSize),
+      pooling_kernel_size: posInt.max(8).default(PROCESSOR_DEFAULTS.poolingKernelSize),
       position_embedding_size: posInt.default(10240),
       use_clipped_linears: z.boolean().default(false),
       standardize: z.boolean().default(false),
@@ -111,20 +134,6 @@ export const Gemma4ConfigSchema = z.object({
     })
     .passthrough(),
 });
-
-/** preprocessor_config.json (or processor_config.json's image_processor): the soft-token budget. */
-export const Gemma4PreprocessorSchema = z
-  .object({
-    max_soft_tokens: z
-      .number()
-      .refine((v) => (GEMMA4_SOFT_TOKEN_BUDGETS as readonly number[]).includes(v), {
-        message: `must be one of ${GEMMA4_SOFT_TOKEN_BUDGETS.join(', ')}`,
-      })
-      .default(DEFAULT_SOFT_TOKENS),
-    patch_size: posInt.optional(),
-    pooling_kernel_size: posInt.optional(),
-  })
-  .passthrough();
 
 export function isGemma4ModelType(t: unknown): boolean {
   return t === 'gemma4';
@@ -134,20 +143,17 @@ export function isGemma4ModelType(t: unknown): boolean {
 export function buildGemma4Spec(folder: HfFolder): TowerSpec {
   const cfg = Gemma4ConfigSchema.safeParse(folder.config);
   if (!cfg.success) throw configError(`${folder.dir}/config.json`, cfg.error);
-  const pre = Gemma4PreprocessorSchema.safeParse(folder.preprocessorConfig ?? {});
-  if (!pre.success) throw configError(`${folder.dir}/preprocessor_config.json`, pre.error);
+  // The processor settings as the image pipeline reads them (one schema, image/config.ts): the
+  // budget. That its patch and pooling sizes are the tower's is checked where the preprocessor is
+  // made (prepare.ts, for every source).
+  const p = parseGemmaPreprocessConfig(folder.preprocessorConfig, `${folder.dir}/preprocessor_config.json`);
   const v = cfg.data.vision_config;
-  const p = pre.data;
   const cfgFail = (what: string): never => {
     throw new TesseraError('ERR_CONFIG_INVALID', `${folder.dir}/config.json: ${what}`);
   };
   if (v.num_key_value_heads !== undefined && v.num_key_value_heads !== v.num_attention_heads)
     cfgFail(`vision_config.num_key_value_heads ${v.num_key_value_heads} differs from num_attention_heads ${v.num_attention_heads} (grouped-query vision attention is not supported)`);
   if (v.head_dim % 4 !== 0) cfgFail(`vision_config.head_dim ${v.head_dim} must be a multiple of 4 (two rope axes of pairs)`);
-  if (p.patch_size !== undefined && p.patch_size !== v.patch_size)
-    cfgFail(`preprocessor patch_size ${p.patch_size} differs from vision_config.patch_size ${v.patch_size}`);
-  if (p.pooling_kernel_size !== undefined && p.pooling_kernel_size !== v.pooling_kernel_size)
-    cfgFail(`preprocessor pooling_kernel_size ${p.pooling_kernel_size} differs from vision_config ${v.pooling_kernel_size}`);
 
   const d: Dims = {
     hidden: v.hidden_size,
@@ -160,56 +166,58 @@ export function buildGemma4Spec(folder: HfFolder): TowerSpec {
     patch_size: v.patch_size,
     pooling_kernel: v.pooling_kernel_size,
     pos_rows: v.position_embedding_size,
-    max_soft_tokens: p.max_soft_tokens,
+    max_soft_tokens: p.maxSoftTokens,
   };
 
   // Checkpoints saved from Gemma4ForConditionalGeneration prefix everything with "model."; accept
   // the bare names too (a tower saved on its own).
   const index = folder.index;
-  const prefix = index.tensors.has('model.vision_tower.patch_embedder.input_proj.weight') ? 'model.' : '';
-  const t = new Picker(index, prefix);
+  const prefix = index.tensors.has(`model.${BASE.embed}${PATCH.hf}`) ? 'model.' : '';
   const D = d.hidden, P = d.patch_size;
+  // An HF tensor's name is the prefix, its stage's base and its role.
+  const at = (base: string) => new Picker(index, prefix + base);
 
   const stages: StageSpec[] = [];
+  const embed = at(BASE.embed);
   stages.push({
     name: 'embed', kind: 'embed', index: 0,
-    tensors: [
-      t.need('patch.weight', 'vision_tower.patch_embedder.input_proj.weight', [D, 3 * P * P]),
-      t.need('pos.table', 'vision_tower.patch_embedder.position_embedding_table', [2, d.pos_rows, D]),
-    ],
+    tensors: [embed.need(PATCH.hf, PATCH.hf, [D, 3 * P * P]), embed.need(POSITIONS.hf, POSITIONS.hf, [2, d.pos_rows, D])],
   });
+  const shapes = linearShapes(d);
   for (let i = 0; i < d.depth; i++) {
-    const pre = `vision_tower.encoder.layers.${i}.`;
-    const tensors: TensorSpec[] = NORMS.map((n) => t.need(n.role, pre + n.hf, [D]));
-    const shapes = linearShapes(d);
+    const t = at(BASE.block(i));
+    const tensors: TensorSpec[] = NORMS.map((n) => t.need(n.hf, n.hf, [D]));
     for (const l of LINEARS) {
-      tensors.push(t.need(`${l.role}.weight`, `${pre}${l.hf}.linear.weight`, shapes[l.role]));
+      tensors.push(t.need(linearWeight(l.hf), linearWeight(l.hf), shapes[l.hf]));
       // Clamp scalars exist (and are used) only with use_clipped_linears; a missing one is ±inf.
       if (v.use_clipped_linears)
-        for (const b of CLAMP_BOUNDS) t.maybe(tensors, `${l.role}.${b}`, `${pre}${l.hf}.${b}`, [[]]);
+        for (const b of CLAMP_BOUNDS) t.maybe(tensors, `${l.hf}.${b}`, `${l.hf}.${b}`, [[]]);
     }
-    tensors.push(t.need('attn.q_norm.weight', `${pre}self_attn.q_norm.weight`, [d.head_dim]));
-    tensors.push(t.need('attn.k_norm.weight', `${pre}self_attn.k_norm.weight`, [d.head_dim]));
+    tensors.push(t.need(Q_NORM.hf, Q_NORM.hf, [d.head_dim]));
+    tensors.push(t.need(K_NORM.hf, K_NORM.hf, [d.head_dim]));
     stages.push({ name: `block.${i}`, kind: 'block', index: i, tensors });
   }
+  const pooled = at(BASE.pooled);
   stages.push({
     name: 'pooled', kind: 'pooler', index: 0,
-    tensors: v.standardize
-      ? [t.need('std.bias', 'vision_tower.std_bias', [D]), t.need('std.scale', 'vision_tower.std_scale', [D])]
-      : [],
+    tensors: v.standardize ? [pooled.need(STD_BIAS.hf, STD_BIAS.hf, [D]), pooled.need(STD_SCALE.hf, STD_SCALE.hf, [D])] : [],
   });
+  const proj = `${PROJECTION.lin}.weight`;
   stages.push({
     name: 'projected', kind: 'projector', index: 0,
-    tensors: [t.need('proj.weight', 'embed_vision.embedding_projection.weight', [d.out_hidden, D])],
+    tensors: [at(BASE.projected).need(proj, proj, [d.out_hidden, D])],
   });
   return finish('hf-folder', d, v.rope_parameters.rope_theta, v.standardize, false, index.files, stages);
 }
 
-function linearShapes(d: Dims): Record<(typeof LINEARS)[number]['role'], number[]> {
+/** A block linear's weight role: HF wraps each in a clippable module (`<lin>.linear.weight`). */
+const linearWeight = (lin: string) => `${lin}.linear.weight`;
+
+function linearShapes(d: Dims): Record<(typeof LINEARS)[number]['hf'], number[]> {
   const D = d.hidden, qd = d.heads * d.head_dim, F = d.intermediate;
   return {
-    'attn.q': [qd, D], 'attn.k': [qd, D], 'attn.v': [qd, D], 'attn.o': [D, qd],
-    'mlp.gate': [F, D], 'mlp.up': [F, D], 'mlp.down': [D, F],
+    'self_attn.q_proj': [qd, D], 'self_attn.k_proj': [qd, D], 'self_attn.v_proj': [qd, D], 'self_attn.o_proj': [D, qd],
+    'mlp.gate_proj': [F, D], 'mlp.up_proj': [F, D], 'mlp.down_proj': [D, F],
   };
 }
 
@@ -285,7 +293,8 @@ export function gemma4GgufFlavour(h: GgufHeader): 'gguf-llama.cpp' | 'gguf-ollam
   throw new TesseraError('ERR_MODEL_FORMAT', `${h.path}: GGUF architecture '${arch ?? '(none)'}' is not a Gemma 4 vision file`);
 }
 
-export function buildGemma4FromGguf(h: GgufHeader, maxSoftTokens = DEFAULT_SOFT_TOKENS): TowerSpec {
+/** A GGUF file → TowerSpec. GGUF files carry no processor settings: the processor's defaults apply. */
+export function buildGemma4FromGguf(h: GgufHeader): TowerSpec {
   const source = gemma4GgufFlavour(h);
   const pre = source === 'gguf-llama.cpp' ? 'clip.vision.' : 'gemma4.vision.';
   const where = h.path;
@@ -314,21 +323,20 @@ export function buildGemma4FromGguf(h: GgufHeader, maxSoftTokens = DEFAULT_SOFT_
   if (qNorm && qNorm.ne[0] !== headDim)
     throw new TesseraError('ERR_TENSOR_SHAPE', `${where}: 'v.blk.0.attn_q_norm.weight' has ${qNorm.ne[0]} elements, expected head_dim ${headDim} (= ${D} / ${heads})`);
   if (headDim % 4 !== 0) throw new TesseraError('ERR_CONFIG_INVALID', `${where}: head_dim ${headDim} must be a multiple of 4`);
-  const projT = tensor('mm.input_projection.weight');
-  if (!projT) throw new TesseraError('ERR_TENSOR_MISSING', `${where}: tower tensor 'mm.input_projection.weight' is missing`);
-  const posT = tensor('v.position_embd.weight');
-  if (!posT) throw new TesseraError('ERR_TENSOR_MISSING', `${where}: tower tensor 'v.position_embd.weight' is missing`);
+  const projName = `${PROJECTION.gguf}.weight`;
+  const projT = tensor(projName);
+  if (!projT) throw new TesseraError('ERR_TENSOR_MISSING', `${where}: tower tensor '${projName}' is missing`);
+  const posT = tensor(POSITIONS.gguf);
+  if (!posT) throw new TesseraError('ERR_TENSOR_MISSING', `${where}: tower tensor '${POSITIONS.gguf}' is missing`);
   const outHidden = projT.ne[1] ?? 0;
   // The output width is the projection's; the metadata that states it must agree (Ollama: the text
   // model's width, llama.cpp: clip.vision.projection_dim).
   const widthKey = source === 'gguf-ollama' ? 'gemma4.embedding_length' : 'clip.vision.projection_dim';
   const statedWidth = ggufNumber(h, widthKey);
   if (statedWidth !== undefined && statedWidth !== outHidden)
-    throw new TesseraError('ERR_TENSOR_SHAPE', `${where}: 'mm.input_projection.weight' projects to ${outHidden}, but ${widthKey} is ${statedWidth}`);
+    throw new TesseraError('ERR_TENSOR_SHAPE', `${where}: '${projName}' projects to ${outHidden}, but ${widthKey} is ${statedWidth}`);
   const epsRaw = ggufNumber(h, pre + 'attention.layer_norm_epsilon') ?? 1e-6;
   if (!(epsRaw > 0 && epsRaw < 1e-2)) throw new TesseraError('ERR_CONFIG_INVALID', `${where}: layer_norm_epsilon ${epsRaw} is out of range`);
-  if (!(GEMMA4_SOFT_TOKEN_BUDGETS as readonly number[]).includes(maxSoftTokens))
-    throw new TesseraError('ERR_INVALID_ARGUMENT', `maxSoftTokens ${maxSoftTokens} must be one of ${GEMMA4_SOFT_TOKEN_BUDGETS.join(', ')}`);
 
   const d: Dims = {
     hidden: D,
@@ -339,10 +347,10 @@ export function buildGemma4FromGguf(h: GgufHeader, maxSoftTokens = DEFAULT_SOFT_
     depth: posIntKey('block_count', undefined, 1024),
     // The GGUF stores f32(1e-6); HF's 1e-6 is the same float once native code narrows it.
     eps: epsRaw,
-    patch_size: posIntKey('patch_size', 16, 64),
-    pooling_kernel: posIntKey('projector.scale_factor', DEFAULT_POOLING_KERNEL, 8),
+    patch_size: posIntKey('patch_size', PROCESSOR_DEFAULTS.patchSize, 64),
+    pooling_kernel: posIntKey('projector.scale_factor', PROCESSOR_DEFAULTS.poolingKernelSize, 8),
     pos_rows: posT.ne[1] ?? 0,
-    max_soft_tokens: maxSoftTokens,
+    max_soft_tokens: PROCESSOR_DEFAULTS.maxSoftTokens,
   };
   const P = d.patch_size;
   if (source === 'gguf-llama.cpp') {
@@ -368,9 +376,10 @@ export function buildGemma4FromGguf(h: GgufHeader, maxSoftTokens = DEFAULT_SOFT_
       role, name: `v.clamp_data[${entry}]`, dtype: 'f32', shape: [4], file: 0, offset: packed.offset + entry * 16, length: 16,
     });
   }
-  const clamps = (into: TensorSpec[], role: string, stem: string, entry: number) => {
-    for (const b of CLAMP_BOUNDS) pk.maybe(into, `${role}.${b}`, `${stem}.${b}`, [[1], []]);
-    if (packedClamp) into.push(packedClamp(entry, `${role}.clamp`));
+  // The sanitize step: each GGUF name becomes the HF role its tensor has in a checkpoint.
+  const clamps = (into: TensorSpec[], lin: string, stem: string, entry: number) => {
+    for (const b of CLAMP_BOUNDS) pk.maybe(into, `${lin}.${b}`, `${stem}.${b}`, [[1], []]);
+    if (packedClamp) into.push(packedClamp(entry, `${lin}.clamp`));
   };
 
   const stages: StageSpec[] = [];
@@ -378,31 +387,31 @@ export function buildGemma4FromGguf(h: GgufHeader, maxSoftTokens = DEFAULT_SOFT_
     name: 'embed', kind: 'embed', index: 0,
     tensors: [
       // ggml ne [P, P, 3, D]: the conv kernel, columns (c, py, px): patch_kernel_chw = 1.
-      pk.need('patch.weight', 'v.patch_embd.weight', [D, 3, P, P]),
+      pk.need(PATCH.hf, PATCH.gguf, [D, 3, P, P]),
       // ggml ne [D, rows, 2] is numpy [2, rows, D]: HF's table as is, x rows first.
-      pk.need('pos.table', 'v.position_embd.weight', [2, d.pos_rows, D]),
+      pk.need(POSITIONS.hf, POSITIONS.gguf, [2, d.pos_rows, D]),
     ],
   });
   const shapes = linearShapes(d);
   for (let i = 0; i < d.depth; i++) {
     const pre = `v.blk.${i}.`;
-    const tensors: TensorSpec[] = NORMS.map((n) => pk.need(n.role, pre + n.gguf, [D]));
+    const tensors: TensorSpec[] = NORMS.map((n) => pk.need(n.hf, pre + n.gguf, [D]));
     LINEARS.forEach((l, j) => {
-      tensors.push(pk.need(`${l.role}.weight`, `${pre}${l.gguf}.weight`, shapes[l.role]));
-      clamps(tensors, l.role, pre + l.gguf, 7 * i + j);
+      tensors.push(pk.need(linearWeight(l.hf), `${pre}${l.gguf}.weight`, shapes[l.hf]));
+      clamps(tensors, l.hf, pre + l.gguf, 7 * i + j);
     });
-    tensors.push(pk.need('attn.q_norm.weight', `${pre}attn_q_norm.weight`, [headDim]));
-    tensors.push(pk.need('attn.k_norm.weight', `${pre}attn_k_norm.weight`, [headDim]));
-    pk.maybe(tensors, 'out_scale', `${pre}out_scale.weight`, [[1]]);
+    tensors.push(pk.need(Q_NORM.hf, pre + Q_NORM.gguf, [headDim]));
+    tensors.push(pk.need(K_NORM.hf, pre + K_NORM.gguf, [headDim]));
+    pk.maybe(tensors, OUT_SCALE, `${pre}out_scale.weight`, [[1]]);
     stages.push({ name: `block.${i}`, kind: 'block', index: i, tensors });
   }
-  const hasStd = tensor('v.std_bias') !== undefined || tensor('v.std_scale') !== undefined;
+  const hasStd = tensor(STD_BIAS.gguf) !== undefined || tensor(STD_SCALE.gguf) !== undefined;
   stages.push({
     name: 'pooled', kind: 'pooler', index: 0,
-    tensors: hasStd ? [pk.need('std.bias', 'v.std_bias', [D]), pk.need('std.scale', 'v.std_scale', [D])] : [],
+    tensors: hasStd ? [pk.need(STD_BIAS.hf, STD_BIAS.gguf, [D]), pk.need(STD_SCALE.hf, STD_SCALE.gguf, [D])] : [],
   });
-  const proj: TensorSpec[] = [pk.need('proj.weight', 'mm.input_projection.weight', [outHidden, D])];
-  clamps(proj, 'proj', 'mm.input_projection', 7 * d.depth);
+  const proj: TensorSpec[] = [pk.need(`${PROJECTION.lin}.weight`, `${PROJECTION.gguf}.weight`, [outHidden, D])];
+  clamps(proj, PROJECTION.lin, PROJECTION.gguf, 7 * d.depth);
   stages.push({ name: 'projected', kind: 'projector', index: 0, tensors: proj });
   return finish(source, d, ROPE_THETA, hasStd, true, [h.path], stages);
 }

@@ -52,6 +52,63 @@ export function isQwenModelType(t: unknown): boolean {
 
 const PREFIXES = ['model.visual.', 'visual.', ''];
 
+/** A stage of the tower as HF lays it out: a tensor's name is the checkpoint prefix, `base` and its role. */
+export interface QwenStageLayout {
+  name: string;
+  kind: StageSpec['kind'];
+  index: number;
+  base: string;
+  tensors: [role: string, shape: number[]][];
+}
+
+/** The tower's tensors, stage by stage in execution order (docs/models/qwen-vision.md#tensors). */
+export function qwenTowerLayout(c: QwenVisionConfig, deepstack: readonly number[]): QwenStageLayout[] {
+  const D = c.hidden_size, I = c.intermediate_size, O = c.out_hidden_size, W = D * c.spatial_merge_size ** 2;
+  const P = c.patch_size, T = c.temporal_patch_size;
+  const mergerTensors = (normWidth: number): [string, number[]][] => [
+    ['norm.weight', [normWidth]],
+    ['norm.bias', [normWidth]],
+    ['linear_fc1.weight', [W, W]],
+    ['linear_fc1.bias', [W]],
+    ['linear_fc2.weight', [O, W]],
+    ['linear_fc2.bias', [O]],
+  ];
+  const stages: QwenStageLayout[] = [
+    {
+      name: 'embed', kind: 'embed', index: 0, base: '',
+      tensors: [
+        ['patch_embed.proj.weight', [D, c.in_channels, T, P, P]],
+        ['patch_embed.proj.bias', [D]],
+        ['pos_embed.weight', [c.num_position_embeddings, D]],
+      ],
+    },
+  ];
+  for (let l = 0; l < c.depth; l++) {
+    stages.push({
+      name: `block.${l}`, kind: 'block', index: l, base: `blocks.${l}.`,
+      tensors: [
+        ['norm1.weight', [D]],
+        ['norm1.bias', [D]],
+        ['attn.qkv.weight', [3 * D, D]],
+        ['attn.qkv.bias', [3 * D]],
+        ['attn.proj.weight', [D, D]],
+        ['attn.proj.bias', [D]],
+        ['norm2.weight', [D]],
+        ['norm2.bias', [D]],
+        ['mlp.linear_fc1.weight', [I, D]],
+        ['mlp.linear_fc1.bias', [I]],
+        ['mlp.linear_fc2.weight', [D, I]],
+        ['mlp.linear_fc2.bias', [D]],
+      ],
+    });
+    deepstack.forEach((at, k) => {
+      if (at === l) stages.push({ name: `deepstack.${k}`, kind: 'deepstack', index: k, base: `deepstack_merger_list.${k}.`, tensors: mergerTensors(W) });
+    });
+  }
+  stages.push({ name: 'merged', kind: 'merger', index: 0, base: 'merger.', tensors: mergerTensors(D) });
+  return stages;
+}
+
 export function buildQwenSpec(folder: HfFolder): TowerSpec {
   const { config, index } = folder;
   const modelType = config['model_type'] as string;
@@ -84,52 +141,13 @@ export function buildQwenSpec(folder: HfFolder): TowerSpec {
   if (prefix === undefined)
     throw new TesseraError('ERR_TENSOR_MISSING', `tower tensor 'model.visual.patch_embed.proj.weight' is missing from the weights`);
 
-  const D = c.hidden_size, I = c.intermediate_size, O = c.out_hidden_size, W = D * c.spatial_merge_size ** 2;
-  const P = c.patch_size, T = c.temporal_patch_size;
-  const stage = (name: string, kind: StageSpec['kind'], idx: number, base: string, list: [string, number[]][]): StageSpec => ({
-    name,
-    kind,
-    index: idx,
-    tensors: list.map(([role, shape]) => towerTensor(index, `${prefix}${base}${role}`, role, shape)),
-  });
-  const mergerTensors = (normWidth: number): [string, number[]][] => [
-    ['norm.weight', [normWidth]],
-    ['norm.bias', [normWidth]],
-    ['linear_fc1.weight', [W, W]],
-    ['linear_fc1.bias', [W]],
-    ['linear_fc2.weight', [O, W]],
-    ['linear_fc2.bias', [O]],
-  ];
-
-  const stages: StageSpec[] = [
-    stage('embed', 'embed', 0, '', [
-      ['patch_embed.proj.weight', [D, c.in_channels, T, P, P]],
-      ['patch_embed.proj.bias', [D]],
-      ['pos_embed.weight', [c.num_position_embeddings, D]],
-    ]),
-  ];
-  for (let l = 0; l < c.depth; l++) {
-    stages.push(
-      stage(`block.${l}`, 'block', l, `blocks.${l}.`, [
-        ['norm1.weight', [D]],
-        ['norm1.bias', [D]],
-        ['attn.qkv.weight', [3 * D, D]],
-        ['attn.qkv.bias', [3 * D]],
-        ['attn.proj.weight', [D, D]],
-        ['attn.proj.bias', [D]],
-        ['norm2.weight', [D]],
-        ['norm2.bias', [D]],
-        ['mlp.linear_fc1.weight', [I, D]],
-        ['mlp.linear_fc1.bias', [I]],
-        ['mlp.linear_fc2.weight', [D, I]],
-        ['mlp.linear_fc2.bias', [D]],
-      ]),
-    );
-    deepstack.forEach((at, k) => {
-      if (at === l) stages.push(stage(`deepstack.${k}`, 'deepstack', k, `deepstack_merger_list.${k}.`, mergerTensors(W)));
-    });
-  }
-  stages.push(stage('merged', 'merger', 0, 'merger.', mergerTensors(D)));
+  const D = c.hidden_size, P = c.patch_size, T = c.temporal_patch_size;
+  const stages: StageSpec[] = qwenTowerLayout(c, deepstack).map((s) => ({
+    name: s.name,
+    kind: s.kind,
+    index: s.index,
+    tensors: s.tensors.map(([role, shape]) => towerTensor(index, `${prefix}${s.base}${role}`, role, shape)),
+  }));
 
   return {
     family,
@@ -139,8 +157,8 @@ export function buildQwenSpec(folder: HfFolder): TowerSpec {
       hidden: D,
       heads: c.heads,
       head_dim: D / c.heads,
-      intermediate: I,
-      out_hidden: O,
+      intermediate: c.intermediate_size,
+      out_hidden: c.out_hidden_size,
       in_channels: c.in_channels,
       patch_size: P,
       temporal_patch_size: T,

@@ -32,6 +32,14 @@ export interface StageSpec {
   tensors: TensorSpec[];
 }
 
+/** A tower as opened from a path: its spec and the image-processor settings that go with it. */
+export interface LoadedModel {
+  spec: TowerSpec;
+  /** preprocessor_config.json (HF folders, a packed folder's copy), unparsed; none for GGUF files. */
+  preprocessorConfig: Record<string, unknown> | undefined;
+  path: string;
+}
+
 export interface TowerSpec {
   family: Family;
   source: SourceKind;

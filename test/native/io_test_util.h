@@ -27,11 +27,9 @@ class NoOpsBackend : public gpu::Backend {
   void linear(const gpu::Tensor&, const gpu::Tensor&, const gpu::Tensor&, const gpu::LinearArgs&) override {}
   void layer_norm(const gpu::Tensor&, const gpu::Tensor&, const gpu::Tensor&, const gpu::Tensor&, float) override {}
   void rms_norm(const gpu::Tensor&, const gpu::Tensor&, const gpu::Tensor*, int64_t, float) override {}
-  void activation(const gpu::Tensor&, const gpu::Tensor&, gpu::Act) override {}
   void add(const gpu::Tensor&, const gpu::Tensor&, const gpu::Tensor&) override {}
   void mul(const gpu::Tensor&, const gpu::Tensor&, const gpu::Tensor&) override {}
-  void affine(const gpu::Tensor&, const gpu::Tensor&, const gpu::Tensor*, const gpu::Tensor*, float) override {}
-  void clamp(const gpu::Tensor&, const gpu::Tensor&, float, float) override {}
+  void affine(const gpu::Tensor&, const gpu::Tensor&, const gpu::Tensor*, const gpu::Tensor*, float, float) override {}
   void rope(const gpu::Tensor&, const gpu::Tensor&, const gpu::Tensor&, int64_t, int64_t, int64_t) override {}
   void attention(const gpu::Tensor&, const gpu::Tensor&, const gpu::Tensor&, const gpu::Tensor&, int64_t, int64_t,
                  float, const std::vector<gpu::Segment>&) override {}

@@ -215,25 +215,9 @@ TEST("metal: layer_norm and rms_norm vs cpu (row and per-head groups, weight dty
     }
 }
 
-TEST("metal: element-wise ops vs cpu (activations, clamp, add, mul, affine with any-dtype vectors)") {
+TEST("metal: element-wise ops vs cpu (add, mul, affine with any-dtype vectors and a scalar shift)") {
   if (!enabled()) return;
   std::mt19937 g(13);
-  for (Act act : {Act::None, Act::GeluTanh, Act::GeluErf}) {
-    Case c;
-    c.name = "activation " + std::to_string(int(act));
-    c.in = {make(g, 33, 65, DType::F32, 1, -6, 6), make(g, 33, 65)};
-    c.out = 1;
-    c.op = [act](Backend& b, std::vector<Tensor>& t) { b.activation(t[1], t[0], act); };
-    check(c);
-  }
-  {
-    Case c;
-    c.name = "clamp in place";
-    c.in = {make(g, 31, 33, DType::F32, 0, -3, 3)};
-    c.out = 0;
-    c.op = [](Backend& b, std::vector<Tensor>& t) { b.clamp(t[0], t[0], -1.25f, 0.5f); };
-    check(c);
-  }
   for (int which = 0; which < 2; which++) {
     Case c;
     c.name = which ? "mul (strided b, y = a)" : "add (strided b, y = a)";
@@ -251,7 +235,9 @@ TEST("metal: element-wise ops vs cpu (activations, clamp, add, mul, affine with 
       c.name = std::string("affine sub/mul ") + dn(sd) + " mask " + std::to_string(mask);
       c.in = {make(g, 9, 31), make(g, 1, 31, sd), make(g, 1, 31, sd, 0, 0.5f, 2.0f), make(g, 9, 31)};
       c.out = 3;
-      c.op = [mask](Backend& b, std::vector<Tensor>& t) { b.affine(t[3], t[0], mask & 1 ? &t[1] : nullptr, mask & 2 ? &t[2] : nullptr, 1.75f); };
+      c.op = [mask](Backend& b, std::vector<Tensor>& t) {
+        b.affine(t[3], t[0], mask & 1 ? &t[1] : nullptr, mask & 2 ? &t[2] : nullptr, 1.75f, mask == 0 ? 0.5f : 0.0f);
+      };
       check(c);
     }
 }

@@ -120,27 +120,28 @@ TowerFile gemma_tower(DType dt) {
                  {"out_hidden", O}, {"patch_size", P},     {"pooling_kernel", 3}, {"pos_rows", rows},
                  {"eps", 1e-6},     {"rope_theta", 100},   {"standardize", 1}, {"patch_kernel_chw", 0}};
   StageSpec* st = &f.stage("embed", "embed");
-  f.add(*st, "patch.weight", {D, 3 * P * P});
-  f.add(*st, "pos.table", {2, rows, D});
+  f.add(*st, "input_proj.weight", {D, 3 * P * P});
+  f.add(*st, "position_embedding_table", {2, rows, D});
   for (int l = 0; l < 2; ++l) {
     st = &f.stage("block." + std::to_string(l), "block", l);
-    for (const char* n : {"ln1.weight", "attn_post_norm.weight", "ln2.weight", "ffn_post_norm.weight"})
+    for (const char* n : {"input_layernorm.weight", "post_attention_layernorm.weight", "pre_feedforward_layernorm.weight",
+                          "post_feedforward_layernorm.weight"})
       f.add(*st, n, {D}, 1.0f);
-    f.add(*st, "attn.q.weight", {D, D});
-    f.add(*st, "attn.k.weight", {D, D});
-    f.add(*st, "attn.v.weight", {D, D});
-    f.add(*st, "attn.o.weight", {D, D});
-    f.add(*st, "mlp.gate.weight", {F, D});
-    f.add(*st, "mlp.up.weight", {F, D});
-    f.add(*st, "mlp.down.weight", {D, F});
-    f.add(*st, "attn.q_norm.weight", {16}, 1.0f);
-    f.add(*st, "attn.k_norm.weight", {16}, 1.0f);
+    f.add(*st, "self_attn.q_proj.linear.weight", {D, D});
+    f.add(*st, "self_attn.k_proj.linear.weight", {D, D});
+    f.add(*st, "self_attn.v_proj.linear.weight", {D, D});
+    f.add(*st, "self_attn.o_proj.linear.weight", {D, D});
+    f.add(*st, "mlp.gate_proj.linear.weight", {F, D});
+    f.add(*st, "mlp.up_proj.linear.weight", {F, D});
+    f.add(*st, "mlp.down_proj.linear.weight", {D, F});
+    f.add(*st, "self_attn.q_norm.weight", {16}, 1.0f);
+    f.add(*st, "self_attn.k_norm.weight", {16}, 1.0f);
   }
   st = &f.stage("pooled", "pooler");
-  f.add(*st, "std.bias", {D});
-  f.add(*st, "std.scale", {D}, 1.0f);
+  f.add(*st, "std_bias", {D});
+  f.add(*st, "std_scale", {D}, 1.0f);
   st = &f.stage("projected", "projector");
-  f.add(*st, "proj.weight", {O, D});
+  f.add(*st, "embedding_projection.weight", {O, D});
   return f;
 }
 
@@ -181,14 +182,12 @@ class CountingBackend final : public gpu::Backend {
   void rms_norm(const gpu::Tensor& y, const gpu::Tensor& x, const gpu::Tensor* w, int64_t g, float eps) override {
     in->rms_norm(y, x, w, g, eps);
   }
-  void activation(const gpu::Tensor& y, const gpu::Tensor& x, gpu::Act a) override { in->activation(y, x, a); }
   void add(const gpu::Tensor& y, const gpu::Tensor& a, const gpu::Tensor& b) override { in->add(y, a, b); }
   void mul(const gpu::Tensor& y, const gpu::Tensor& a, const gpu::Tensor& b) override { in->mul(y, a, b); }
-  void affine(const gpu::Tensor& y, const gpu::Tensor& x, const gpu::Tensor* s, const gpu::Tensor* m,
-              float k) override {
-    in->affine(y, x, s, m, k);
+  void affine(const gpu::Tensor& y, const gpu::Tensor& x, const gpu::Tensor* s, const gpu::Tensor* m, float k,
+              float shift) override {
+    in->affine(y, x, s, m, k, shift);
   }
-  void clamp(const gpu::Tensor& y, const gpu::Tensor& x, float lo, float hi) override { in->clamp(y, x, lo, hi); }
   void rope(const gpu::Tensor& x, const gpu::Tensor& c, const gpu::Tensor& s, int64_t h, int64_t hd,
             int64_t sec) override {
     in->rope(x, c, s, h, hd, sec);
@@ -197,6 +196,7 @@ class CountingBackend final : public gpu::Backend {
                  int64_t hd, float sc, const std::vector<gpu::Segment>& seg) override {
     in->attention(o, q, k, v, h, hd, sc, seg);
   }
+  int64_t attention_query_block() const override { return in->attention_query_block(); }
   void gather_sum(const gpu::Tensor& y, const gpu::Tensor& t, gpu::Buffer* l, int64_t taps, bool acc) override {
     in->gather_sum(y, t, l, taps, acc);
   }

@@ -20,7 +20,7 @@ const log = (m) => { if (!quiet) console.log(`mslemu: ${m}`); };
 const OUT = path.join(ROOT, 'build', 'mslemu');
 
 export function findClang() {
-  const cands = process.env.MSLEMU_CXX ? [process.env.MSLEMU_CXX] : ['clang++-19', 'clang++-16', 'clang++-15', 'clang++-17', 'clang++-18', 'clang++'];
+  const cands = process.env.TESSERA_MSLEMU_CXX ? [process.env.TESSERA_MSLEMU_CXX] : ['clang++-19', 'clang++-16', 'clang++-15', 'clang++-17', 'clang++-18', 'clang++'];
   const tried = [];
   for (const c of cands) {
     const r = spawnSync(c, ['-dumpversion'], { encoding: 'utf8' });

@@ -1,4 +1,4 @@
-// activation, clamp, add, mul, affine: one thread per element, threadgroups of 64 x 1.
+// add, mul, affine: one thread per element, threadgroups of 64 x 1.
 #include "metal/ops.h"
 #include "tessera_kargs.h"  // metal/shared/args.h (build/metal, generated)
 
@@ -8,36 +8,6 @@ using namespace detail;
 static void grid2d(Dispatch& d, uint32_t cols, uint32_t rows) {
   d.threads = {64, 1, 1};
   d.groups = {div_up(cols, 64), rows, 1};
-}
-
-static void unary(Executor& ex, const char* op, const gpu::Tensor& y, const gpu::Tensor& x, uint32_t code, float lo, float hi) {
-  require_f32(x, op, "x");
-  require_f32(y, op, "y");
-  require_shape(y, x.rows, x.cols, op, "y");
-  if (x.rows == 0 || x.cols == 0) return;
-  kargs::Unary p{};
-  p.rows = u32(x.rows, op, "rows");
-  p.cols = u32(x.cols, op, "cols");
-  p.ldx = u32(x.ld, op, "x.ld");
-  p.ldy = u32(y.ld, op, "y.ld");
-  p.op = code;
-  p.lo = lo;
-  p.hi = hi;
-  Dispatch d("ew_unary");
-  d.bind(0, x, Access::Read);
-  d.bind(1, y, Access::Write);
-  d.args(2, p);
-  grid2d(d, p.cols, p.rows);
-  submit(ex, d);
-}
-
-void encode_activation(Executor& ex, const gpu::Tensor& y, const gpu::Tensor& x, gpu::Act act) {
-  unary(ex, "activation", y, x, act == gpu::Act::GeluTanh ? kargs::kGeluTanh : act == gpu::Act::GeluErf ? kargs::kGeluErf : kargs::kCopy, 0, 0);
-}
-
-void encode_clamp(Executor& ex, const gpu::Tensor& y, const gpu::Tensor& x, float lo, float hi) {
-  require(!(lo > hi), "clamp", "lo " + std::to_string(lo) + " > hi " + std::to_string(hi));
-  unary(ex, "clamp", y, x, kargs::kClamp, lo, hi);
 }
 
 static void binary(Executor& ex, const char* op, const gpu::Tensor& y, const gpu::Tensor& a, const gpu::Tensor& b, uint32_t code) {
@@ -66,7 +36,8 @@ static void binary(Executor& ex, const char* op, const gpu::Tensor& y, const gpu
 void encode_add(Executor& ex, const gpu::Tensor& y, const gpu::Tensor& a, const gpu::Tensor& b) { binary(ex, "add", y, a, b, kargs::kAdd); }
 void encode_mul(Executor& ex, const gpu::Tensor& y, const gpu::Tensor& a, const gpu::Tensor& b) { binary(ex, "mul", y, a, b, kargs::kMul); }
 
-void encode_affine(Executor& ex, const gpu::Tensor& y, const gpu::Tensor& x, const gpu::Tensor* sub, const gpu::Tensor* mul, float scale) {
+void encode_affine(Executor& ex, const gpu::Tensor& y, const gpu::Tensor& x, const gpu::Tensor* sub, const gpu::Tensor* mul, float scale,
+                   float shift) {
   const char* op = "affine";
   require_f32(x, op, "x");
   require_f32(y, op, "y");
@@ -87,6 +58,7 @@ void encode_affine(Executor& ex, const gpu::Tensor& y, const gpu::Tensor& x, con
   p.has_mul = mul != nullptr;
   p.mul_type = mul ? uint32_t(mul->dtype) : 0;
   p.scale = scale;
+  p.shift = shift;
   Dispatch d("ew_affine");
   d.bind(0, x, Access::Read);
   d.bind(1, y, Access::Write);

@@ -62,11 +62,11 @@ void on_sigfpe(int sig) {
 }
 
 // The watchdog: cooperative fibers can never make a spin-wait succeed, so a lane that runs for
-// MSLEMU_WATCHDOG_S seconds (default 20) without parking is reported, then the process aborts.
+// TESSERA_MSLEMU_WATCHDOG_S seconds (default 20) without parking is reported, then the process aborts.
 std::mutex g_wd_mu;
 std::atomic<int> g_running{0};
 void watchdog_loop() {
-  const char* e = std::getenv("MSLEMU_WATCHDOG_S");
+  const char* e = std::getenv("TESSERA_MSLEMU_WATCHDOG_S");
   const int limit = e ? std::max(1, std::atoi(e)) : 20;
   uint64_t last = g_progress.load();
   int still = 0;

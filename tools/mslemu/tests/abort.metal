@@ -3,7 +3,7 @@
 using namespace metal;
 
 // Waits for a flag nobody sets: on a GPU a hang; cooperative fibers can never make it succeed, so the
-// watchdog reports the lane (MSLEMU_WATCHDOG_S seconds without reaching a barrier or collective).
+// watchdog reports the lane (TESSERA_MSLEMU_WATCHDOG_S seconds without reaching a barrier or collective).
 kernel void spin_wait(device atomic_uint* flag [[buffer(0)]], device uint* y [[buffer(1)]], uint tid [[thread_index_in_threadgroup]])
 {
     threadgroup_barrier(mem_flags::mem_none);

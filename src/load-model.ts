@@ -1,21 +1,18 @@
 // Model path → TowerSpec: which kind of source it is (HF folder, GGUF file, packed folder) and
-// which family, dispatched to the family's builder.
+// which family, dispatched to the family's builder (spec/) or the packed reader (pack/). It sits
+// above both, so that neither imports the other's loader: pack/ builds on spec/'s types, never the
+// reverse.
 import { stat } from 'node:fs/promises';
-import { TesseraError } from '../errors.js';
-import { openRegular } from '../io/open-regular.js';
-import { readGgufHeader } from '../formats/gguf.js';
-import { readHfFolder } from '../formats/hf-folder.js';
-import { isPackedFolder, loadPacked } from '../pack/load.js';
-import { buildGemma4FromGguf, buildGemma4Spec, isGemma4ModelType } from './gemma4.js';
-import { buildQwenSpec, isQwenModelType } from './qwen.js';
-import type { TowerSpec } from './types.js';
+import { TesseraError } from './errors.js';
+import { openRegular } from './io/open-regular.js';
+import { readGgufHeader } from './formats/gguf.js';
+import { readHfFolder } from './formats/hf-folder.js';
+import { isPackedFolder, loadPacked } from './pack/load.js';
+import { buildGemma4FromGguf, buildGemma4Spec, isGemma4ModelType } from './spec/gemma4.js';
+import { buildQwenSpec, isQwenModelType } from './spec/qwen.js';
+import type { LoadedModel } from './spec/types.js';
 
-export interface LoadedModel {
-  spec: TowerSpec;
-  /** preprocessor_config.json (HF folders) or the equivalent GGUF metadata, unparsed. */
-  preprocessorConfig: Record<string, unknown> | undefined;
-  path: string;
-}
+export type { LoadedModel };
 
 async function isGguf(path: string): Promise<boolean> {
   const { handle: fh } = await openRegular(path, { what: 'model file', notFound: 'ERR_MODEL_NOT_FOUND', notRegular: 'ERR_MODEL_FORMAT' });

@@ -1,8 +1,9 @@
 // `tessera pack <model> <outdir> [--dtype f16|bf16|f32]`: the command's argument handling, for the
 // CLI's dispatcher. Returns the exit code (0 packed; 2 usage or model errors, docs/design.md#command-line).
 import { TesseraError, toTesseraError } from '../errors.js';
+import { loadModel } from '../load-model.js';
+import { packModel } from '../pack/pack.js';
 import type { DType } from '../spec/types.js';
-import { packModel } from './pack.js';
 
 export const PACK_USAGE = 'usage: tessera pack <model> <outdir> [--dtype f16|bf16|f32]';
 
@@ -31,7 +32,7 @@ export async function packCommand(args: readonly string[], print: (line: string)
   const [model, outDir] = positional as [string, string];
   try {
     const started = performance.now();
-    const r = await packModel(model, outDir, { dtype });
+    const r = await packModel(await loadModel(model), outDir, { dtype });
     print(`packed ${model} -> ${r.outDir}: ${r.stages} stages, ${(r.bytes / 2 ** 20).toFixed(1)} MiB${dtype ? ` (matrices as ${dtype})` : ''} in ${((performance.now() - started) / 1000).toFixed(1)} s`);
     return 0;
   } catch (e) {
