@@ -18,6 +18,7 @@ import { fileURLToPath } from 'node:url';
 import { headerFiles, pool, stale, withLock } from '../tools/build-jobs.mjs';
 import { findCrossCxx } from '../tools/native-tests.mjs';
 import { nativeSources } from './gyp-sources.mjs';
+import { writeHeaders } from './msl-kernels.mjs';
 
 const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
 const SELF = fileURLToPath(import.meta.url);
@@ -43,6 +44,9 @@ function install(from, to) {
 function hostBuild() {
   const gyp = path.join(ROOT, 'node_modules', 'node-gyp', 'bin', 'node-gyp.js');
   const configured = fs.existsSync(path.join(ROOT, 'build', 'config.gypi'));
+  // binding.gyp generates the Metal kernel headers at configure time only; a kernel changed since then
+  // must reach `node-gyp build` too (rewritten only when their text changed).
+  writeHeaders(path.join(ROOT, 'build', 'metal'));
   const r = spawnSync(process.execPath, [gyp, configured ? 'build' : 'rebuild', '-j', String(os.availableParallelism())],
     { cwd: ROOT, stdio: ['ignore', args.has('--quiet') ? 'ignore' : 2, 2] });
   if (r.status !== 0) throw new Error(`node-gyp ${configured ? 'build' : 'rebuild'} failed`);
