@@ -15,12 +15,12 @@ dtype=${DTYPE:-bf16}
 variants=${*:-"base: kc384:-DTESSERA_GEMM_KC=384 t8x48:-DTESSERA_AVX512_MR=8,-DTESSERA_AVX512_NV=3"}
 src="native/common/*.cc native/gpu/*.cc native/cpu/*.cc scripts/bench/kernels/cpu_kernels.cc"
 log=$(mktemp)
-bin=${BIN:-/tmp}
+bin=${BIN:-$(mktemp -d)}  # /tmp is shared: a directory of our own
 if [ -z "$BIN" ]; then
   for v in $variants; do
     name=${v%%:*}
     flags=$(echo "${v#*:}" | tr ',' ' ')
-    g++ -std=c++20 -O3 -ffp-contract=off -Inative $flags $src ${LDFLAGS:-} -lpthread -o /tmp/tune-$name &
+    g++ -std=c++20 -O3 -ffp-contract=off -Inative $flags $src ${LDFLAGS:-} -lpthread -o $bin/tune-$name &
   done
   wait
 fi
