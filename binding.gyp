@@ -38,6 +38,10 @@
           {
             "libraries": [
               "-lpthread"
+            ],
+            "ldflags": [
+              "-static-libstdc++",
+              "-static-libgcc"
             ]
           }
         ],

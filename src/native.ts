@@ -1,9 +1,10 @@
-// Loads the addon built by `npm install` (node-gyp) and describes its surface. The addon is
+// Loads the addon (a prebuilt binary from prebuilds/ or a source build in build/) and describes its surface. The addon is
 // N-API only and context-aware, so this works in worker_threads and Electron.
 import { createRequire } from 'node:module';
-import { existsSync } from 'node:fs';
-import { fileURLToPath } from 'node:url';
+import { readdirSync } from 'node:fs';
+import { join } from 'node:path';
 import { TesseraError } from './errors.js';
+import { packageRoot } from './package-root.js';
 import type { TowerSpec } from './spec/types.js';
 
 export interface NativeEncodeArgs {
@@ -59,18 +60,45 @@ export interface Addon {
 
 let cached: Addon | undefined;
 
-/** The addon, loaded once. A missing build is ERR_BACKEND_UNAVAILABLE with the fix in the message. */
+type NodeGypBuild = ((dir: string) => unknown) & { path(dir: string): string };
+
+/**
+ * The addon, loaded once through node-gyp-build: a source build in build/Release (a clone, or a
+ * platform without a prebuilt binary) wins, else prebuilds/<platform>-<arch>/ (docs/packaging.md). A
+ * missing or unloadable addon is ERR_BACKEND_UNAVAILABLE with the fix in the message.
+ */
 export function addon(): Addon {
   if (cached) return cached;
-  const root = fileURLToPath(new URL('..', import.meta.url));
-  const candidates = ['build/Release/tessera.node', 'build/Debug/tessera.node'].map((p) => root + p);
-  const found = candidates.find((p) => existsSync(p));
-  if (!found) {
+  const root = packageRoot();
+  const require = createRequire(import.meta.url);
+  const load = require('node-gyp-build') as NodeGypBuild;
+  let found: string;
+  try {
+    found = load.path(root);
+  } catch {
+    throw new TesseraError('ERR_BACKEND_UNAVAILABLE', missingAddon(root));
+  }
+  try {
+    cached = require(found) as Addon;
+  } catch (e) {
     throw new TesseraError(
       'ERR_BACKEND_UNAVAILABLE',
-      `the native addon is not built (looked for ${candidates.join(', ')}): run npm install`,
+      `the native addon ${found} does not load on this machine (${(e as Error).message.split('\n')[0]}): ` +
+        'run `npm rebuild tessera-vision` to build it from source (needs a C++20 compiler, make and Python 3)',
     );
   }
-  cached = createRequire(import.meta.url)(found) as Addon;
   return cached;
+}
+
+function missingAddon(root: string): string {
+  let prebuilt: string[] = [];
+  try {
+    prebuilt = readdirSync(join(root, 'prebuilds')).sort();
+  } catch {
+    // no prebuilds/ folder: a clone that has not run npm install
+  }
+  const here = `${process.platform}-${process.arch}`;
+  const which = prebuilt.length ? `prebuilt binaries exist for ${prebuilt.join(', ')}` : 'this copy has no prebuilt binaries';
+  return `the native addon is missing: no source build in ${join(root, 'build', 'Release')} and no prebuilt binary for ${here} ` +
+    `(${which}). Run \`npm rebuild tessera-vision\` to build it from source (needs a C++20 compiler, make and Python 3)`;
 }

@@ -44,9 +44,28 @@ export interface Preprocessor {
   run(input: ImageInput, opts: PreprocessOptions): Promise<Prepared>;
 }
 
-export function makePreprocessor(family: Family, config: Record<string, unknown> | undefined, where: string): Preprocessor {
+/**
+ * The preprocessor's patch geometry must be the tower's: pixel rows cut for another patch size,
+ * temporal depth or merge window would be refused much later as a pixel count or grid that does
+ * not fit, blaming the image. Refused here, naming both settings.
+ */
+function checkGeometry(where: string, pairs: [string, number, string, number | undefined][]): void {
+  for (const [preKey, pre, towerKey, tower] of pairs)
+    if (tower !== undefined && pre !== tower)
+      throw new TesseraError(
+        'ERR_CONFIG_INVALID',
+        `${where}: the preprocessor config's ${preKey} ${pre} contradicts the tower's ${towerKey} ${tower}: the tower could not take its pixel rows`,
+      );
+}
+
+/** `dims`: the tower's (TowerSpec.dims), checked against the preprocessor's patch geometry. */
+export function makePreprocessor(family: Family, config: Record<string, unknown> | undefined, where: string, dims: Record<string, number> = {}): Preprocessor {
   if (family === 'gemma4') {
-    const cfg = parseGemmaPreprocessConfig(config ?? {}, where);
+    const cfg = parseGemmaPreprocessConfig(config ?? {}, `${where} (preprocessor config)`);
+    checkGeometry(where, [
+      ['patch_size', cfg.patchSize, 'patch_size', dims['patch_size']],
+      ['pooling_kernel_size', cfg.poolingKernelSize, 'pooling_kernel_size', dims['pooling_kernel']],
+    ]);
     return {
       plan: (size, opts) => {
         const p = planGemma(size, cfg, opts);
@@ -59,7 +78,12 @@ export function makePreprocessor(family: Family, config: Record<string, unknown>
     };
   }
   if (!config) throw new TesseraError('ERR_MODEL_NOT_FOUND', `${where}: no preprocessor_config.json (needed to size images)`);
-  const cfg = parseQwenPreprocessConfig(config, where);
+  const cfg = parseQwenPreprocessConfig(config, `${where} (preprocessor config)`);
+  checkGeometry(where, [
+    ['patch_size', cfg.patchSize, 'patch_size', dims['patch_size']],
+    ['temporal_patch_size', cfg.temporalPatchSize, 'temporal_patch_size', dims['temporal_patch_size']],
+    ['merge_size', cfg.mergeSize, 'spatial_merge_size', dims['merge_size']],
+  ]);
   return {
     plan: (size, opts) => {
       const p = planQwen(size, cfg, opts);

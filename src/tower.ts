@@ -5,6 +5,7 @@ import { freemem, totalmem } from 'node:os';
 import { TesseraError, toTesseraError } from './errors.js';
 import { addon, type NativeEncodeResult, type NativeTower } from './native.js';
 import { loadModel } from './spec/load.js';
+import { loadPacked } from './pack/load.js';
 import { headerSize, makePreprocessor, type Plan, type Prepared, type Preprocessor } from './prepare.js';
 import {
   MAX_INT32,
@@ -151,7 +152,19 @@ export class VisionTower {
       peakRss: peakRss(),
     };
     const info = describe(model.spec, path, backend, memory, lib.simdLevel);
-    return new VisionTower(native, model.spec, info, model.preprocessorConfig, o.memoryBudget);
+    const tower = new VisionTower(native, model.spec, info, model.preprocessorConfig, o.memoryBudget);
+    // A preprocessor config that is there is checked now (its bounds, its patch geometry against
+    // the tower's), so a bad one fails open, not every later encode. A Qwen tower without one can
+    // still encodePixels; its image calls say what is missing.
+    if (model.preprocessorConfig !== undefined || model.spec.family === 'gemma4') {
+      try {
+        void tower.#pre;
+      } catch (e) {
+        await tower.close();
+        throw e;
+      }
+    }
+    return tower;
   }
 
   /** Runs fn after every earlier call on this tower; calls after close() reject with ERR_CLOSED. */
@@ -262,7 +275,7 @@ export class VisionTower {
   }
 
   get #pre(): Preprocessor {
-    this.#preprocessor ??= makePreprocessor(this.spec.family, this.preprocessorConfig, this.info.path);
+    this.#preprocessor ??= makePreprocessor(this.spec.family, this.preprocessorConfig, this.info.path, this.spec.dims);
     return this.#preprocessor;
   }
 
@@ -419,6 +432,19 @@ export class VisionTower {
   stats(): ReturnType<NativeTower['stats']> {
     if (!this.#native || this.#closing) throw new TesseraError('ERR_CLOSED', 'the tower is closed');
     return this.#native.stats();
+  }
+
+  /**
+   * Packed folders: reads every stage again and compares it with the checksum `tessera pack`
+   * recorded (one pass over the weights file, 4 MiB at a time). A stream or mapped tower reads its
+   * file as it goes, so this is how a change made in place since open (weights zeroed, a stage
+   * overwritten) is caught: ERR_WEIGHTS_CORRUPT naming the first stage that differs.
+   */
+  async verify(): Promise<void> {
+    this.#checkOpen();
+    if (this.spec.source !== 'packed')
+      throw new TesseraError('ERR_INVALID_ARGUMENT', `verify: only packed folders (tessera pack) record checksums; ${this.info.path} is a ${this.spec.source} source`);
+    await loadPacked(this.info.path, { verify: true });
   }
 
   /** Waits for work in flight, then frees everything. Idempotent. */

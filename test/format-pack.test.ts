@@ -217,6 +217,59 @@ describe('packed manifest refusals', () => {
   });
 });
 
+describe('stage checksums (verify)', () => {
+  const src = join(FIXTURES, 'qwen3_5-tiny', 'model');
+  /** Zeroes `length` bytes of the weights file in place at the start of `stage` (no truncation, same inode). */
+  function zeroStage(dir: string, stage: string, length = 256) {
+    const m = JSON.parse(readFileSync(join(dir, MANIFEST_FILE), 'utf8')) as PackManifest;
+    const at = stage.startsWith('block.') ? m.blocks.entries.find((b) => `block.${b.index}` === stage)!.offset : m.stages.find((s) => s.name === stage)!.offset;
+    const fd = openSync(join(dir, m.weights), 'r+');
+    writeSync(fd, Buffer.alloc(length), 0, length, at);
+    closeSync(fd);
+  }
+
+  it('pack records a SHA-256 per stage; open with verify: true accepts the folder as packed and names a stage changed since', async () => {
+    const out = join(tmp, 'verified');
+    await packModel(src, out);
+    const m = parseManifest(readFileSync(join(out, MANIFEST_FILE), 'utf8'), 'm');
+    for (const s of [...m.blocks.entries, ...m.stages]) expect(s.sha256).toMatch(/^[0-9a-f]{64}$/);
+    await (await VisionTower.open(out, { backend: 'cpu', verify: true })).close();
+    zeroStage(out, 'block.1');
+    const e = await VisionTower.open(out, { backend: 'cpu', verify: true }).then(
+      () => undefined,
+      (err: TesseraError) => err,
+    );
+    expect(e?.code).toBe('ERR_WEIGHTS_CORRUPT');
+    expect(e?.message).toMatch(/stage 'block\.1' .* does not match its checksum/);
+    // Without verify the same folder opens (the bytes are only read as stages run).
+    await (await VisionTower.open(out, { backend: 'cpu' })).close();
+  });
+
+  it('tower.verify(): weights zeroed under an open mapped or stream tower are detected; other sources are refused', async () => {
+    for (const residency of ['mapped', 'stream'] as const) {
+      const out = join(tmp, `verify-${residency}`);
+      await packModel(src, out);
+      const tower = await VisionTower.open(out, { backend: 'cpu', residency });
+      try {
+        await tower.verify();
+        zeroStage(out, 'merged');
+        const e = await tower.verify().then(() => undefined, (err: TesseraError) => err);
+        expect(e?.code, residency).toBe('ERR_WEIGHTS_CORRUPT');
+        expect(e?.message, residency).toMatch(/stage 'merged'/);
+      } finally {
+        await tower.close();
+      }
+    }
+    const hf = await VisionTower.open(src, { backend: 'cpu' });
+    try {
+      await expect(hf.verify()).rejects.toMatchObject({ code: 'ERR_INVALID_ARGUMENT' });
+    } finally {
+      await hf.close();
+    }
+    await expect(VisionTower.open(src, { backend: 'cpu', verify: true })).rejects.toMatchObject({ code: 'ERR_INVALID_ARGUMENT', message: expect.stringMatching(/verify is for packed folders/) });
+  });
+});
+
 describe('tessera pack (command)', () => {
   it('packs with --dtype, and answers usage errors with exit code 2 and the usage line', async () => {
     const out: string[] = [], err: string[] = [];

@@ -2,7 +2,6 @@
 // the header decides never decode pixels, and a seeded fuzz smoke test (truncations and byte flips
 // of a PNG and a JPEG) never crashes, hangs or escapes with anything but a coded error.
 import { readFileSync } from 'node:fs';
-import { deflateSync } from 'node:zlib';
 import { describe, expect, it } from 'vitest';
 import { TesseraError } from '../src/errors.js';
 import {
@@ -12,43 +11,10 @@ import {
   preprocessQwen,
   readImageHeader,
 } from '../src/image/index.js';
-import { FIXTURES, IMAGES } from './helpers/images.js';
+import { FIXTURES, IMAGES, pngClaiming } from './helpers/images.js';
 
 const qwen = parseQwenPreprocessConfig({ size: { shortest_edge: 16384, longest_edge: 131072 }, patch_size: 16, image_mean: [0.5, 0.5, 0.5], image_std: [0.5, 0.5, 0.5] });
 const gemma = parseGemmaPreprocessConfig({ max_soft_tokens: 70 });
-
-function crc32(buf: Uint8Array): number {
-  let c = 0xffffffff;
-  for (const b of buf) {
-    c ^= b;
-    for (let k = 0; k < 8; k++) c = c & 1 ? 0xedb88320 ^ (c >>> 1) : c >>> 1;
-  }
-  return (c ^ 0xffffffff) >>> 0;
-}
-function chunk(type: string, data: Buffer): Buffer {
-  const td = Buffer.concat([Buffer.from(type, 'ascii'), data]);
-  const len = Buffer.alloc(4);
-  len.writeUInt32BE(data.length);
-  const crc = Buffer.alloc(4);
-  crc.writeUInt32BE(crc32(td));
-  return Buffer.concat([len, td, crc]);
-}
-/** An 8-bit RGB PNG claiming width x height, with `rows` rows of pixel data (0: no IDAT at all). */
-function pngClaiming(width: number, height: number, rows: number): Buffer {
-  const ihdr = Buffer.alloc(13);
-  ihdr.writeUInt32BE(width, 0);
-  ihdr.writeUInt32BE(height, 4);
-  ihdr[8] = 8;
-  ihdr[9] = 2;
-  const parts = [Buffer.from([0x89, 0x50, 0x4e, 0x47, 0x0d, 0x0a, 0x1a, 0x0a]), chunk('IHDR', ihdr)];
-  if (rows > 0) {
-    const raw = Buffer.alloc(rows * (1 + width * 3), 0x40);
-    for (let r = 0; r < rows; r++) raw[r * (1 + width * 3)] = 0; // filter type None
-    parts.push(chunk('IDAT', deflateSync(raw)));
-  }
-  parts.push(chunk('IEND', Buffer.alloc(0)));
-  return Buffer.concat(parts);
-}
 
 async function codeOf(p: Promise<unknown>): Promise<string> {
   try {

@@ -3,7 +3,7 @@
 // folder, an f16 folder with deepstack, an f32 Gemma folder and its f16 GGUF); a block-major call
 // reads the weights once however many images it carries; tower.info.memory and TESSERA_RESIDENCY.
 // (resident's weights are packed at open, the others' per call: the comparison covers both.)
-import { rmSync, truncateSync } from 'node:fs';
+import { closeSync, copyFileSync, openSync, renameSync, rmSync, truncateSync, writeSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { VisionTower } from '../src/index.js';
@@ -200,4 +200,46 @@ describe.skipIf(!emu.available)(`residencies on metal-emulated${emu.available ? 
       }
     }
   }, 120_000);
+});
+
+describe('a weight file changed under an open tower (README, Memory)', () => {
+  const src = join(FIXTURES, 'qwen3_vl-tiny', 'model');
+  const input = () => qwenInput('qwen3_vl-tiny', 'tiny');
+  type Change = 'in place' | 'truncated' | 'renamed over';
+  // What the README's table promises, per residency and change: 'same' (the result at open),
+  // 'changed' (the new bytes are read) or an error code.
+  const expected: Record<string, Record<Change, string>> = {
+    resident: { 'in place': 'same', truncated: 'same', 'renamed over': 'same' },
+    stream: { 'in place': 'changed', truncated: 'ERR_WEIGHTS_CORRUPT', 'renamed over': 'same' },
+    mapped: { 'in place': 'changed', truncated: 'ERR_WEIGHTS_CORRUPT', 'renamed over': 'same' },
+  };
+  for (const [residency, outcomes] of Object.entries(expected))
+    for (const [change, want] of Object.entries(outcomes) as [Change, string][])
+      it(`${residency}, file ${change}: ${want}`, async () => {
+        const dir = copyModel(src);
+        try {
+          const tower = await VisionTower.open(dir, { backend: 'cpu', residency: residency as 'resident' | 'stream' | 'mapped' });
+          const before = await tower.encodePixels(input());
+          const file = tower.spec.files[0]!;
+          const merger = tower.spec.stages.at(-1)!.tensors.find((t) => t.role === 'linear_fc2.weight')!;
+          if (change === 'truncated') truncateSync(file, merger.offset + 1);
+          else {
+            const target = change === 'in place' ? file : `${file}.new`;
+            if (change === 'renamed over') copyFileSync(file, target);
+            const fd = openSync(target, 'r+');
+            writeSync(fd, Buffer.alloc(merger.length), 0, merger.length, merger.offset); // the merger's output weights zeroed
+            closeSync(fd);
+            if (change === 'renamed over') renameSync(target, file);
+          }
+          const after = await tower.encodePixels(input()).catch((e: { code: string }) => e);
+          await tower.close();
+          if (want.startsWith('ERR_')) expect(after).toMatchObject({ code: want, message: expect.stringContaining(file) });
+          else {
+            const same = Buffer.from((after as typeof before).embeddings.buffer).equals(Buffer.from(before.embeddings.buffer));
+            expect(same ? 'same' : 'changed').toBe(want);
+          }
+        } finally {
+          rmSync(dir, { recursive: true, force: true });
+        }
+      });
 });

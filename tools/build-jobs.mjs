@@ -8,6 +8,23 @@ export const mtime = (p) => { try { return fs.statSync(p).mtimeMs; } catch { ret
 export const stale = (out, ins) => mtime(out) < 0 || Math.max(...ins.map(mtime)) > mtime(out);
 
 /**
+ * Every header (.h, .inc) under the given folders that exist: an object older than any of them is rebuilt
+ * (simpler than parsing includes, and never misses one).
+ */
+export function headerFiles(dirs) {
+  const out = [];
+  const walk = (d) => {
+    for (const e of fs.readdirSync(d, { withFileTypes: true })) {
+      const p = `${d}/${e.name}`;
+      if (e.isDirectory()) walk(p);
+      else if (/\.(h|inc)$/.test(e.name)) out.push(p);
+    }
+  };
+  for (const d of dirs) if (fs.existsSync(d)) walk(d);
+  return out;
+}
+
+/**
  * Runs jobs ({ cmd, args, what, done? }) n at a time; `done` runs after a job succeeds. Every
  * failure is collected and thrown together. With `log`, a successful job's output (warnings) is
  * passed to it.

@@ -16,7 +16,7 @@ import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { addonCxxFlags, nativeSources } from '../scripts/gyp-sources.mjs';
 import { writeHeaders } from '../scripts/msl-kernels.mjs';
-import { pool, stale, withLock } from './build-jobs.mjs';
+import { headerFiles, pool, stale, withLock } from './build-jobs.mjs';
 
 const ROOT = fileURLToPath(new URL('..', import.meta.url));
 const SELF = fileURLToPath(import.meta.url);
@@ -69,20 +69,8 @@ const TARGETS = {
   },
 };
 
-// Every header a source could include: any .h/.inc under native/ or test/native/ newer than an
-// object rebuilds it (simpler than parsing includes, and never misses one).
-function headers() {
-  const out = [];
-  const walk = (d) => {
-    for (const e of fs.readdirSync(d, { withFileTypes: true })) {
-      const p = path.join(d, e.name);
-      if (e.isDirectory()) walk(p);
-      else if (/\.(h|inc)$/.test(e.name)) out.push(p);
-    }
-  };
-  for (const d of ['native', path.join('test', 'native'), path.relative(ROOT, METAL_HEADERS)]) if (fs.existsSync(path.join(ROOT, d))) walk(path.join(ROOT, d));
-  return out;
-}
+// Every header a source could include (native/, test/native/, the generated Metal headers).
+const headers = () => headerFiles([path.join(ROOT, 'native'), path.join(ROOT, 'test', 'native'), METAL_HEADERS]);
 
 // The compiler and flags in one file, rewritten only when they change: another compiler or flag set
 // makes every object stale.

@@ -13,15 +13,20 @@ namespace tessera {
 
 FileSet::FileSet(const std::vector<std::string>& paths) : paths_(paths) {
   for (const auto& p : paths) {
-    int fd = ::open(p.c_str(), O_RDONLY | O_CLOEXEC);
-    if (fd < 0) {
-      int e = errno;
+    auto give_up = [&](Code code, const std::string& why) {
       for (int f : fds_) ::close(f);
       fds_.clear();
-      fail(Code::ModelNotFound, "cannot open weights file '" + p + "': " + std::strerror(e));
-    }
+      fail(code, "weights file '" + p + "' " + why);
+    };
+    // Non-blocking, so that a FIFO put in the file's place since TypeScript checked it cannot
+    // hang the open; then only a regular file is read (a device would never end).
+    int fd = ::open(p.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+    if (fd < 0) give_up(Code::ModelNotFound, std::string("cannot be opened: ") + std::strerror(errno));
     struct stat st;
-    fstat(fd, &st);
+    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+      ::close(fd);
+      give_up(Code::ModelFormat, "is not a regular file (a FIFO, device, socket or directory)");
+    }
     fds_.push_back(fd);
     sizes_.push_back(uint64_t(st.st_size));
   }

@@ -53,7 +53,7 @@ const Library& library() {
         const size_t r = s.find("\"reason\": \"");
         if (r != std::string::npos) reason = s.substr(r + 11, s.find('"', r + 11) - r - 11);
       }
-      lib.error = "backend 'metal-emulated' needs the MSL emulator library " + lib.path + ", which `node tools/mslemu/build.mjs` builds with clang >= 15" +
+      lib.error = "backend 'metal-emulated' needs the MSL emulator library " + lib.path + ", which `node tools/mslemu/build.mjs` builds with clang >= 15 in a clone of the repository (a contributor tool: the package does not ship it)" +
                   (reason.empty() ? std::string(" (") + dlerror() + ")" : " (" + reason + ")");
       return;
     }

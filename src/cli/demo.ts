@@ -6,10 +6,9 @@ import { existsSync, readFileSync } from 'node:fs';
 import { mkdir, rename, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { fileURLToPath } from 'node:url';
+import { packageRoot } from '../package-root.js';
 import { writeQwenFolder, type QwenVisionSize } from '../synthetic.js';
 
-const ROOT = fileURLToPath(new URL('../..', import.meta.url));
 export const DEMO_NAME = 'qwen3_5-random';
 const VISION: QwenVisionSize = { depth: 2, hidden_size: 64, num_heads: 4, intermediate_size: 128, out_hidden_size: 64 };
 // Budget capped at 1 MP (real checkpoints: 16 MP) so that the demo answers in a moment.
@@ -21,7 +20,7 @@ export const DEMO_NOTICE =
 
 export function tesseraVersion(): string {
   try {
-    return (JSON.parse(readFileSync(join(ROOT, 'package.json'), 'utf8')) as { version: string }).version;
+    return (JSON.parse(readFileSync(join(packageRoot(), 'package.json'), 'utf8')) as { version: string }).version;
   } catch {
     return 'unknown';
   }
@@ -43,7 +42,7 @@ async function generate(dir: string): Promise<void> {
 
 /** The demo tower's folder, generated on first use. */
 export async function demoTowerPath(): Promise<string> {
-  const candidates = [join(ROOT, 'demo', DEMO_NAME), join(tmpdir(), `tessera-demo-${tesseraVersion()}`, DEMO_NAME)];
+  const candidates = [join(packageRoot(), 'demo', DEMO_NAME), join(tmpdir(), `tessera-demo-${tesseraVersion()}`, DEMO_NAME)];
   for (const dir of candidates) {
     if (existsSync(join(dir, 'model.safetensors'))) return dir;
   }

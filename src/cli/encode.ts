@@ -7,6 +7,7 @@ import { basename } from 'node:path';
 import { parseArgs } from 'node:util';
 import { TesseraError, toTesseraError } from '../errors.js';
 import { checkSoftTokenBudget } from '../image/index.js';
+import { OpenOptionsSchema, encodeOptionsSchema, parseArgument } from '../options.js';
 import { VisionTower, type EncodeOptions, type EncodeResult, type OpenOptions } from '../tower.js';
 import { DEMO_NOTICE, demoTowerPath, tesseraVersion } from './demo.js';
 import { EXIT_INTERRUPTED, EXIT_OK, EXIT_SOME_FAILED, EXIT_USAGE, formatBytes, type CliIo } from './io.js';
@@ -81,6 +82,14 @@ function parse(args: readonly string[]): Parsed | 'help' {
   const open: OpenOptions = {};
   if (values.backend) open.backend = values.backend as OpenOptions['backend'];
   if (values.residency) open.residency = values.residency as OpenOptions['residency'];
+  // The library's own schemas (both families' keys: the model is not open yet), so that a flag
+  // the API would refuse (--min-pixels above --max-pixels) is a usage error before any work.
+  try {
+    parseArgument(OpenOptionsSchema, open, 'options');
+    parseArgument(encodeOptionsSchema(), encode, 'options');
+  } catch (e) {
+    throw new UsageError((e as Error).message.replace(/option '(\w+)'/, (_, k: string) => `--${k.replace(/[A-Z]/g, (c) => '-' + c.toLowerCase())}`));
+  }
   return {
     images: positionals,
     model: values.model,

@@ -95,6 +95,8 @@ const FIRST_READ_BYTES = 1 << 20;
 const MAX_NDIMS = 4;
 const MAX_ARRAY_DEPTH = 8;
 const DEFAULT_ALIGNMENT = 32;
+const MIN_ALIGNMENT = 8;
+const MAX_ALIGNMENT = 1 << 20;
 const GGUF_MAGIC = 0x46554747; // "GGUF" read as a little-endian u32
 
 const corrupt = (path: string, what: string) => new TesseraError('ERR_WEIGHTS_CORRUPT', `${path}: ${what}`);
@@ -265,8 +267,10 @@ function parse(buf: Buffer, fileSize: number, path: string): GgufHeader {
   let alignment = DEFAULT_ALIGNMENT;
   const a = metadata.get('general.alignment');
   if (a !== undefined) {
-    if (typeof a !== 'number' || !Number.isInteger(a) || a <= 0 || (a & (a - 1)) !== 0)
-      throw corrupt(path, `general.alignment ${String(a)} is not a power of two`);
+    // The GGUF spec: "it must be a multiple of 8"; llama.cpp only asks for a power of two, but no
+    // writer uses less than 32, and a smaller value that is not the file's own misplaces every tensor.
+    if (typeof a !== 'number' || !Number.isInteger(a) || a <= 0 || (a & (a - 1)) !== 0 || a % MIN_ALIGNMENT !== 0 || a > MAX_ALIGNMENT)
+      throw corrupt(path, `general.alignment ${typeof a === 'object' ? 'is an array' : String(a)} is not a power of two from ${MIN_ALIGNMENT} to ${MAX_ALIGNMENT}`);
     alignment = a;
   }
 
@@ -314,6 +318,16 @@ function parse(buf: Buffer, fileSize: number, path: string): GgufHeader {
     const q = sorted[i]!;
     if (q.offset < p.offset + p.length) throw corrupt(path, `tensors '${p.name}' and '${q.name}' overlap`);
   }
+  // Writers put the data right after the header and pad each tensor to the alignment at most, so
+  // the file ends less than one alignment after the last tensor. More left over means the header
+  // places the data section elsewhere than the writer did (an alignment that is not the file's).
+  const last = sorted[sorted.length - 1];
+  if (last && fileSize - (last.offset + last.length) >= alignment)
+    throw corrupt(
+      path,
+      `${fileSize - (last.offset + last.length)} bytes follow the last tensor ('${last.name}'), more than the alignment ${alignment} pads: ` +
+        `the header's alignment or tensor offsets do not match the data`,
+    );
   return { path, version, fileSize, alignment, dataOffset, metadata, tensors };
 }
 

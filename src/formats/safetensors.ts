@@ -4,6 +4,7 @@
 import { TesseraError } from '../errors.js';
 import { openRegular } from '../io/open-regular.js';
 import type { DType } from '../spec/types.js';
+import { jsonStructureProblem } from './json-structure.js';
 import { DTYPE_BYTES, elementCount, type IndexedTensor } from './tensor-index.js';
 
 const STORED: Record<string, { dtype?: DType; bytes: number }> = {
@@ -23,6 +24,8 @@ const STORED: Record<string, { dtype?: DType; bytes: number }> = {
 
 /** Headers larger than this are refused: real ones are a few hundred KiB. */
 const MAX_HEADER_BYTES = 100 * 1024 * 1024;
+/** A header is an object of descriptors whose shape is an array: 3 levels; room for odd metadata. */
+const MAX_HEADER_DEPTH = 16;
 
 export interface SafetensorsHeader {
   tensors: IndexedTensor[];
@@ -62,6 +65,8 @@ function parseHeader(path: string, text: string, dataStart: number, fileSize: nu
     throw corrupt(path, `header is not valid JSON (${(e as Error).message})`);
   }
   if (typeof json !== 'object' || json === null || Array.isArray(json)) throw corrupt(path, 'header is not a JSON object');
+  const problem = jsonStructureProblem(text, { maxDepth: MAX_HEADER_DEPTH });
+  if (problem) throw corrupt(path, `header: ${problem}`);
   const dataSize = fileSize - dataStart;
   const tensors: IndexedTensor[] = [];
   let metadata: Record<string, string> = {};
@@ -72,7 +77,8 @@ function parseHeader(path: string, text: string, dataStart: number, fileSize: nu
     }
     if (typeof entry !== 'object' || entry === null) throw corrupt(path, `tensor '${name}' has no descriptor`);
     const { dtype, shape, data_offsets: offs } = entry as { dtype?: unknown; shape?: unknown; data_offsets?: unknown };
-    if (typeof dtype !== 'string' || !(dtype in STORED)) throw corrupt(path, `tensor '${name}' has unknown dtype ${String(dtype)}`);
+    if (typeof dtype !== 'string' || !Object.hasOwn(STORED, dtype))
+      throw corrupt(path, `tensor '${name}' has unknown dtype ${typeof dtype === 'string' ? JSON.stringify(dtype.slice(0, 40)) : `(a ${Array.isArray(dtype) ? 'array' : typeof dtype})`}`);
     if (!Array.isArray(shape) || !shape.every((d) => Number.isSafeInteger(d) && d >= 0))
       throw corrupt(path, `tensor '${name}' has an invalid shape`);
     if (!Array.isArray(offs) || offs.length !== 2 || !offs.every((d) => Number.isSafeInteger(d) && d >= 0))

@@ -66,12 +66,21 @@ export const QwenPreprocessConfigSchema = z
     do_convert_rgb: z.boolean().default(true),
   })
   .passthrough()
+  .transform((c, ctx) => {
+    const min = c.min_pixels != null ? { v: c.min_pixels, key: 'min_pixels' } : { v: c.size?.shortest_edge ?? 56 * 56, key: 'size.shortest_edge' };
+    const max = c.max_pixels != null ? { v: c.max_pixels, key: 'max_pixels' } : { v: c.size?.longest_edge ?? 28 * 28 * 1280, key: 'size.longest_edge' };
+    // HF would not refuse this, but smart_resize then honours only the maximum: a file whose
+    // bounds contradict each other says nothing about the size its author meant.
+    if (min.v > max.v)
+      ctx.addIssue({ code: 'custom', path: min.key.split('.'), message: `${min.v} is above ${max.key} ${max.v}: the pixel bounds contradict each other` });
+    return { ...c, minPixels: min.v, maxPixels: max.v };
+  })
   .transform((c) => ({
     patchSize: c.patch_size,
     temporalPatchSize: c.temporal_patch_size,
     mergeSize: c.merge_size,
-    minPixels: c.min_pixels ?? c.size?.shortest_edge ?? 56 * 56,
-    maxPixels: c.max_pixels ?? c.size?.longest_edge ?? 28 * 28 * 1280,
+    minPixels: c.minPixels,
+    maxPixels: c.maxPixels,
     imageMean: c.image_mean as [number, number, number],
     imageStd: c.image_std as [number, number, number],
     doResize: c.do_resize,

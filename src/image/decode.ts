@@ -133,7 +133,9 @@ export async function readImageHeader(input: ImageInput, opts: AdmissionOptions 
 async function metadataOf(what: string, buf: Buffer, limit: number): Promise<sharp.Metadata> {
   if (buf.byteLength === 0) throw new TesseraError('ERR_IMAGE_DECODE', `${what}: empty input`);
   try {
-    return await sharp(buf, sharpOptions(limit)).metadata();
+    // The header read has no pixel limit of its own, so that admit() refuses with the size and
+    // the limit (libvips's own refusal, "Input image exceeds pixel limit", names neither).
+    return await sharp(buf, { ...sharpOptions(limit), limitInputPixels: false }).metadata();
   } catch (err) {
     throw decodeError(what, err, limit);
   }

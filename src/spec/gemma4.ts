@@ -319,11 +319,12 @@ export function buildGemma4FromGguf(h: GgufHeader, maxSoftTokens = DEFAULT_SOFT_
   const posT = tensor('v.position_embd.weight');
   if (!posT) throw new TesseraError('ERR_TENSOR_MISSING', `${where}: tower tensor 'v.position_embd.weight' is missing`);
   const outHidden = projT.ne[1] ?? 0;
-  if (source === 'gguf-ollama') {
-    const T = ggufNumber(h, 'gemma4.embedding_length');
-    if (T !== undefined && T !== outHidden)
-      throw new TesseraError('ERR_TENSOR_SHAPE', `${where}: 'mm.input_projection.weight' projects to ${outHidden}, but gemma4.embedding_length is ${T}`);
-  }
+  // The output width is the projection's; the metadata that states it must agree (Ollama: the text
+  // model's width, llama.cpp: clip.vision.projection_dim).
+  const widthKey = source === 'gguf-ollama' ? 'gemma4.embedding_length' : 'clip.vision.projection_dim';
+  const statedWidth = ggufNumber(h, widthKey);
+  if (statedWidth !== undefined && statedWidth !== outHidden)
+    throw new TesseraError('ERR_TENSOR_SHAPE', `${where}: 'mm.input_projection.weight' projects to ${outHidden}, but ${widthKey} is ${statedWidth}`);
   const epsRaw = ggufNumber(h, pre + 'attention.layer_norm_epsilon') ?? 1e-6;
   if (!(epsRaw > 0 && epsRaw < 1e-2)) throw new TesseraError('ERR_CONFIG_INVALID', `${where}: layer_norm_epsilon ${epsRaw} is out of range`);
   if (!(GEMMA4_SOFT_TOKEN_BUDGETS as readonly number[]).includes(maxSoftTokens))

@@ -1,0 +1,240 @@
+// The package as a user gets it: `npm pack` of this checkout (which builds the prebuilt binaries), then
+// `npm install <tarball>` into an empty project with no compiler on PATH, then an ES module script, a
+// CommonJS script and the `tessera` command run there, and TypeScript checks an .ts and a .cts consumer.
+// Packaging can then never break silently: a file left out of `files`, a dangling export, a dependency
+// that a source build would need, a prebuilt binary that does not load.
+import { execFileSync, spawnSync } from 'node:child_process';
+import { createHash } from 'node:crypto';
+import { existsSync, mkdirSync, mkdtempSync, readFileSync, readdirSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { delimiter, dirname, join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { VisionTower } from '../src/index.js';
+import { FIXTURES } from './helpers/fixtures.js';
+
+const ROOT = fileURLToPath(new URL('..', import.meta.url));
+const MODEL = join(FIXTURES, 'qwen3_5-tiny', 'model');
+const IMAGE = join(FIXTURES, 'images', 'coffee.png');
+// npm's own CLI script: the one running this suite (npm test), else the one installed beside node.
+const NPM_CLI = [process.env.npm_execpath, join(dirname(process.execPath), '..', 'lib', 'node_modules', 'npm', 'bin', 'npm-cli.js')]
+  .find((p): p is string => !!p && p.endsWith('npm-cli.js') && existsSync(p));
+
+// A PATH with node, npm and the shell's tools, and no compiler, make or Python: what a user's machine may be.
+const TOOLS = ['sh', 'bash', 'env', 'cat', 'ls', 'mkdir', 'rm', 'cp', 'mv', 'ln', 'chmod', 'uname', 'tar', 'gzip',
+  'sed', 'grep', 'dirname', 'basename', 'readlink', 'realpath', 'head', 'tail', 'sort', 'tr', 'cut', 'id', 'touch', 'true', 'false'];
+const COMPILERS = ['cc', 'c++', 'gcc', 'g++', 'clang', 'clang++', 'make', 'python3', 'python'];
+
+function which(cmd: string): string | null {
+  for (const dir of (process.env.PATH ?? '').split(delimiter)) {
+    const p = join(dir, cmd);
+    if (dir && existsSync(p)) return p;
+  }
+  return null;
+}
+
+function bareBin(dir: string): string {
+  mkdirSync(dir, { recursive: true });
+  symlinkSync(process.execPath, join(dir, 'node'));
+  if (!NPM_CLI) throw new Error(`npm-cli.js not found (npm_execpath=${process.env.npm_execpath})`);
+  const npxCli = join(dirname(NPM_CLI), 'npx-cli.js');
+  writeFileSync(join(dir, 'npm'), `#!/bin/sh\nexec "${process.execPath}" "${NPM_CLI}" "$@"\n`, { mode: 0o755 });
+  writeFileSync(join(dir, 'npx'), `#!/bin/sh\nexec "${process.execPath}" "${npxCli}" "$@"\n`, { mode: 0o755 });
+  for (const t of TOOLS) {
+    const p = which(t);
+    if (p) symlinkSync(p, join(dir, t));
+  }
+  return dir;
+}
+
+let work: string;
+let tarball: string;
+let consumer: string;
+let bareEnv: NodeJS.ProcessEnv;
+let installMs = 0;
+let installLog = '';
+
+function run(cmd: string, args: string[], opts: { cwd?: string; env?: NodeJS.ProcessEnv } = {}) {
+  const r = spawnSync(cmd, args, { cwd: opts.cwd ?? consumer, env: opts.env ?? bareEnv, encoding: 'utf8', timeout: 300_000 });
+  return { code: r.status, stdout: r.stdout ?? '', stderr: r.stderr ?? '', error: r.error };
+}
+
+function npm(args: string[], opts: { cwd?: string; env?: NodeJS.ProcessEnv } = {}) {
+  return run(join(bareEnv.PATH!, 'npm'), args, opts);
+}
+
+beforeAll(() => {
+  work = mkdtempSync(join(tmpdir(), 'tessera-package-'));
+  bareEnv = { ...process.env, PATH: bareBin(join(work, 'bin')), npm_config_update_notifier: 'false', npm_config_fund: 'false', npm_config_audit: 'false' };
+  for (const k of Object.keys(bareEnv)) if (k.startsWith('npm_') && !k.startsWith('npm_config_')) delete bareEnv[k];
+  delete bareEnv.CXX;
+  delete bareEnv.CC;
+  delete bareEnv.NODE_OPTIONS;
+  delete bareEnv.VITEST;
+
+  // npm pack runs prepare (tsc, the CommonJS bundle) and prepack (scripts/prebuild.mjs) in this checkout.
+  const packed = JSON.parse(execFileSync(process.execPath, [NPM_CLI!, 'pack', '--json', '--pack-destination', work],
+    { cwd: ROOT, encoding: 'utf8', stdio: ['ignore', 'pipe', 'inherit'], maxBuffer: 64 << 20 })) as { filename: string }[];
+  tarball = join(work, packed[0]!.filename);
+
+  consumer = join(work, 'app');
+  mkdirSync(consumer);
+  writeFileSync(join(consumer, 'package.json'), JSON.stringify({ name: 'consumer', version: '1.0.0', private: true }));
+  const t0 = performance.now();
+  const r = npm(['install', '--prefer-offline', '--foreground-scripts', tarball]);
+  installMs = performance.now() - t0;
+  installLog = r.stdout + r.stderr;
+  if (r.code !== 0) throw new Error(`npm install of the tarball failed (${r.code}):\n${installLog}`);
+}, 900_000);
+
+afterAll(() => {
+  if (work) rmSync(work, { recursive: true, force: true });
+});
+
+const installed = () => join(consumer, 'node_modules', 'tessera-vision');
+
+describe('the published package', () => {
+  it('holds the product only: no tests, tools, test kernels or source maps; a LICENSE and the prebuilt binaries', () => {
+    const files = execFileSync('tar', ['tzf', tarball], { encoding: 'utf8' }).split('\n').filter(Boolean).map((f) => f.replace(/^package\//, ''));
+    expect(files).toContain('LICENSE');
+    expect(files).toContain('CHANGELOG.md');
+    expect(files).toContain('README.md');
+    expect(files).toContain('dist/index.js');
+    expect(files).toContain('dist/cjs/index.cjs');
+    expect(files).toContain('scripts/install.mjs');
+    expect(files).toContain(`prebuilds/linux-x64/tessera-vision.napi.glibc.node`);
+    const unwanted = files.filter((f) => /(^|\/)(test|tests|tools|fixtures)\//.test(f) || f.endsWith('.map') || f.endsWith('.tmp') ||
+      f.startsWith('build/') || f.startsWith('.github/') || /\.test\.[cm]?[jt]s$/.test(f));
+    expect(unwanted).toEqual([]);
+    expect(readFileSync(join(ROOT, 'LICENSE'), 'utf8')).toMatch(/Apache License\s+Version 2\.0/);
+  });
+
+  it('installs with no compiler, make or Python on PATH, compiling nothing', () => {
+    for (const c of COMPILERS) expect(existsSync(join(bareEnv.PATH!, c)), c).toBe(false);
+    expect(existsSync(join(installed(), 'build'))).toBe(false);  // no source build ran
+    console.log(`npm install of the tarball with no compiler on PATH: ${(installMs / 1000).toFixed(1)} s`);
+  });
+
+  it('an ES module script and a CommonJS script encode an image, bit-identical to this checkout', async () => {
+    const body = (imp: string) => `${imp}
+const { createHash } = require_('node:crypto');
+(async () => {
+  const tower = await VisionTower.open(${JSON.stringify(MODEL)}, { backend: 'cpu' });
+  const r = await tower.encode(${JSON.stringify(IMAGE)});
+  await tower.close();
+  const sha = createHash('sha256').update(new Uint8Array(r.embeddings.buffer, r.embeddings.byteOffset, r.embeddings.byteLength)).digest('hex');
+  console.log(JSON.stringify({ tokens: r.tokens, width: r.width, sha, error: new TesseraError('ERR_IO', 'x').code }));
+})().catch((e) => { console.error(e); process.exit(1); });
+`;
+    writeFileSync(join(consumer, 'app.mjs'), body(`import { VisionTower, TesseraError } from 'tessera-vision';\nimport { createRequire } from 'node:module';\nconst require_ = createRequire(import.meta.url);`));
+    writeFileSync(join(consumer, 'app.cjs'), body(`const { VisionTower, TesseraError } = require('tessera-vision');\nconst require_ = require;`));
+    const esm = run(process.execPath, ['app.mjs']);
+    expect(esm.stderr).toBe('');
+    expect(esm.code).toBe(0);
+    const cjs = run(process.execPath, ['app.cjs']);
+    expect(cjs.stderr).toBe('');
+    expect(cjs.code).toBe(0);
+
+    const tower = await VisionTower.open(MODEL, { backend: 'cpu' });
+    const r = await tower.encode(IMAGE);
+    await tower.close();
+    const sha = createHash('sha256').update(new Uint8Array(r.embeddings.buffer, r.embeddings.byteOffset, r.embeddings.byteLength)).digest('hex');
+    const want = { tokens: r.tokens, width: r.width, sha, error: 'ERR_IO' };
+    expect(JSON.parse(esm.stdout)).toEqual(want);
+    expect(JSON.parse(cjs.stdout)).toEqual(want);
+  });
+
+  it('`npx tessera encode <image>` runs the demo tower', () => {
+    const out = join(consumer, 'coffee.safetensors');
+    const r = run(join(bareEnv.PATH!, 'npx'), ['--no-install', 'tessera', 'encode', IMAGE, '--out', out]);
+    expect(r.stderr).toContain('demo tower');
+    expect(r.code).toBe(0);
+    expect(readFileSync(out).readBigUInt64LE(0)).toBeGreaterThan(0n);
+  });
+
+  it('types resolve for an ESM (.ts) and a CommonJS (.cts) consumer', () => {
+    writeFileSync(join(consumer, 'esm.ts'), `import { VisionTower, TesseraError, type EncodeResult } from 'tessera-vision';
+export async function tokens(path: string): Promise<number> {
+  const tower = await VisionTower.open(path, { backend: 'cpu' });
+  const r: EncodeResult = await tower.encode('page.png');
+  const e: TesseraError | null = null;
+  return r.tokens + (e === null ? 0 : 1);
+}
+`);
+    writeFileSync(join(consumer, 'cjs.cts'), `import tessera = require('tessera-vision');
+export async function width(path: string): Promise<number> {
+  const tower = await tessera.VisionTower.open(path);
+  return (await tower.encode('page.png')).width;
+}
+`);
+    writeFileSync(join(consumer, 'tsconfig.json'), JSON.stringify({
+      compilerOptions: { module: 'nodenext', moduleResolution: 'nodenext', target: 'es2022', strict: true, noEmit: true,
+        types: ['node'], typeRoots: [join(ROOT, 'node_modules', '@types')] },
+      files: ['esm.ts', 'cjs.cts'],
+    }));
+    const r = run(process.execPath, [join(ROOT, 'node_modules', 'typescript', 'bin', 'tsc'), '-p', 'tsconfig.json']);
+    expect(r.stdout + r.stderr).toBe('');
+    expect(r.code).toBe(0);
+  });
+
+  it('a missing addon is ERR_BACKEND_UNAVAILABLE naming the fix and the prebuilt platforms', () => {
+    writeFileSync(join(consumer, 'missing.mjs'), `import { VisionTower } from 'tessera-vision';
+VisionTower.open(${JSON.stringify(MODEL)}, { backend: 'cpu' }).then(() => console.log('opened'), (e) => console.log(JSON.stringify({ code: e.code, message: e.message })));
+`);
+    // node-gyp-build's <NAME>_PREBUILD override points the loader at an empty folder: no build, no prebuilds.
+    const r = run(process.execPath, ['missing.mjs'], { env: { ...bareEnv, TESSERA_VISION_PREBUILD: join(work, 'nothing-here') } });
+    const e = JSON.parse(r.stdout) as { code: string; message: string };
+    expect(e.code).toBe('ERR_BACKEND_UNAVAILABLE');
+    expect(e.message).toContain('npm rebuild tessera-vision');
+    expect(e.message).toContain('linux-x64');
+  });
+
+  it('with no prebuilt binary for the platform and no compiler, the install names what is missing', () => {
+    // npm_config_arch makes node-gyp-build look for another platform's binary (none ships for riscv64).
+    const r = run(process.execPath, [join(installed(), 'scripts', 'install.mjs')], { cwd: installed(), env: { ...bareEnv, npm_config_arch: 'riscv64' } });
+    expect(r.code).toBe(1);
+    expect(r.stderr).toContain('no prebuilt addon loads on linux-riscv64');
+    expect(r.stderr).toMatch(/missing a C\+\+20 compiler .*, make .*, Python 3/);
+    expect(r.stderr).toContain('npm rebuild tessera-vision');
+  });
+});
+
+describe('the linux-arm64 prebuilt binary', () => {
+  const qemu = ['qemu-aarch64', 'qemu-aarch64-static'].find((q) => which(q));
+  const cc = which('aarch64-linux-gnu-gcc');
+  const sysroot = '/usr/aarch64-linux-gnu';
+
+  it('is an arm64 shared object', () => {
+    const dir = join(installed(), 'prebuilds', 'linux-arm64');
+    if (!existsSync(dir) && !cc) {
+      console.warn('skipped: no linux-arm64 prebuild was made: no arm64 cross compiler (Debian: apt-get install g++-aarch64-linux-gnu)');
+      return;
+    }
+    const elf = readFileSync(join(dir, readdirSync(dir)[0]!));
+    expect(elf.subarray(0, 4).toString('latin1')).toBe('\x7fELF');
+    expect(elf[4]).toBe(2);                          // 64-bit
+    expect(elf.readUInt16LE(16)).toBe(3);            // ET_DYN
+    expect(elf.readUInt16LE(18)).toBe(183);          // EM_AARCH64
+  });
+
+  it('loads under qemu-user (dlopen, the Node-API entry point found)', () => {
+    if (!qemu || !cc || !existsSync(sysroot)) {
+      console.warn('skipped: needs qemu-user and g++-aarch64-linux-gnu (Debian: apt-get install qemu-user g++-aarch64-linux-gnu)');
+      return;
+    }
+    const dir = join(installed(), 'prebuilds', 'linux-arm64');
+    const addonFile = join(dir, readdirSync(dir)[0]!);
+    // Node's exports stood in by stubs: one per Node-API function the addon imports.
+    const nm = execFileSync(which('aarch64-linux-gnu-nm') ?? 'nm', ['-D', '--undefined-only', addonFile], { encoding: 'utf8' });
+    const napi = [...nm.matchAll(/\b((?:napi|node_api)_\w+)/g)].map((m) => m[1]!);
+    expect(napi.length).toBeGreaterThan(10);
+    const stubs = join(work, 'napi-stubs.c');
+    writeFileSync(stubs, [...new Set(napi)].map((n) => `void ${n}(void) {}\n`).join(''));
+    const loader = join(work, 'dlopen-addon');
+    execFileSync(cc, ['-O1', '-rdynamic', '-o', loader, join(ROOT, 'test', 'helpers', 'dlopen-addon.c'), stubs, '-ldl']);
+    const r = spawnSync(qemu, ['-L', sysroot, loader, addonFile], { encoding: 'utf8', timeout: 120_000 });
+    expect(r.stderr).toBe('');
+    expect(r.stdout.trim()).toBe('napi_register_module_v1 found');
+    expect(r.status).toBe(0);
+  });
+});
