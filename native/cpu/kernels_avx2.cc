@@ -27,7 +27,7 @@ namespace {
 #define TESSERA_BF16_PAIRS 1
 #endif
 #ifndef TESSERA_AVX2_ATTN_BK
-#define TESSERA_AVX2_ATTN_BK 32
+#define TESSERA_AVX2_ATTN_BK 128
 #endif
 #ifndef TESSERA_AVX2_ATTN_PV_NV
 #define TESSERA_AVX2_ATTN_PV_NV 3
