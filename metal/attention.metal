@@ -1,11 +1,151 @@
 // out = softmax(q kᵀ · scale) v for one segment (rows that attend to each other: one image), every head.
-// Tiled with an online softmax, memory O(rows x head_dim): a threadgroup of 4 simdgroups takes 4 query rows
-// of one head (grid: ceil(n / 4) x heads); keys and values pass through threadgroup memory `kblock` rows at
-// a time ([[threadgroup(0)]]: K tile, V tile, the 4 scaled query rows, the 4 rows of probabilities).
-// In a simdgroup, lane j scores key j of the tile; lanes own output dims lane, lane + 32, ... (head_dim <= 128).
-// Query rows past the segment still take part in every barrier and collective; they only skip the store.
-// p.n keys; p.nq query rows (p.n for a segment, or a chunk of queries against all its keys: grid ceil(nq / 4).
+// p.n keys; p.nq query rows (p.n for a segment, or a chunk of queries against all its keys). Grid: query
+// blocks x heads. Query rows past nq take part in every barrier and collective; they only skip the store.
+//
+// attention_flash_{64,72,80}, attention_flash (head_dim a multiple of 8, <= kAttnMaxHeadDim): flash attention
+// on simdgroup matrices (docs/metal.md#kernels). A threadgroup of 4 simdgroups takes kAttnBQ = 32 query rows
+// of one head, 8 per simdgroup, and streams the head's keys and values through threadgroup memory once, in
+// tiles of p.kblock rows. Each simdgroup keeps its 8 x head_dim query block (scaled) and output accumulator
+// in simdgroup_float8x8 registers; per tile it computes S = Q Kᵀ (8 x kblock) into its own scratch rows,
+// runs the online softmax there with 4 lanes per row (row max and sum by shuffles, the running max and sum
+// in those lanes' registers), and updates O = diag(correction) O + P V with simdgroup multiplies. The fixed
+// head sizes have their own kernels so the register arrays are sized at compile time.
+// [[threadgroup(0)]]: the layout of kargs::attn_flash_tg_floats (metal/shared/args.h).
+//
+// attention_segment (any other head_dim <= 128): 4 query rows per threadgroup, lane j scores key j of the
+// tile with a scalar loop, lanes own output dims lane, lane + 32, ...
 #include "kernel_common.h"
+
+constant constexpr uint BQ = kargs::kAttnBQ;
+
+template <uint kHd>  // 0: head_dim from p
+inline void flash(device const float* q, device const float* k, device const float* v, device float* o,
+                  constant kargs::Attention& p, threadgroup float* tg, uint2 gp, uint tid, uint sg, uint lane) {
+    const uint hd = kHd ? kHd : p.head_dim, kb = p.kblock, head = gp.y, nd = hd / 8;
+    constexpr uint kMaxNd = kHd ? kHd / 8 : kargs::kAttnMaxHeadDim / 8;
+    const uint sw = kargs::attn_scratch_width(hd, kb);
+    threadgroup float* ks = tg;                  // [kb][hd]
+    threadgroup float* vs = ks + kb * hd;        // [kb][hd]
+    threadgroup float* sc = vs + kb * hd;        // [BQ][sw]
+    threadgroup float* mine = sc + sg * 8 * sw;  // this simdgroup's 8 rows
+    const uint q0 = gp.x * BQ;
+    for (uint i = tid; i < BQ * hd; i += kargs::kAttnThreads) {
+        const uint r = i / hd, d = i % hd, row = q0 + r;
+        sc[r * sw + d] = row < p.nq ? q[row * p.ldq + head * hd + d] * p.scale : 0.0f;
+    }
+    threadgroup_barrier(mem_flags::mem_threadgroup);
+    simdgroup_float8x8 qm[kMaxNd], om[kMaxNd];
+    for (uint j = 0; j < nd; j++) {
+        simdgroup_load(qm[j], mine, sw, ulong2(8 * j, 0));
+        om[j] = make_filled_simdgroup_matrix<float, 8>(0.0f);
+    }
+    const uint r = lane / 4, part = lane % 4, per = kb / 4;  // softmax: 4 lanes per row, `per` keys each
+    float m = -INFINITY, l = 0.0f;
+    for (uint k0 = 0; k0 < p.n; k0 += kb) {
+        threadgroup_barrier(mem_flags::mem_threadgroup);       // the previous tile is no longer read
+        if (k0 + kb <= p.n) {
+            for (uint i = tid; i < kb * hd; i += kargs::kAttnThreads) {
+                const uint j = i / hd, d = i % hd, key = k0 + j;
+                ks[i] = k[key * p.ldk + head * hd + d];
+                vs[i] = v[key * p.ldv + head * hd + d];
+            }
+        } else {
+            for (uint i = tid; i < kb * hd; i += kargs::kAttnThreads) {
+                const uint j = i / hd, d = i % hd, key = k0 + j;
+                ks[i] = key < p.n ? k[key * p.ldk + head * hd + d] : 0.0f;
+                vs[i] = key < p.n ? v[key * p.ldv + head * hd + d] : 0.0f;
+            }
+        }
+        threadgroup_barrier(mem_flags::mem_threadgroup);
+        // S = Q Kᵀ, 8 keys at a time (Kᵀ by a transposed load of the K tile's rows)
+        for (uint c = 0; c < kb / 8; c++) {
+            simdgroup_float8x8 s = make_filled_simdgroup_matrix<float, 8>(0.0f);
+            for (uint j = 0; j < nd; j++) {
+                simdgroup_float8x8 kt;
+                simdgroup_load(kt, ks + 8 * c * hd + 8 * j, hd, ulong2(0, 0), true);
+                simdgroup_multiply_accumulate(s, qm[j], kt, s);
+            }
+            simdgroup_store(s, mine, sw, ulong2(8 * c, 0));
+        }
+        simdgroup_barrier(mem_flags::mem_threadgroup);
+        // online softmax of row r over this tile's keys part * per ... part * per + per - 1
+        threadgroup float* srow = mine + r * sw + part * per;
+        float mx = -INFINITY;
+        for (uint i = 0; i < per; i++)
+            if (k0 + part * per + i < p.n) mx = max(mx, srow[i]);
+        mx = max(mx, simd_shuffle_xor(mx, 1));
+        mx = max(mx, simd_shuffle_xor(mx, 2));
+        const float m_new = max(m, mx);                         // finite: the tile has at least one key
+        const float corr = precise::exp(m - m_new);             // 0 on the first tile (m = -inf)
+        float sum = 0.0f;
+        for (uint i = 0; i < per; i++) {
+            const float pj = k0 + part * per + i < p.n ? precise::exp(srow[i] - m_new) : 0.0f;
+            srow[i] = pj;
+            sum += pj;
+        }
+        sum += simd_shuffle_xor(sum, 1);
+        sum += simd_shuffle_xor(sum, 2);
+        l = l * corr + sum;
+        m = m_new;
+        // diag(corr) beside P: row r, columns kb .. kb + 7 (2 per lane)
+        threadgroup float* drow = mine + r * sw + kb;
+        drow[2 * part] = 2 * part == r ? corr : 0.0f;
+        drow[2 * part + 1] = 2 * part + 1 == r ? corr : 0.0f;
+        simdgroup_barrier(mem_flags::mem_threadgroup);
+        simdgroup_float8x8 dg, pm[kargs::kAttnBK / 8];
+        simdgroup_load(dg, mine, sw, ulong2(kb, 0));
+        for (uint c = 0; c < kb / 8; c++) simdgroup_load(pm[c], mine, sw, ulong2(8 * c, 0));
+        for (uint j = 0; j < nd; j++) {
+            simdgroup_multiply(om[j], dg, om[j]);
+            for (uint c = 0; c < kb / 8; c++) {
+                simdgroup_float8x8 vm;
+                simdgroup_load(vm, vs + 8 * c * hd + 8 * j, hd);
+                simdgroup_multiply_accumulate(om[j], pm[c], vm, om[j]);
+            }
+        }
+    }
+    // out = O / l through the scratch rows: lane (r, part) writes dims part, part + 4, ... of row r
+    simdgroup_barrier(mem_flags::mem_threadgroup);
+    for (uint j = 0; j < nd; j++) simdgroup_store(om[j], mine, sw, ulong2(8 * j, 0));
+    simdgroup_barrier(mem_flags::mem_threadgroup);
+    const uint row = q0 + sg * 8 + r;
+    if (row >= p.nq) return;
+    const float inv = 1.0f / l;
+    for (uint d = part; d < hd; d += 4) o[row * p.ldo + head * hd + d] = mine[r * sw + d] * inv;
+}
+
+kernel void attention_flash_64(device const float* q [[buffer(0)]], device const float* k [[buffer(1)]],
+                               device const float* v [[buffer(2)]], device float* o [[buffer(3)]],
+                               constant kargs::Attention& p [[buffer(4)]], threadgroup float* tg [[threadgroup(0)]],
+                               uint2 gp [[threadgroup_position_in_grid]], uint tid [[thread_index_in_threadgroup]],
+                               uint sg [[simdgroup_index_in_threadgroup]], uint lane [[thread_index_in_simdgroup]])
+{
+    flash<64>(q, k, v, o, p, tg, gp, tid, sg, lane);
+}
+kernel void attention_flash_72(device const float* q [[buffer(0)]], device const float* k [[buffer(1)]],
+                               device const float* v [[buffer(2)]], device float* o [[buffer(3)]],
+                               constant kargs::Attention& p [[buffer(4)]], threadgroup float* tg [[threadgroup(0)]],
+                               uint2 gp [[threadgroup_position_in_grid]], uint tid [[thread_index_in_threadgroup]],
+                               uint sg [[simdgroup_index_in_threadgroup]], uint lane [[thread_index_in_simdgroup]])
+{
+    flash<72>(q, k, v, o, p, tg, gp, tid, sg, lane);
+}
+kernel void attention_flash_80(device const float* q [[buffer(0)]], device const float* k [[buffer(1)]],
+                               device const float* v [[buffer(2)]], device float* o [[buffer(3)]],
+                               constant kargs::Attention& p [[buffer(4)]], threadgroup float* tg [[threadgroup(0)]],
+                               uint2 gp [[threadgroup_position_in_grid]], uint tid [[thread_index_in_threadgroup]],
+                               uint sg [[simdgroup_index_in_threadgroup]], uint lane [[thread_index_in_simdgroup]])
+{
+    flash<80>(q, k, v, o, p, tg, gp, tid, sg, lane);
+}
+kernel void attention_flash(device const float* q [[buffer(0)]], device const float* k [[buffer(1)]],
+                            device const float* v [[buffer(2)]], device float* o [[buffer(3)]],
+                            constant kargs::Attention& p [[buffer(4)]], threadgroup float* tg [[threadgroup(0)]],
+                            uint2 gp [[threadgroup_position_in_grid]], uint tid [[thread_index_in_threadgroup]],
+                            uint sg [[simdgroup_index_in_threadgroup]], uint lane [[thread_index_in_simdgroup]])
+{
+    flash<0>(q, k, v, o, p, tg, gp, tid, sg, lane);
+}
 
 kernel void attention_segment(device const float* q [[buffer(0)]], device const float* k [[buffer(1)]],
                               device const float* v [[buffer(2)]], device float* o [[buffer(3)]],
@@ -18,14 +158,14 @@ kernel void attention_segment(device const float* q [[buffer(0)]], device const 
     threadgroup float* vs = ks + kb * hd;        // [kb][hd]
     threadgroup float* qs = vs + kb * hd;        // [4][hd]
     threadgroup float* ps = qs + 4 * hd;         // [4][kb]
-    const uint row = gp.x * 4 + sg;
+    const uint row = gp.x * kargs::kAttnRowsPerGroup + sg;
     const bool live = row < p.nq;
     for (uint d = lane; d < hd; d += 32) qs[sg * hd + d] = live ? q[row * p.ldq + head * hd + d] * p.scale : 0.0f;
     float m = -INFINITY, l = 0.0f;
     float acc[4] = {0.0f, 0.0f, 0.0f, 0.0f};
     for (uint k0 = 0; k0 < p.n; k0 += kb) {
         threadgroup_barrier(mem_flags::mem_threadgroup);       // the previous tile is no longer read
-        for (uint i = tid; i < kb * hd; i += 128) {
+        for (uint i = tid; i < kb * hd; i += kargs::kAttnThreads) {
             const uint j = i / hd, d = i % hd, key = k0 + j;
             ks[i] = key < p.n ? k[key * p.ldk + head * hd + d] : 0.0f;
             vs[i] = key < p.n ? v[key * p.ldv + head * hd + d] : 0.0f;

@@ -1,14 +1,23 @@
 // y = act(clamp(clamp(x, in_min, in_max) · Wᵀ + bias, out_min, out_max)) + residual
-// x f32 [rows, in]; W [out, in] read directly in its stored type (f32, f16, bf16 widened by a shift);
-// accumulation in f32. Two paths, each with a kernel per weight type:
-//   matmul_{f32,f16,bf16}      tiles of 32 rows x 32 outputs per threadgroup of 128 threads (4 simdgroups,
-//                              each 16 x 16 as 2 x 2 simdgroup_float8x8 accumulators), K in steps of 32
-//                              staged in threadgroup memory (zero-filled past the edges: any size works)
-//   matvec_{f32,f16,bf16}      few rows (<= 4): one simdgroup per output column, lanes stride over K
+// x f32 [rows, in]; W [out, in] read in its stored type (f32, f16, bf16 widened by a shift), accumulation in f32.
+// Two paths, each with a kernel per weight type (docs/metal.md#kernels):
+//   matmul_{f32,f16,bf16}   a threadgroup of 2 x 2 simdgroups computes kGemmBM rows x kGemmBN outputs, each
+//                           simdgroup 32 x 32 as 4 x 4 simdgroup_float8x8 accumulators. K advances kGemmBK at a
+//                           time through two threadgroup stages: while the simdgroups multiply one stage, the
+//                           threads load the next (one barrier per step). Each element is loaded once per tile
+//                           in its stored type, clamped (x) or widened (W) as it is staged. A tile wholly inside
+//                           the matrices with in % kGemmBK == 0 takes the path without bounds checks; edge tiles
+//                           check every element and zero-fill. The epilogue goes through threadgroup memory so
+//                           that consecutive threads write consecutive outputs.
+//   matvec_{f32,f16,bf16}   few rows (<= kMatvecMaxRows): one simdgroup per output column, lanes stride over K
 // residual may alias y: each output element is read and written by the same thread.
 #include "kernel_common.h"
 
-constant constexpr uint TILE = 32;
+constant constexpr uint BM = kargs::kGemmBM, BN = kargs::kGemmBN, BK = kargs::kGemmBK, NT = kargs::kGemmThreads;
+constant constexpr uint STAGE = (BM + BN) * BK;  // floats of one stage: xs [BM][BK], then ws [BN][BK]
+// The staging layout below: every thread moves 8 consecutive k of one row of x and one row of W.
+static_assert(BM == BN && BM * BK == 8 * NT && BM == 2 * 32, "matmul staging assumes 64 x 64 tiles, K steps of 16, 128 threads");
+static_assert(BM * BN <= 2 * STAGE, "the epilogue tile reuses both stages");
 
 inline float epilogue(float acc, uint r, uint c, constant kargs::Linear& p, device const uchar* bias, device const float* res) {
     float v = acc;
@@ -19,42 +28,77 @@ inline float epilogue(float acc, uint r, uint c, constant kargs::Linear& p, devi
     return v;
 }
 
-template <typename W>
+// One K step into `st`: xs[r][k] = clamp(x[row0 + r][k0 + k]), ws[n][k] = W[col0 + n][k0 + k] widened.
+template <bool kChecked, typename W>
+inline void stage(device const float* x, device const W* w, constant kargs::Linear& p, uint row0, uint col0, uint k0, uint tid,
+                  threadgroup float* st) {
+    const uint r = tid / 2, kq = (tid % 2) * 8;
+    threadgroup float* xs = st + r * BK + kq;
+    threadgroup float* ws = st + BM * BK + r * BK + kq;
+    const uint gr = row0 + r, gn = col0 + r, gk = k0 + kq;
+    if (!kChecked) {
+        device const float* xr = x + gr * p.ldx + gk;
+        device const W* wr = w + gn * p.in + gk;
+        for (uint i = 0; i < 8; i++) {
+            xs[i] = min(max(xr[i], p.in_min), p.in_max);
+            ws[i] = widen(wr, i);
+        }
+    } else {
+        for (uint i = 0; i < 8; i++) {
+            const bool kin = gk + i < p.in;
+            xs[i] = (gr < p.rows && kin) ? min(max(x[gr * p.ldx + gk + i], p.in_min), p.in_max) : 0.0f;
+            ws[i] = (gn < p.out && kin) ? widen(w, gn * p.in + gk + i) : 0.0f;
+        }
+    }
+}
+
+// acc += xs · wsᵀ over one stage, for this simdgroup's 32 x 32 corner (sr, sc).
+inline void multiply_stage(threadgroup const float* st, uint sr, uint sc, thread simdgroup_float8x8 (&acc)[4][4]) {
+    threadgroup const float* xs = st;
+    threadgroup const float* ws = st + BM * BK;
+    for (uint kk = 0; kk < BK; kk += 8) {
+        simdgroup_float8x8 a[4], b[4];
+        for (uint i = 0; i < 4; i++) simdgroup_load(a[i], xs, BK, ulong2(kk, sr + 8 * i));
+        // b[j][k][n] = W[sc + 8j + n][kk + k]: ws rows are W rows, so a transposed load
+        for (uint j = 0; j < 4; j++) simdgroup_load(b[j], ws + (sc + 8 * j) * BK + kk, BK, ulong2(0, 0), true);
+        for (uint i = 0; i < 4; i++)
+            for (uint j = 0; j < 4; j++) simdgroup_multiply_accumulate(acc[i][j], a[i], b[j], acc[i][j]);
+    }
+}
+
+template <bool kChecked, typename W>
 inline void matmul_tile(device const float* x, device const W* w, device const uchar* bias, device const float* res, device float* y,
-                        constant kargs::Linear& p, uint2 tg, uint tid, uint sg,
-                        threadgroup float* xs, threadgroup float* ws, threadgroup float* cs)
-{
-    const uint row0 = tg.y * TILE, col0 = tg.x * TILE;
-    const uint sr = (sg / 2) * 16, sc = (sg % 2) * 16;      // this simdgroup's 16 x 16 corner
-    simdgroup_float8x8 acc[2][2];
-    for (uint i = 0; i < 2; i++)
-        for (uint j = 0; j < 2; j++) acc[i][j] = make_filled_simdgroup_matrix<float, 8>(0.0f);
-    for (uint k0 = 0; k0 < p.in; k0 += TILE) {
-        // xs[r][k] = clamp(x[row0 + r][k0 + k]); ws[k][n] = W[col0 + n][k0 + k] (stored as B = Wᵀ)
-        for (uint i = tid; i < TILE * TILE; i += 128) {
-            const uint r = i / TILE, k = i % TILE;
-            const uint gr = row0 + r, gk = k0 + k;
-            xs[i] = (gr < p.rows && gk < p.in) ? min(max(x[gr * p.ldx + gk], p.in_min), p.in_max) : 0.0f;
-            const uint gn = col0 + r;  // here r indexes output features
-            ws[k * TILE + r] = (gn < p.out && gk < p.in) ? widen(w, gn * p.in + gk) : 0.0f;
-        }
-        threadgroup_barrier(mem_flags::mem_threadgroup);
-        for (uint kk = 0; kk < TILE; kk += 8) {
-            simdgroup_float8x8 a[2], b[2];
-            for (uint i = 0; i < 2; i++) simdgroup_load(a[i], xs, TILE, ulong2(kk, sr + 8 * i));
-            for (uint j = 0; j < 2; j++) simdgroup_load(b[j], ws, TILE, ulong2(sc + 8 * j, kk));
-            for (uint i = 0; i < 2; i++)
-                for (uint j = 0; j < 2; j++) simdgroup_multiply_accumulate(acc[i][j], a[i], b[j], acc[i][j]);
-        }
-        threadgroup_barrier(mem_flags::mem_threadgroup);    // xs/ws are overwritten by the next step
-    }
-    for (uint i = 0; i < 2; i++)
-        for (uint j = 0; j < 2; j++) simdgroup_store(acc[i][j], cs, TILE, ulong2(sc + 8 * j, sr + 8 * i));
+                        constant kargs::Linear& p, uint row0, uint col0, uint tid, uint sg, threadgroup float* smem) {
+    const uint sr = (sg / 2) * 32, sc = (sg % 2) * 32;  // this simdgroup's 32 x 32 corner
+    simdgroup_float8x8 acc[4][4];
+    for (uint i = 0; i < 4; i++)
+        for (uint j = 0; j < 4; j++) acc[i][j] = make_filled_simdgroup_matrix<float, 8>(0.0f);
+    const uint steps = (p.in + BK - 1) / BK;
+    stage<kChecked>(x, w, p, row0, col0, 0, tid, smem);
     threadgroup_barrier(mem_flags::mem_threadgroup);
-    for (uint i = tid; i < TILE * TILE; i += 128) {
-        const uint r = row0 + i / TILE, c = col0 + i % TILE;
-        if (r < p.rows && c < p.out) y[r * p.ldy + c] = epilogue(cs[i], r, c, p, bias, res);
+    for (uint t = 0; t < steps; t++) {
+        // stage t + 1 goes where step t - 1 was read: the barrier that ended step t - 1 released it
+        if (t + 1 < steps) stage<kChecked>(x, w, p, row0, col0, (t + 1) * BK, tid, smem + ((t + 1) & 1) * STAGE);
+        multiply_stage(smem + (t & 1) * STAGE, sr, sc, acc);
+        threadgroup_barrier(mem_flags::mem_threadgroup);
     }
+    threadgroup float* cs = smem;  // [BM][BN], over both stages: every simdgroup is past its last multiply
+    for (uint i = 0; i < 4; i++)
+        for (uint j = 0; j < 4; j++) simdgroup_store(acc[i][j], cs, BN, ulong2(sc + 8 * j, sr + 8 * i));
+    threadgroup_barrier(mem_flags::mem_threadgroup);
+    for (uint i = tid; i < BM * BN; i += NT) {
+        const uint r = row0 + i / BN, c = col0 + i % BN;
+        if (!kChecked || (r < p.rows && c < p.out)) y[r * p.ldy + c] = epilogue(cs[i], r, c, p, bias, res);
+    }
+}
+
+template <typename W>
+inline void matmul_group(device const float* x, device const W* w, device const uchar* bias, device const float* res, device float* y,
+                         constant kargs::Linear& p, uint2 tg, uint tid, uint sg, threadgroup float* smem) {
+    const uint row0 = tg.y * BM, col0 = tg.x * BN;
+    const bool inside = row0 + BM <= p.rows && col0 + BN <= p.out && p.in % BK == 0;  // uniform over the group
+    if (inside) matmul_tile<false>(x, w, bias, res, y, p, row0, col0, tid, sg, smem);
+    else matmul_tile<true>(x, w, bias, res, y, p, row0, col0, tid, sg, smem);
 }
 
 template <typename W>
@@ -62,7 +106,8 @@ inline void matvec_cols(device const float* x, device const W* w, device const u
                         constant kargs::Linear& p, uint col, uint lane)
 {
     if (col >= p.out) return;                 // uniform per simdgroup
-    float acc[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+    float acc[kargs::kMatvecMaxRows];
+    for (uint r = 0; r < kargs::kMatvecMaxRows; r++) acc[r] = 0.0f;
     for (uint k = lane; k < p.in; k += 32) {
         const float wk = widen(w, col * p.in + k);
         for (uint r = 0; r < p.rows; r++) acc[r] += min(max(x[r * p.ldx + k], p.in_min), p.in_max) * wk;
@@ -79,30 +124,24 @@ kernel void matmul_f32(device const float* x [[buffer(0)]], device const float* 
                        uint2 tg [[threadgroup_position_in_grid]], uint tid [[thread_index_in_threadgroup]],
                        uint sg [[simdgroup_index_in_threadgroup]])
 {
-    threadgroup float xs[TILE * TILE];
-    threadgroup float ws[TILE * TILE];
-    threadgroup float cs[TILE * TILE];
-    matmul_tile(x, w, bias, res, y, p, tg, tid, sg, xs, ws, cs);
+    threadgroup float smem[2 * STAGE];
+    matmul_group(x, w, bias, res, y, p, tg, tid, sg, smem);
 }
 kernel void matmul_f16(device const float* x [[buffer(0)]], device const half* w [[buffer(1)]], device const uchar* bias [[buffer(2)]],
                        device const float* res [[buffer(3)]], device float* y [[buffer(4)]], constant kargs::Linear& p [[buffer(5)]],
                        uint2 tg [[threadgroup_position_in_grid]], uint tid [[thread_index_in_threadgroup]],
                        uint sg [[simdgroup_index_in_threadgroup]])
 {
-    threadgroup float xs[TILE * TILE];
-    threadgroup float ws[TILE * TILE];
-    threadgroup float cs[TILE * TILE];
-    matmul_tile(x, w, bias, res, y, p, tg, tid, sg, xs, ws, cs);
+    threadgroup float smem[2 * STAGE];
+    matmul_group(x, w, bias, res, y, p, tg, tid, sg, smem);
 }
 kernel void matmul_bf16(device const float* x [[buffer(0)]], device const ushort* w [[buffer(1)]], device const uchar* bias [[buffer(2)]],
                        device const float* res [[buffer(3)]], device float* y [[buffer(4)]], constant kargs::Linear& p [[buffer(5)]],
                        uint2 tg [[threadgroup_position_in_grid]], uint tid [[thread_index_in_threadgroup]],
                        uint sg [[simdgroup_index_in_threadgroup]])
 {
-    threadgroup float xs[TILE * TILE];
-    threadgroup float ws[TILE * TILE];
-    threadgroup float cs[TILE * TILE];
-    matmul_tile(x, w, bias, res, y, p, tg, tid, sg, xs, ws, cs);
+    threadgroup float smem[2 * STAGE];
+    matmul_group(x, w, bias, res, y, p, tg, tid, sg, smem);
 }
 kernel void matvec_f32(device const float* x [[buffer(0)]], device const float* w [[buffer(1)]], device const uchar* bias [[buffer(2)]],
                        device const float* res [[buffer(3)]], device float* y [[buffer(4)]], constant kargs::Linear& p [[buffer(5)]],

@@ -9,8 +9,11 @@
 //      MTL_SHADER_VALIDATION=1: every kernel compiled at run time into a pipeline, every op vs the CPU
 //      backend within 5e-3 and bit-identical run to run, the fixture towers end to end within 5e-3 of HF
 //      (test/metal-ops.test.ts with TESSERA_TEST_METAL=1)
-//   5. build/metal/report.json, and "N passed, N failed, N skipped"
-// Performance is `npm run bench -- --backend metal`, never a test.
+//   5. the synthetic Qwen3.5 tower at 1024x1024 timed on this GPU (median of 3 after a warm-up), printed beside
+//      the cost model's estimate for this chip (BENCHMARKS.md, metal-model piece): the first Mac run calibrates
+//      the model. Reported, never asserted (timing is not a test).
+//   6. build/metal/report.json, and "N passed, N failed, N skipped"
+// Performance beyond that one figure is `npm run bench -- --backend metal`.
 import { spawnSync } from 'node:child_process';
 import fs from 'node:fs';
 import path from 'node:path';
@@ -79,7 +82,48 @@ if (gyp.status === 0) {
       if (/GPU|metal on the GPU/.test(t.ancestorTitles?.join(' ') ?? '')) record(t.title, t.status === 'passed' ? 'PASS' : t.status === 'pending' || t.status === 'skipped' ? 'SKIPPED' : 'FAIL', (t.failureMessages ?? []).join('\n').slice(0, 2000));
 }
 
-// 5. report
+// 5. the tower on the GPU beside the model
+const model = modelEstimates();
+if (gyp.status === 0) {
+  const chip = gpuName();
+  const tsc = run('npx', ['tsc', '-p', 'tsconfig.json']);
+  if (tsc.status !== 0) record('tower timing', 'FAIL', `tsc: ${(tsc.stdout + tsc.stderr).trim()}`);
+  else {
+    const { makeSyntheticQwen } = await import('./make-synthetic-qwen.mjs');
+    const { runQwen } = await import('./bench/qwen-tower.mjs');
+    process.env['TESSERA_BENCH_BACKEND'] = 'metal';
+    try {
+      const r = runQwen({ model: makeSyntheticQwen(), h: 64, w: 64, runs: 3 });
+      const est = model?.['qwen3_5 1024x1024']?.[chip.model];
+      const beside = est === undefined
+        ? `no model figure for ${chip.model} (BENCHMARKS.md's metal-model piece has ${Object.keys(model?.['qwen3_5 1024x1024'] ?? {}).join(', ') || 'none'})`
+        : `model ${est.toFixed(3)} s for ${chip.model}${chip.cores ? ` (this GPU: ${chip.cores} cores)` : ''}, measured / model = ${(r.ms / 1000 / est).toFixed(2)}`;
+      record('qwen3_5 1024x1024 on this GPU', 'PASS', `measured ${(r.ms / 1000).toFixed(3)} s (median of 3); ${beside}`);
+      console.log(`test:metal: qwen3_5 1024x1024 on ${chip.model}: measured ${(r.ms / 1000).toFixed(3)} s, ${beside}`);
+    } catch (e) {
+      record('qwen3_5 1024x1024 on this GPU', 'FAIL', String(e.message ?? e).slice(0, 2000));
+    }
+  }
+}
+
+// The cost model's estimates, from the machine-readable line the metal-model bench piece writes into BENCHMARKS.md.
+function modelEstimates() {
+  try {
+    const m = /<!-- metal-model-estimates: (\{.*\}) -->/.exec(fs.readFileSync(path.join(ROOT, 'BENCHMARKS.md'), 'utf8'));
+    return m ? JSON.parse(m[1]) : null;
+  } catch {
+    return null;
+  }
+}
+// "M4 Max" and the GPU core count of this Mac (sysctl and system_profiler).
+function gpuName() {
+  const brand = run('sysctl', ['-n', 'machdep.cpu.brand_string']).stdout.trim();  // "Apple M4 Max"
+  const sp = run('system_profiler', ['SPDisplaysDataType']).stdout;
+  const cores = /Total Number of Cores:\s*(\d+)/.exec(sp)?.[1];
+  return { model: brand.replace(/^Apple\s+/, ''), cores: cores ? Number(cores) : null };
+}
+
+// 6. report
 const count = (s) => results.filter((r) => r.status === s).length;
 const report = { date: new Date().toISOString(), sdk: sdk.stdout.trim(), metal: metalOut.split('\n')[0], results };
 fs.mkdirSync(path.join(ROOT, 'build/metal'), { recursive: true });

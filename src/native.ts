@@ -19,11 +19,28 @@ export interface NativeEncodeArgs {
   onProgress?: (e: { block: number; blocks: number; ms: number }) => void;
 }
 
+/** A stage's output rows: one per patch row (embed, block.N) or one per output token (the rest). */
+export type StageRowKind = 'patch' | 'token';
+
 export interface NativeStage {
   name: string;
+  kind: StageRowKind;
   rows: number;
   cols: number;
   data: Float32Array;
+}
+
+/** What one encode of `patches` patch rows (whole images) takes and gives: VisionModel::sizing. */
+export interface NativeSizing {
+  /** Values per input (pixel) row. */
+  patchWidth: number;
+  /** Output rows (embedding tokens). */
+  tokens: number;
+  /** Values per output row. */
+  width: number;
+  scratchBytes: number;
+  /** The f32 input and output. */
+  ioBytes: number;
 }
 
 export interface NativeEncodeResult {
@@ -37,6 +54,9 @@ export interface NativeEncodeResult {
 export interface NativeTower {
   encode(args: NativeEncodeArgs): Promise<NativeEncodeResult>;
   scratchBytes(rows: number): number;
+  sizing(patches: number): NativeSizing;
+  /** Values per input (pixel) row. */
+  readonly patchWidth: number;
   stats(): { bytesRead: number; residentBytes: number; reads: number; violations: number; packedWeights: number; residency: string; backend: string };
   close(): void;
 }

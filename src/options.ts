@@ -88,6 +88,41 @@ export function encodeOptionsSchema(family?: Family) {
     .superRefine(minNotAboveMax);
 }
 
+/** Images per group that pass the tower together in encodeMany (block-major), before the memory budget splits further. */
+export const MAX_GROUP_IMAGES = 1024;
+
+/** encodeMany(): encode()'s keys plus `batch`, the images per group (default 4). */
+export function encodeManyOptionsSchema(family?: Family) {
+  return z
+    .object({ ...familyKeys(family), ...ADMISSION_KEYS, ...ENCODE_KEYS, batch: z.number().int().min(1).max(MAX_GROUP_IMAGES).optional() })
+    .strict()
+    .superRefine(minNotAboveMax);
+}
+
+/** What `--out-dir` writes per image (src/bulk/output-dir.ts, README "Output files"). */
+export const OUTPUT_FORMATS = ['safetensors', 'npy', 'vllm', 'sglang'] as const;
+
+/** `tessera encode`'s bulk-output flags, as an object (the CLI checks its flags with this). */
+export const BulkOutputOptionsSchema = z
+  .object({
+    outDir: z.string().min(1).optional(),
+    out: z.string().min(1).optional(),
+    format: z.enum(OUTPUT_FORMATS).default('safetensors'),
+    force: z.boolean().default(false),
+    /** Fingerprint inputs by SHA-256 as well as size and mtime. */
+    hashInputs: z.boolean().default(false),
+    exclude: z.array(z.string().min(1)).default([]),
+  })
+  .strict()
+  .superRefine((o, ctx) => {
+    if (o.out !== undefined && o.outDir !== undefined) ctx.addIssue({ code: 'custom', path: ['outDir'], message: 'cannot be given with --out (one file for the run, or one per image)' });
+    if (o.outDir === undefined && o.format !== 'safetensors') ctx.addIssue({ code: 'custom', path: ['format'], message: `'${o.format}' needs --out-dir (--out writes one safetensors file)` });
+    if (o.outDir === undefined && o.force) ctx.addIssue({ code: 'custom', path: ['force'], message: 'needs --out-dir (it redoes outputs that are up to date)' });
+    if (o.outDir === undefined && o.hashInputs) ctx.addIssue({ code: 'custom', path: ['hashInputs'], message: 'needs --out-dir' });
+  });
+
+export type BulkOutputOptions = z.output<typeof BulkOutputOptionsSchema>;
+
 export interface PreprocessOptions {
   minPixels?: number;
   maxPixels?: number;
@@ -100,6 +135,11 @@ export interface EncodeOptions extends PreprocessOptions {
   signal?: AbortSignal;
   onProgress?: (p: Progress) => void;
   checkFinite?: boolean;
+}
+
+export interface EncodeManyOptions extends EncodeOptions {
+  /** Images per group (default 4): a group is decoded together and passes every stage together. */
+  batch?: number;
 }
 
 // ---- messages

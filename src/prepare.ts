@@ -1,5 +1,6 @@
 // Image → tower input, per family: the preprocessor a tower uses (its preprocessor_config.json,
-// parsed once), and the one shape both families' inputs take on their way to the addon.
+// parsed once), and the one shape both families' inputs take on their way to the addon. How many
+// tokens a number of patch rows makes is the tower's rule (the addon's sizing), passed in.
 import { TesseraError } from './errors.js';
 import {
   parseGemmaPreprocessConfig,
@@ -58,8 +59,20 @@ function checkGeometry(where: string, pairs: [string, number, string, number | u
       );
 }
 
-/** `dims`: the tower's (TowerSpec.dims), checked against the preprocessor's patch geometry. */
-export function makePreprocessor(family: Family, config: Record<string, unknown> | undefined, where: string, dims: Record<string, number> = {}): Preprocessor {
+/**
+ * `dims`: the tower's (TowerSpec.dims), checked against the preprocessor's patch geometry;
+ * `tokensOf`: the tower's output rows for that many patch rows (the addon's sizing). Checking a
+ * config alone (dims only) needs no tokensOf until plan or run is called.
+ */
+export function makePreprocessor(
+  family: Family,
+  config: Record<string, unknown> | undefined,
+  where: string,
+  dims: Record<string, number> = {},
+  tokensOf: (patches: number) => number = () => {
+    throw new TesseraError('ERR_INTERNAL', `${where}: a preprocessor made without the tower's sizing cannot count tokens`);
+  },
+): Preprocessor {
   if (family === 'gemma4') {
     const cfg = parseGemmaPreprocessConfig(config ?? {}, `${where} (preprocessor config)`);
     checkGeometry(where, [
@@ -69,11 +82,11 @@ export function makePreprocessor(family: Family, config: Record<string, unknown>
     return {
       plan: (size, opts) => {
         const p = planGemma(size, cfg, opts);
-        return { resized: p.resized, patches: p.patches, tokens: p.tokens };
+        return { resized: p.resized, patches: p.patches, tokens: tokensOf(p.patches) };
       },
       run: async (input, opts) => {
         const r = await preprocessGemma(input, cfg, opts);
-        return { pixelValues: r.pixelValues, positions: r.positions, patches: r.patches, tokens: r.tokens, decoded: r.decoded, resized: r.resized, timings: r.timings };
+        return { pixelValues: r.pixelValues, positions: r.positions, patches: r.patches, tokens: tokensOf(r.patches), decoded: r.decoded, resized: r.resized, timings: r.timings };
       },
     };
   }
@@ -87,11 +100,11 @@ export function makePreprocessor(family: Family, config: Record<string, unknown>
   return {
     plan: (size, opts) => {
       const p = planQwen(size, cfg, opts);
-      return { resized: p.resized, grid: p.grid, patches: p.patches, tokens: p.tokens };
+      return { resized: p.resized, grid: p.grid, patches: p.patches, tokens: tokensOf(p.patches) };
     },
     run: async (input, opts) => {
       const r = await preprocessQwen(input, cfg, opts);
-      return { pixelValues: r.pixelValues, grid: r.grid, patches: r.patches, tokens: r.tokens, decoded: r.decoded, resized: r.resized, timings: r.timings };
+      return { pixelValues: r.pixelValues, grid: r.grid, patches: r.patches, tokens: tokensOf(r.patches), decoded: r.decoded, resized: r.resized, timings: r.timings };
     },
   };
 }

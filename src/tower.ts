@@ -10,11 +10,13 @@ import { headerSize, makePreprocessor, type Plan, type Prepared, type Preprocess
 import {
   MAX_INT32,
   OpenOptionsSchema,
+  encodeManyOptionsSchema,
   encodeOptionsSchema,
   parseArgument,
   parseModelPath,
   pixelInputSchema,
   preprocessOptionsSchema,
+  type EncodeManyOptions,
   type EncodeOptions,
   type OpenOptions,
   type PreprocessOptions,
@@ -22,11 +24,11 @@ import {
 } from './options.js';
 import type { ImageInput } from './image/index.js';
 import { activationBudget, chooseResidency, heldWeightBytes, splitBatch, type Residency, type WeightMemory } from './residency/index.js';
-import { concatPrepared, splitResult } from './batch.js';
+import { concatPrepared, splitResult, stageRecords, type StageShape } from './batch.js';
 import type { TowerSpec } from './spec/types.js';
 import { describe, peakRss, type MemoryInfo, type TowerInfo } from './tower-info.js';
 
-export type { EncodeOptions, OpenOptions, PreprocessOptions, Progress };
+export type { EncodeManyOptions, EncodeOptions, OpenOptions, PreprocessOptions, Progress, StageShape };
 
 export interface Grid {
   t: number;
@@ -46,11 +48,23 @@ export interface EncodeResult {
   positions?: Int32Array;
   deepstack?: Float32Array[];
   stages?: Record<string, Float32Array>;
+  /** With `stages`: each stage's [rows, cols] and whether it has a row per patch or per token. */
+  stageShapes?: Record<string, StageShape>;
   /** encode / encodeBatch: the image's upright decoded size and the size it was resized to. */
   decoded?: { width: number; height: number };
   resized?: { width: number; height: number };
-  timings: { decodeMs: number; preprocessMs: number; encodeMs: number };
+  /**
+   * decodeMs and preprocessMs are this image's own. encodeMs is this image's share of its group's
+   * encode (the group passes every stage together): the group's wall time times this image's
+   * patch rows over the group's; groupEncodeMs and groupImages are the group's own.
+   */
+  timings: { decodeMs: number; preprocessMs: number; encodeMs: number; groupEncodeMs?: number; groupImages?: number };
 }
+
+/** What encodeMany yields for each input: its result, or its TesseraError, with the input it belongs to. */
+export type EncodeManyItem =
+  | { index: number; input: ImageInput; result: EncodeResult; error?: undefined }
+  | { index: number; input: ImageInput; result?: undefined; error: TesseraError };
 
 /** What tower.estimate() predicts for one image, before any work (same formulas as the allocator). */
 export interface Estimate extends Plan {
@@ -191,7 +205,7 @@ export class VisionTower {
       this.#checkOpen();
       const parsed = parseArgument(pixelInputSchema(this.spec.family), input, 'encodePixels input');
       opts = parseArgument(encodeOptionsSchema(this.spec.family), options, 'encodePixels options');
-      const cols = this.#patchWidth();
+      const cols = this.#checkOpen().patchWidth;
       const pixels = parsed.pixelValues;
       if (pixels.length === 0 || pixels.length % cols !== 0)
         throw new TesseraError('ERR_INVALID_ARGUMENT', `encodePixels: pixelValues has ${pixels.length} values, not a whole number of ${cols}-value patch rows`);
@@ -228,21 +242,9 @@ export class VisionTower {
       if (grids) result.grid = grids;
       if (positions) result.positions = positions;
       if (raw.deepstack.length) result.deepstack = raw.deepstack;
-      if (opts.stages) result.stages = Object.fromEntries(raw.stages.map((s) => [s.name, s.data]));
+      if (opts.stages) Object.assign(result, stageRecords(raw.stages));
       return result;
     });
-  }
-
-  /** The tower's input and output for `patches` rows (f32): pixel rows in, embedding rows out. */
-  #ioBytes(patches: number): number {
-    const d = this.spec.dims;
-    const group = this.spec.family === 'gemma4' ? d['pooling_kernel']! ** 2 : d['merge_size']! ** 2;
-    return 4 * (patches * this.#patchWidth() + (patches / group) * this.info.outHidden);
-  }
-
-  #patchWidth(): number {
-    const d = this.spec.dims;
-    return (d['in_channels'] ?? 3) * (d['temporal_patch_size'] ?? 1) * d['patch_size']! * d['patch_size']!;
   }
 
   async #run(
@@ -275,7 +277,13 @@ export class VisionTower {
   }
 
   get #pre(): Preprocessor {
-    this.#preprocessor ??= makePreprocessor(this.spec.family, this.preprocessorConfig, this.info.path, this.spec.dims);
+    this.#preprocessor ??= makePreprocessor(
+      this.spec.family,
+      this.preprocessorConfig,
+      this.info.path,
+      this.spec.dims,
+      (patches) => this.#checkOpen().sizing(patches).tokens,
+    );
     return this.#preprocessor;
   }
 
@@ -295,9 +303,8 @@ export class VisionTower {
     const size = isSize(input) ? checkSize(input) : await headerSize(input, options.maxInputPixels);
     const plan = this.#pre.plan(size, options);
     if (plan.patches > MAX_INT32) throw this.#tooLarge(plan, options, `${plan.patches} patch rows, more than one encode can address (${MAX_INT32})`);
-    const scratchBytes = native.scratchBytes(plan.patches);
+    const { scratchBytes, ioBytes } = native.sizing(plan.patches);
     const weightBytes = this.info.memory.weightBytes;
-    const ioBytes = this.#ioBytes(plan.patches);
     return { ...plan, scratchBytes, weightBytes, ioBytes, peakBytes: weightBytes + scratchBytes + ioBytes };
   }
 
@@ -348,25 +355,14 @@ export class VisionTower {
     options = parseArgument(encodeOptionsSchema(this.spec.family), options, 'encode options');
     const out: (EncodeResult | TesseraError)[] = new Array(inputs.length);
     // Options were checked above: what fails from here on fails for one input, in its own slot.
-    const named = (i: number, e: unknown) => {
-      const err = toTesseraError(e, 'ERR_IMAGE_DECODE');
-      if (err.code === 'ERR_CLOSED') throw err;
-      const what = typeof inputs[i] === 'string' ? ` (${inputs[i]})` : '';
-      return new TesseraError(err.code, `input ${i}${what}: ${err.message}`, { cause: err });
-    };
-    const plan = async (input: ImageInput) => {
-      const e = await this.#estimate(input, options);
-      this.#admit(e, options);
-      return e;
-    };
-    const plans = await Promise.all(inputs.map((input, i) => plan(input).catch((e) => named(i, e))));
+    const named = (i: number, e: unknown) => this.#named(i, inputs[i]!, e);
+    const plans = await Promise.all(inputs.map((input, i) => this.#plan(input, options).catch((e) => named(i, e))));
     const ok: number[] = [];
     plans.forEach((p, i) => (p instanceof TesseraError ? (out[i] = p) : ok.push(i)));
-    const budget = activationBudget({ memoryBudget: this.#memoryBudget, weightBytes: this.info.memory.weightBytes, freeMem: freemem() });
     const groups = splitBatch(
       ok.map((i) => (plans[i] as Estimate).patches),
-      (rows) => this.scratchBytes(rows) + this.#ioBytes(rows),
-      budget,
+      (rows) => this.#groupBytes(rows),
+      this.#activationBudget(),
     ).map((g) => g.map((k) => ok[k]!));
 
     const prepare = (group: number[]) =>
@@ -381,40 +377,171 @@ export class VisionTower {
         if (p instanceof TesseraError) out[index] = p;
         else members.push({ index, prepared: p });
       });
-      if (members.length) await this.#encodeGroup(members, inputs.length, options, out);
+      if (members.length) (await this.#encodeGroup(members, inputs.length, options)).forEach((r, k) => (out[members[k]!.index] = r));
     }
     return out;
   }
 
-  async #encodeGroup(
-    group: { index: number; prepared: Prepared }[],
-    images: number,
+  /**
+   * Encodes images as they come (an array, an iterable or an async iterable of paths, Buffers or
+   * Uint8Arrays) and yields each one's result, or its TesseraError, with its index and input, as
+   * soon as its group finishes (docs/design.md#batches). Inputs are taken `batch` (default 4) at a
+   * time: their headers are read, they are sized and admitted, cut where activations would pass
+   * the budget, decoded, and encoded block-major; the next group is read and decoded while the
+   * current one encodes, so at most two groups of pixels are held however many images there are.
+   * Options are checked at the call. Aborting (signal) or closing rejects the pending next() with
+   * ERR_ABORTED / ERR_CLOSED; everything yielded before stays valid.
+   */
+  encodeMany(inputs: Iterable<ImageInput> | AsyncIterable<ImageInput>, options: EncodeManyOptions = {}): AsyncGenerator<EncodeManyItem, void, undefined> {
+    this.#checkOpen();
+    const iterable = inputs as unknown as Record<symbol, unknown> | null;
+    if (iterable === null || typeof iterable !== 'object' || (typeof iterable[Symbol.iterator] !== 'function' && typeof iterable[Symbol.asyncIterator] !== 'function') || inputs instanceof Uint8Array)
+      throw new TesseraError('ERR_INVALID_ARGUMENT', 'encodeMany expects an array, iterable or async iterable of images');
+    const { batch, ...encode } = parseArgument(encodeManyOptionsSchema(this.spec.family), options, 'encodeMany options');
+    return this.#encodeMany(inputs, encode, batch ?? 4, Array.isArray(inputs) ? inputs.length : 0);
+  }
+
+  async *#encodeMany(
+    inputs: Iterable<ImageInput> | AsyncIterable<ImageInput>,
     options: EncodeOptions,
-    out: (EncodeResult | TesseraError)[],
-  ): Promise<void> {
+    groupImages: number,
+    total: number,
+  ): AsyncGenerator<EncodeManyItem, void, undefined> {
+    type Entry = { index: number; input: ImageInput };
+    type Window = { failed: EncodeManyItem[]; groups: { members: Entry[]; prepared: Promise<(Prepared | TesseraError)[]> }[] };
+    const source: AsyncIterator<ImageInput> | Iterator<ImageInput> =
+      Symbol.asyncIterator in inputs ? (inputs as AsyncIterable<ImageInput>)[Symbol.asyncIterator]() : (inputs as Iterable<ImageInput>)[Symbol.iterator]();
+    let index = 0;
+    let done = false;
+    const failure = (e: Entry, err: unknown): EncodeManyItem => ({ ...e, error: this.#named(e.index, e.input, err) });
+    // Reads the next `groupImages` inputs' headers, admits them, cuts them where activations would
+    // pass the budget and starts decoding them.
+    const stage = async (): Promise<Window | undefined> => {
+      const window: Entry[] = [];
+      while (!done && window.length < groupImages) {
+        const n = await source.next();
+        if (n.done) done = true;
+        else window.push({ index: index++, input: n.value });
+      }
+      if (!window.length) return undefined;
+      const plans = await Promise.all(window.map((e) => this.#plan(e.input, options).catch((err: unknown) => failure(e, err))));
+      const failed: EncodeManyItem[] = [];
+      const ok: { entry: Entry; plan: Estimate }[] = [];
+      plans.forEach((p, k) => ('error' in p ? failed.push(p as EncodeManyItem) : ok.push({ entry: window[k]!, plan: p as Estimate })));
+      const groups = splitBatch(
+        ok.map((o) => o.plan.patches),
+        (rows) => this.#groupBytes(rows),
+        this.#activationBudget(),
+      ).map((g) => {
+        const members = g.map((k) => ok[k]!.entry);
+        // One image at a time (while the previous group encodes): decoding a group's images at once
+        // would spread them over the thread pool's per-thread allocator arenas, and a long run then
+        // keeps every arena at its high-water mark (+25 % peak RSS over 1,000 small images, measured).
+        const prepared = (async () => {
+          const out: (Prepared | TesseraError)[] = [];
+          for (const m of members) out.push(await this.#pre.run(m.input, options).catch((err: unknown) => this.#named(m.index, m.input, err)));
+          return out;
+        })();
+        prepared.catch(() => undefined); // awaited below; never left unhandled if the caller stops early
+        return { members, prepared };
+      });
+      return { failed, groups };
+    };
+    let next = stage();
+    next.catch(() => undefined);
+    try {
+      for (;;) {
+        const current = await next;
+        if (!current) return;
+        if (options.signal?.aborted) throw new TesseraError('ERR_ABORTED', 'encodeMany was aborted');
+        next = stage();
+        next.catch(() => undefined);
+        yield* current.failed;
+        for (const group of current.groups) {
+          const prepared = await group.prepared;
+          const members: { index: number; prepared: Prepared }[] = [];
+          const inputsOf = new Map<number, ImageInput>();
+          for (const [k, p] of prepared.entries()) {
+            const entry = group.members[k]!;
+            if (p instanceof TesseraError) yield { ...entry, error: p };
+            else members.push({ index: entry.index, prepared: p }), inputsOf.set(entry.index, entry.input);
+          }
+          if (!members.length) continue;
+          const results = await this.#encodeGroup(members, total, options);
+          for (const [k, r] of results.entries()) {
+            const { index: i } = members[k]!;
+            const input = inputsOf.get(i)!;
+            yield r instanceof TesseraError ? { index: i, input, error: r } : { index: i, input, result: r };
+          }
+        }
+      }
+    } finally {
+      // Stopped early (break, abort, close): let the read-ahead settle and close the source.
+      await next.catch(() => undefined);
+      if (!done) await (source.return?.() as Promise<unknown> | undefined)?.catch?.(() => undefined);
+    }
+  }
+
+  /** A per-input failure, its message naming the input (its index, and its path when it has one). */
+  #named(i: number, input: ImageInput, e: unknown): TesseraError {
+    const err = toTesseraError(e, 'ERR_IMAGE_DECODE');
+    if (err.code === 'ERR_CLOSED') throw err;
+    const what = typeof input === 'string' ? ` (${input})` : '';
+    return new TesseraError(err.code, `input ${i}${what}: ${err.message}`, { cause: err });
+  }
+
+  /** Sizes an image from its header and admits it (ERR_IMAGE_TOO_LARGE / ERR_OUT_OF_MEMORY before any work). */
+  async #plan(input: ImageInput, options: EncodeOptions): Promise<Estimate> {
+    const e = await this.#estimate(input, options);
+    this.#admit(e, options);
+    return e;
+  }
+
+  /** Activations plus f32 input and output of one encode of `rows` patch rows (the addon's sizing). */
+  #groupBytes(rows: number): number {
+    const s = this.#checkOpen().sizing(rows);
+    return s.scratchBytes + s.ioBytes;
+  }
+
+  #activationBudget(): number {
+    return activationBudget({ memoryBudget: this.#memoryBudget, weightBytes: this.info.memory.weightBytes, freeMem: freemem() });
+  }
+
+  /**
+   * Encodes one group block-major and cuts the output per image; a failure of the group is every
+   * member's (abort and close reject instead). Each image's encodeMs is its share of the group's
+   * wall time in proportion to its patch rows (the group's own time is kept beside it).
+   */
+  async #encodeGroup(group: { index: number; prepared: Prepared }[], images: number, options: EncodeOptions): Promise<(EncodeResult | TesseraError)[]> {
     const items = group.map((g) => g.prepared);
     const onProgress = options.onProgress && ((p: Progress) => options.onProgress!({ ...p, image: group[0]!.index, images }));
     const started = performance.now();
     let raw: NativeEncodeResult;
     try {
       raw = await this.#enqueue((native) =>
-        this.#run(native, { ...options, onProgress }, group.length, concatPrepared(items, this.#patchWidth())),
+        this.#run(native, { ...options, onProgress }, group.length, concatPrepared(items, native.patchWidth)),
       );
     } catch (e) {
       const err = toTesseraError(e);
       if (err.code === 'ERR_ABORTED' || err.code === 'ERR_CLOSED') throw err;
-      for (const g of group) out[g.index] = err;
-      return;
+      return group.map(() => err);
     }
-    const encodeMs = performance.now() - started;
-    splitResult(raw, items, options.stages ?? false).forEach((r, k) => {
+    const groupEncodeMs = performance.now() - started;
+    const groupRows = items.reduce((a, p) => a + p.patches, 0);
+    return splitResult(raw, items, options.stages ?? false).map((r, k) => {
       const p = items[k]!;
-      out[group[k]!.index] = {
+      return {
         ...r,
         ...(p.grid ? { grid: [p.grid] } : { positions: p.positions! }),
         decoded: p.decoded,
         resized: p.resized,
-        timings: { decodeMs: p.timings.decodeMs, preprocessMs: p.timings.preprocessMs, encodeMs },
+        timings: {
+          decodeMs: p.timings.decodeMs,
+          preprocessMs: p.timings.preprocessMs,
+          encodeMs: (groupEncodeMs * p.patches) / groupRows,
+          groupEncodeMs,
+          groupImages: items.length,
+        },
       };
     });
   }

@@ -70,6 +70,27 @@ for (const family of ['qwen3_5-tiny', 'qwen3_vl-tiny', 'gemma4-tiny']) {
       // All good images fit one group under the default budget: one pass over the stages.
       expect(blocksSeen).toEqual([...blocksSeen].sort((a, b) => a - b));
     });
+
+    it("encodeBatch with stages: each image's stages are encode()'s, with the addon's shapes and row kinds", async () => {
+      const same = cases.filter((c) => JSON.stringify(c.options) === JSON.stringify(cases[0]!.options));
+      const files = same.map((c) => join(IMAGES, c.image));
+      const batch = (await tower.encodeBatch(files, { ...encodeOptions(same[0]!), stages: true })) as EncodeResult[];
+      for (const [i, f] of files.entries()) {
+        const one = await tower.encode(f, { ...encodeOptions(same[0]!), stages: true });
+        const estimate = await tower.estimate(f, encodeOptions(same[0]!));
+        expect(batch[i]!.tokens).toBe(estimate.tokens);
+        expect(one.tokens).toBe(estimate.tokens);
+        expect(Object.keys(batch[i]!.stages!)).toEqual(Object.keys(one.stages!));
+        for (const [name, data] of Object.entries(one.stages!)) {
+          const shape = one.stageShapes![name]!;
+          expect(batch[i]!.stageShapes![name], name).toEqual(shape);
+          expect(shape.kind, name).toBe(name === 'embed' || name.startsWith('block.') ? 'patch' : 'token');
+          expect(shape.rows, name).toBe(shape.kind === 'patch' ? estimate.patches : estimate.tokens);
+          expect(data.length, name).toBe(shape.rows * shape.cols);
+          expect(Buffer.from(batch[i]!.stages![name]!.buffer).equals(Buffer.from(data.buffer)), name).toBe(true);
+        }
+      }
+    });
   });
 }
 

@@ -74,7 +74,8 @@ describe('Qwen preprocessing equals HF (PIL backend)', () => {
       expect([bytes.grid.t, bytes.grid.h, bytes.grid.w]).toEqual(c.grid_thw);
       expect(asInt64Numbers(ref.image_grid_thw!)).toEqual(c.grid_thw);
       expect(bytes.patches).toBe(c.patches);
-      expect(bytes.tokens).toBe(c.tokens);
+      expect(bytes.patches).toBe(c.tokens * 4); // merge 2 x 2
+      expect(bytes.width).toBe(1536);
       expect(ref.pixel_values_u8!.shape).toEqual([c.patches, bytes.width]);
       expect(firstDiff(bytes.pixelValues, ref.pixel_values_u8!.bytes)).toBe(-1);
 
@@ -98,7 +99,7 @@ describe('Qwen preprocessing equals HF (PIL backend)', () => {
     it(`real budget: ${c.name}`, async () => {
       const r = await preprocessQwenBytes(IMAGES + c.image, cfg, { minPixels: 65536, maxPixels: 16777216 });
       expect([r.grid.t, r.grid.h, r.grid.w]).toEqual(c.grid_thw);
-      expect(r.tokens).toBe(c.tokens);
+      expect(r.patches).toBe(c.tokens * 4);
       expect(sha256(r.pixelValues)).toBe(c.sha256_pixel_values_u8);
     });
   }
@@ -118,7 +119,8 @@ describe('Gemma 4 preprocessing equals HF (PIL backend)', () => {
       expect([bytes.resized.height, bytes.resized.width]).toEqual(c.resized_hw);
       expect([bytes.patchGrid.w, bytes.patchGrid.h]).toEqual(c.patches_wh);
       expect(bytes.patches).toBe(c.patches);
-      expect(bytes.tokens).toBe(c.soft_tokens);
+      expect(bytes.patches).toBe(c.soft_tokens * 9); // pooling 3 x 3
+      expect(bytes.width).toBe(768);
       expect(firstDiff(bytes.pixelValues, ref.pixel_values_u8!.bytes)).toBe(-1);
       expect(Array.from(bytes.positions)).toEqual(asInt64Numbers(ref.positions!));
 
@@ -137,7 +139,7 @@ describe('Gemma 4 preprocessing equals HF (PIL backend)', () => {
     it(`real budget: ${c.name}`, async () => {
       const r = await preprocessGemmaBytes(IMAGES + c.image, cfg, { maxSoftTokens: 280 });
       expect([r.patchGrid.w, r.patchGrid.h]).toEqual(c.patches_wh);
-      expect(r.tokens).toBe(c.soft_tokens);
+      expect(r.patches).toBe(c.soft_tokens * 9);
       expect(sha256(r.pixelValues)).toBe(c.sha256_pixel_values_u8);
     });
   }

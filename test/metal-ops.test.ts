@@ -78,6 +78,12 @@ function towers(backend: 'metal' | 'metal-emulated', all: boolean) {
 
 describe.skipIf(!status.available)(title, () => {
   it('every op vs the CPU backend (odd sizes, dtypes, strides), bit-identical under 4 schedule/poison runs', () => nativeOps('1'), 180_000);
+  it('counted traffic within the design bars (docs/metal.md#counted-traffic)', () => {
+    const r = spawnSync(BIN, ['metal counts:'], { env: { ...process.env, TESSERA_METAL_OPS: '1' }, encoding: 'utf8', timeout: 170_000 });
+    const out = r.stdout + r.stderr;
+    expect(r.status, out).toBe(0);
+    expect(out).toMatch(/^1 passed, 0 failed$/m);
+  }, 180_000);
   towers('metal-emulated', false);
 
   it('a whole tower is bit-identical under another schedule and poison (TESSERA_MSLEMU_SCHEDULE / _POISON)', async () => {

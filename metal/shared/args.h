@@ -5,14 +5,34 @@
 #ifdef __METAL_VERSION__
 #include <metal_stdlib>
 #define KARGS_U32 uint
+#define KARGS_CONST constant constexpr
 #else
 #include <cstdint>
 #define KARGS_U32 uint32_t
+#define KARGS_CONST constexpr
 #endif
 
 namespace kargs {
 
 typedef KARGS_U32 u32;
+
+// The kernels' tile shapes: the kernels are written for them and the op layer (native/metal/ops) sizes grids
+// and threadgroup memory from them (docs/metal.md#kernels).
+// GEMM (matmul.metal): a threadgroup of 2 x 2 simdgroups computes kGemmBM rows x kGemmBN outputs (each
+// simdgroup 32 x 32 as 4 x 4 simdgroup_float8x8), K in steps of kGemmBK, two stages in threadgroup memory.
+KARGS_CONST u32 kGemmBM = 64, kGemmBN = 64, kGemmBK = 16, kGemmThreads = 128;
+KARGS_CONST u32 kMatvecMaxRows = 4;  // at most this many rows: the GEMV path (one accumulator per row per lane)
+// Attention (attention.metal): kAttnBQ query rows per threadgroup (4 simdgroups x 8 rows), keys in tiles of
+// kAttnBK (kAttnBKSmall when three tiles of head_dim would not fit in threadgroup memory); the flash kernels
+// take head_dim a multiple of 8 up to kAttnMaxHeadDim, any other head_dim runs the row kernel (4 rows per group).
+KARGS_CONST u32 kAttnBQ = 32, kAttnBK = 32, kAttnBKSmall = 16, kAttnMaxHeadDim = 128, kAttnThreads = 128;
+KARGS_CONST u32 kAttnRowsPerGroup = 4;
+// The flash kernels' [[threadgroup(0)]]: K tile [kb][hd], V tile [kb][hd], scratch [kAttnBQ][width] (the query
+// block, then per simdgroup its S/P rows with the 8 x 8 correction diagonal beside them, then its output rows).
+inline u32 attn_scratch_width(u32 hd, u32 kb) { return hd > kb + 8 ? hd : kb + 8; }
+inline u32 attn_flash_tg_floats(u32 hd, u32 kb) { return 2 * kb * hd + kAttnBQ * attn_scratch_width(hd, kb); }
+// The row kernel's: K and V tiles, 4 scaled query rows, 4 rows of probabilities.
+inline u32 attn_rows_tg_floats(u32 hd, u32 kb) { return 2 * kb * hd + kAttnRowsPerGroup * (hd + kb); }
 
 // Stored element types of weights (the order of tessera::DType).
 enum WeightType { kF32 = 0, kF16 = 1, kBF16 = 2 };

@@ -216,8 +216,10 @@ Napi::Value ImagePreprocess(const Napi::CallbackInfo& info) {
     const bool bytes = r.bytes_out;
     auto* w = new ImageWorker(
         env, [r, out, pos] { image::run_preprocess(r, out, pos); },
-        [n, bytes, gemma, rows = shape.rows](Napi::Env e, const std::vector<Napi::ObjectReference>& refs) {
+        [n, bytes, gemma, rows = shape.rows, cols = shape.row_len](Napi::Env e,
+                                                                  const std::vector<Napi::ObjectReference>& refs) {
           Napi::Object res = Napi::Object::New(e);
+          res.Set("cols", Napi::Number::New(e, double(cols)));
           Napi::ArrayBuffer values = refs[1].Value().As<Napi::ArrayBuffer>();
           if (bytes) res.Set("pixelValues", Napi::Uint8Array::New(e, n, values, 0));
           else res.Set("pixelValues", Napi::Float32Array::New(e, n, values, 0));

@@ -1,5 +1,5 @@
 // The N-API face of a tower: openTower(spec, options) → Promise<NativeTower>; NativeTower has
-// encode(...) → Promise, scratchBytes(rows), stats(), close(). Work runs in AsyncWorkers (off the
+// encode(...) → Promise, sizing(patches), scratchBytes(rows), stats(), close() and patchWidth. Work runs in AsyncWorkers (off the
 // JS thread); every exception is caught and becomes a rejection with a `.code`. Results are
 // copied into JS-allocated typed arrays (never external buffers: Electron's memory cage).
 #include <napi.h>
@@ -44,6 +44,8 @@ class NativeTower : public Napi::ObjectWrap<NativeTower> {
  private:
   Napi::Value Encode(const Napi::CallbackInfo& info);
   Napi::Value ScratchBytes(const Napi::CallbackInfo& info);
+  Napi::Value Sizing(const Napi::CallbackInfo& info);
+  Napi::Value PatchWidth(const Napi::CallbackInfo& info);
   Napi::Value Stats(const Napi::CallbackInfo& info);
   Napi::Value Close(const Napi::CallbackInfo& info);
 };
@@ -153,6 +155,7 @@ class EncodeWorker : public Napi::AsyncProgressQueueWorker<ProgressEvent> {
     for (size_t i = 0; i < out_.stages.size(); ++i) {
       Napi::Object s = Napi::Object::New(env);
       s.Set("name", out_.stages[i].name);
+      s.Set("kind", row_kind_name(out_.stages[i].kind));
       s.Set("rows", Napi::Number::New(env, double(out_.stages[i].rows)));
       s.Set("cols", Napi::Number::New(env, double(out_.stages[i].cols)));
       s.Set("data", copy(env, out_.stages[i].data));
@@ -178,6 +181,8 @@ Napi::Function NativeTower::Define(Napi::Env env) {
   Napi::Function f = DefineClass(env, "NativeTower",
                                  {InstanceMethod("encode", &NativeTower::Encode),
                                   InstanceMethod("scratchBytes", &NativeTower::ScratchBytes),
+                                  InstanceMethod("sizing", &NativeTower::Sizing),
+                                  InstanceAccessor("patchWidth", &NativeTower::PatchWidth, nullptr),
                                   InstanceMethod("stats", &NativeTower::Stats),
                                   InstanceMethod("close", &NativeTower::Close)});
   // Per-environment (worker_threads, Electron processes): the addon's one instance-data slot.
@@ -265,6 +270,34 @@ Napi::Value NativeTower::ScratchBytes(const Napi::CallbackInfo& info) {
     int64_t rows = info[0].As<Napi::Number>().Int64Value();
     if (rows < 0) fail(Code::InvalidArgument, "row count must be >= 0");
     return Napi::Number::New(env, double(core->model->scratch_bytes(rows)));
+  });
+}
+
+// sizing(patches) → { patchWidth, tokens, width, scratchBytes, ioBytes } for one encode of that
+// many patch rows of whole images (VisionModel::sizing).
+Napi::Value NativeTower::Sizing(const Napi::CallbackInfo& info) {
+  Napi::Env env = info.Env();
+  return guarded(env, [&]() -> Napi::Value {
+    if (!core || core->closed) fail(Code::Closed, "the tower is closed");
+    if (info.Length() < 1 || !info[0].IsNumber()) fail(Code::InvalidArgument, "sizing expects a patch-row count");
+    const int64_t patches = info[0].As<Napi::Number>().Int64Value();
+    if (patches < 0) fail(Code::InvalidArgument, "patch-row count must be >= 0");
+    const tessera::Sizing s = core->model->sizing(patches);
+    Napi::Object o = Napi::Object::New(env);
+    o.Set("patchWidth", Napi::Number::New(env, double(s.patch_width)));
+    o.Set("tokens", Napi::Number::New(env, double(s.tokens)));
+    o.Set("width", Napi::Number::New(env, double(s.width)));
+    o.Set("scratchBytes", Napi::Number::New(env, double(s.scratch_bytes)));
+    o.Set("ioBytes", Napi::Number::New(env, double(s.io_bytes)));
+    return o;
+  });
+}
+
+Napi::Value NativeTower::PatchWidth(const Napi::CallbackInfo& info) {
+  Napi::Env env = info.Env();
+  return guarded(env, [&]() -> Napi::Value {
+    if (!core || core->closed) fail(Code::Closed, "the tower is closed");
+    return Napi::Number::New(env, double(core->model->patch_width()));
   });
 }
 

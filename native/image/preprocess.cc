@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "common/error.h"
+#include "common/patch_layout.h"
 #include "common/thread_pool.h"
 #include "image/resize.h"
 
@@ -45,14 +46,14 @@ OutputShape output_shape(const PreprocessRequest& r) {
       fail(Code::InvalidArgument, "preprocess (qwen): target " + dims(r.target_width, r.target_height) +
                                       " is not a multiple of " + std::to_string(f));
     s.rows = size_t(r.target_height / l.patch) * size_t(r.target_width / l.patch);
-    s.row_len = size_t(3) * l.temporal * l.patch * l.patch;
+    s.row_len = size_t(patch_row_width(kImageChannels, l.temporal, l.patch));
   } else {
     if (r.patch <= 0 || r.patch > 1024) fail(Code::InvalidArgument, "preprocess (gemma): bad patch size");
     if (r.target_width % r.patch || r.target_height % r.patch)
       fail(Code::InvalidArgument, "preprocess (gemma): target " + dims(r.target_width, r.target_height) +
                                       " is not a multiple of " + std::to_string(r.patch));
     s.rows = size_t(r.target_height / r.patch) * size_t(r.target_width / r.patch);
-    s.row_len = size_t(r.patch) * r.patch * 3;
+    s.row_len = size_t(patch_row_width(kImageChannels, 1, r.patch));
   }
   return s;
 }

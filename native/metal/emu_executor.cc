@@ -154,10 +154,14 @@ class EmuExecutor final : public Executor {
     for (const TgMemBinding& t : d.tgmem) tg.push_back({t.index, t.bytes});
     MslemuDispatch md{d.kernel->name, bufs.data(), uint32_t(bufs.size()), tg.data(), uint32_t(tg.size()),
                       {d.groups.x, d.groups.y, d.groups.z}, {d.threads.x, d.threads.y, d.threads.z}};
-    MslemuOptions mo{opt_.schedule, opt_.seed, opt_.poison, opt_.workers};
+    const bool counting = opt_.count || !opt_.counts_file.empty();
+    // counts are exact with one worker (per-thread totals), and class counting runs one group per class
+    MslemuOptions mo{opt_.schedule, opt_.seed, opt_.poison, counting ? 1 : opt_.workers, opt_.count_classes ? 1 : 0};
+    MslemuCounts mc{};
     char err[4096] = {0};
     const auto t0 = std::chrono::steady_clock::now();
-    const int32_t rc = lib_.run(&md, &mo, err, sizeof err);
+    const int32_t rc = lib_.run(&md, &mo, counting ? &mc : nullptr, err, sizeof err);
+    if (counting && rc == 0) keep_counts(d, mc);
     if (profiling_) {
       auto& e = profile_[d.kernel->name];
       e.first++;
@@ -166,6 +170,29 @@ class EmuExecutor final : public Executor {
     return rc == 0 ? std::string() : std::string(err);
   }
 
+  void keep_counts(const Dispatch& d, const MslemuCounts& c) {
+    DispatchCounts r{d.kernel->name, d.groups, d.threads, c.dev_read, c.dev_write, c.tg_read, c.tg_write,
+                     c.mma, c.fma, c.alu, c.special, c.tg_barriers, c.simd_barriers};
+    if (!opt_.counts_file.empty()) {
+      std::ofstream f(opt_.counts_file, std::ios::app);
+      f << "{\"kernel\":\"" << r.kernel << "\",\"groups\":[" << r.groups.x << "," << r.groups.y << "," << r.groups.z
+        << "],\"threads\":[" << r.threads.x << "," << r.threads.y << "," << r.threads.z << "],\"dev_read\":" << r.dev_read
+        << ",\"dev_write\":" << r.dev_write << ",\"tg_read\":" << r.tg_read << ",\"tg_write\":" << r.tg_write << ",\"mma\":" << r.mma
+        << ",\"fma\":" << r.fma << ",\"alu\":" << r.alu << ",\"special\":" << r.special << ",\"tg_barriers\":" << r.tg_barriers
+        << ",\"simd_barriers\":" << r.simd_barriers << "}\n";
+    }
+    if (opt_.count) counts_.push_back(std::move(r));
+  }
+
+ public:
+  std::vector<DispatchCounts> take_counts() {
+    std::vector<DispatchCounts> r;
+    r.swap(counts_);
+    return r;
+  }
+
+ private:
+  std::vector<DispatchCounts> counts_;
   EmuOptions opt_;
   const Library& lib_;
   DeviceLimits lim_;
@@ -192,6 +219,8 @@ EmuOptions EmuOptions::from_env() {
   o.workers = int(std::min(hw, 2u));
   if (const char* s = std::getenv("MSLEMU_WORKERS")) o.workers = std::max(1, std::atoi(s));
   if (const char* s = std::getenv("TESSERA_MSLEMU_MAX_THREADS")) o.max_threads = uint32_t(std::max(0, std::atoi(s)));
+  if (const char* s = std::getenv("TESSERA_MSLEMU_COUNTS")) o.counts_file = s;
+  if (const char* s = std::getenv("TESSERA_MSLEMU_COUNT_CLASSES")) o.count_classes = std::atoi(s) != 0;
   return o;
 }
 
@@ -202,6 +231,12 @@ bool emulator_available(std::string* why) {
 }
 
 std::unique_ptr<Executor> make_emu_executor(const EmuOptions& o) { return std::make_unique<EmuExecutor>(o); }
+
+std::vector<DispatchCounts> take_emu_counts(Executor& ex) {
+  auto* e = dynamic_cast<EmuExecutor*>(&ex);
+  if (!e) fail(Code::Internal, "internal: take_emu_counts on a non-emulator executor");
+  return e->take_counts();
+}
 
 void set_emu_options(Executor& ex, const EmuOptions& o) {
   auto* e = dynamic_cast<EmuExecutor*>(&ex);

@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "metal/dispatch.h"
 
@@ -18,9 +19,24 @@ struct EmuOptions {
   int workers = 2;  // threads for a dispatch's threadgroups (forward schedule only)
   uint32_t max_threads = 0;  // >0: pipelines allow at most this many threads (a GPU under register
                              // pressure), to exercise the op layer's fallback; TESSERA_MSLEMU_MAX_THREADS
+  bool count = false;          // keep each dispatch's counts (emu_counts); TESSERA_MSLEMU_COUNTS=<file> also
+                              // appends them there as JSON lines
+  bool count_classes = false;  // count one group per grid class (mslemu RunOptions::count_classes): outputs
+                               // are not computed; TESSERA_MSLEMU_COUNT_CLASSES=1
+  std::string counts_file;
   // TESSERA_MSLEMU_SCHEDULE=forward|reverse|shuffled:SEED, TESSERA_MSLEMU_POISON=ff|55, MSLEMU_WORKERS=N
   static EmuOptions from_env();
 };
+
+// One dispatch's counts (docs/metal-on-linux.md#counters).
+struct DispatchCounts {
+  std::string kernel;
+  Dim3 groups, threads;
+  uint64_t dev_read = 0, dev_write = 0, tg_read = 0, tg_write = 0;
+  uint64_t mma = 0, fma = 0, alu = 0, special = 0, tg_barriers = 0, simd_barriers = 0;
+};
+// The counts of every dispatch run since the last call (EmuOptions::count), and forgets them.
+std::vector<DispatchCounts> take_emu_counts(Executor& ex);
 
 // ERR_BACKEND_UNAVAILABLE (saying why and how to build it) when the emulator library is missing.
 std::unique_ptr<Executor> make_emu_executor(const EmuOptions& o);

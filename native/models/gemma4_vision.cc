@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "common/error.h"
+#include "common/patch_layout.h"
 
 namespace tessera {
 namespace {
@@ -46,7 +47,7 @@ class Gemma4Vision final : public VisionModel {
     d_.inter = spec.i64("intermediate");
     d_.out = spec.i64("out_hidden");
     d_.patch = spec.i64("patch_size");
-    d_.patch_dim = 3 * d_.patch * d_.patch;
+    d_.patch_dim = patch_row_width(kImageChannels, 1, d_.patch);
     d_.pool = spec.i64("pooling_kernel");
     d_.pos_rows = spec.i64("pos_rows");
     d_.eps = float(spec.num("eps"));
@@ -72,6 +73,10 @@ class Gemma4Vision final : public VisionModel {
     work.head_dim = d_.head_dim;
     return p.plan.bytes() + p.pos_lookup_bytes + p.pool_lookup_bytes + backend_.workspace_bytes(work);
   }
+
+  int64_t patch_width() const override { return d_.patch_dim; }
+  int64_t out_width() const override { return d_.out; }
+  int64_t tokens(int64_t patches) const override { return patches / (d_.pool * d_.pool); }
 
   std::vector<std::string> linear_weight_roles() const override {
     return {"patch.weight",  "attn.q.weight",   "attn.k.weight", "attn.v.weight", "attn.o.weight",
@@ -108,7 +113,7 @@ class Gemma4Vision final : public VisionModel {
   };
   Plan plan(int64_t n) const {
     Plan p;
-    const int64_t m = n / (d_.pool * d_.pool);
+    const int64_t m = tokens(n);
     const int64_t D = d_.hidden, Q = d_.qdim, F = d_.inter;
     p.chunk = std::min(n, chunk_rows(n, max_chunk_));
     // The attention phase at the MLP chunk, k and v included, against the MLP phase (floats).
@@ -429,7 +434,7 @@ void Gemma4Vision::encode(const PixelInput& in, const EncodeControl& ctl, Encode
   for (const Image& im : images) segments.push_back({im.begin, im.rows});
 
   bool projected_done = false;
-  auto run = [&](const StageSpec& stage, const StageWeights& w) -> gpu::Tensor {
+  auto run = [&](const StageSpec& stage, const StageWeights& w) -> StageResult {
     if (stage.kind == "embed") {
       // #patch-embedding: v = 2·(pixel − 0.5) in f32, then the patch matmul; #position-embedding:
       // + (Tab_x[x] + Tab_y[y]),
@@ -439,25 +444,25 @@ void Gemma4Vision::encode(const PixelInput& in, const EncodeControl& ctl, Encode
       const gpu::Tensor& table = w.get("pos.table");  // [2, rows·D] → [2·rows, D], x table first
       backend_.gather_sum(t.pos, table.reshaped(D), pos_lookup.get(), 2, false);
       backend_.add(t.x, t.x, t.pos);
-      return t.x;
+      return {t.x, RowKind::Patch};
     }
     if (stage.kind == "block") {
       run_block(w, t, segments);
-      return t.x;
+      return {t.x, RowKind::Patch};
     }
     if (stage.kind == "pooler") {
       // #pooling: mean of each k×k bucket, · √D in f32, then standardise.
       backend_.gather_sum(t.pooled, t.x, pool_lookup.get(), d_.pool * d_.pool, false);
       backend_.affine(t.pooled, t.pooled, nullptr, nullptr, float(std::sqrt(double(D))));
       if (d_.standardize) backend_.affine(t.pooled, t.pooled, &w.get("std.bias"), &w.get("std.scale"), 1.0f);
-      return t.pooled;
+      return {t.pooled, RowKind::Token};
     }
     if (stage.kind == "projector") {
       // #projector: weightless RMSNorm over D, then the projection (Ollama's reversed order is not HF's).
       backend_.rms_norm(t.normed, t.pooled, nullptr, D, d_.eps);
       backend_.linear(t.projected, t.normed, w.get("proj.weight"), clamps(w, "proj"));
       projected_done = true;
-      return t.projected;
+      return {t.projected, RowKind::Token};
     }
     fail(Code::ModelFormat, "stage '" + stage.name + "' has a kind the Gemma 4 tower does not know: " + stage.kind);
   };

@@ -10,6 +10,7 @@
 #include <string>
 
 #include "common/error.h"
+#include "common/patch_layout.h"
 
 namespace tessera {
 namespace {
@@ -30,8 +31,7 @@ class QwenVision final : public VisionModel {
     d_.head_dim = spec.i64("head_dim");
     d_.inter = spec.i64("intermediate");
     d_.out = spec.i64("out_hidden");
-    d_.patch_dim = spec.i64("in_channels") * spec.i64("temporal_patch_size") * spec.i64("patch_size") *
-                   spec.i64("patch_size");
+    d_.patch_dim = patch_row_width(spec.i64("in_channels"), spec.i64("temporal_patch_size"), spec.i64("patch_size"));
     d_.merge = spec.i64("merge_size");
     d_.side = spec.i64("pos_side");
     d_.eps = float(spec.num("eps"));
@@ -57,6 +57,10 @@ class QwenVision final : public VisionModel {
     work.head_dim = d_.head_dim;
     return p.plan.bytes() + p.lookup_bytes + backend_.workspace_bytes(work);
   }
+
+  int64_t patch_width() const override { return d_.patch_dim; }
+  int64_t out_width() const override { return d_.out; }
+  int64_t tokens(int64_t patches) const override { return patches / (d_.merge * d_.merge); }
 
   std::vector<std::string> linear_weight_roles() const override {
     return {"patch_embed.proj.weight", "attn.qkv.weight",  "attn.proj.weight", "mlp.linear_fc1.weight",
@@ -256,7 +260,7 @@ void QwenVision::run_merger(const StageWeights& w, bool norm_before_group, const
 
 void QwenVision::encode(const PixelInput& in, const EncodeControl& ctl, EncodeOutput& out) {
   validate(in);
-  const int64_t n = in.rows, groups = n / (d_.merge * d_.merge);
+  const int64_t n = in.rows, groups = tokens(n);
   Plan p = plan(n);
   ScopedBuffer scratch(backend_, p.plan.bytes()), lookup(backend_, p.lookup_bytes);
   auto tensor = [&](size_t region, int64_t rows, int64_t cols) {
@@ -280,21 +284,21 @@ void QwenVision::encode(const PixelInput& in, const EncodeControl& ctl, EncodeOu
   for (int64_t row = 0; const auto& g : in.grids)
     for (int64_t f = 0; f < g[0]; ++f, row += g[1] * g[2]) segments.push_back({row, g[1] * g[2]});
 
-  auto run = [&](const StageSpec& stage, const StageWeights& w) -> gpu::Tensor {
+  auto run = [&](const StageSpec& stage, const StageWeights& w) -> StageResult {
     if (stage.kind == "embed") {
       gpu::LinearArgs a;
       a.bias = &w.get("patch_embed.proj.bias");
       backend_.linear(t.x, t.pixels, w.get("patch_embed.proj.weight"), a);
       backend_.gather_sum(t.x, w.get("pos_embed.weight"), lookup.get(), 4, true);
-      return t.x;
+      return {t.x, RowKind::Patch};
     }
     if (stage.kind == "block") {
       run_block(w, t, segments);
-      return t.x;
+      return {t.x, RowKind::Patch};
     }
     if (stage.kind == "deepstack" || stage.kind == "merger") {
       run_merger(w, stage.kind == "merger", t);
-      return t.merged;
+      return {t.merged, RowKind::Token};
     }
     fail(Code::ModelFormat, "stage '" + stage.name + "' has a kind the Qwen tower does not know: " + stage.kind);
   };

@@ -13,6 +13,18 @@ std::unique_ptr<VisionModel> make_model(const TowerSpec& spec, gpu::Backend& bac
   fail(Code::ModelFormat, "unknown tower family '" + spec.family + "'");
 }
 
+const char* row_kind_name(RowKind kind) { return kind == RowKind::Patch ? "patch" : "token"; }
+
+Sizing VisionModel::sizing(int64_t patches) const {
+  Sizing s;
+  s.patch_width = patch_width();
+  s.tokens = tokens(patches);
+  s.width = out_width();
+  s.scratch_bytes = scratch_bytes(patches);
+  s.io_bytes = 4 * (uint64_t(patches) * uint64_t(s.patch_width) + uint64_t(s.tokens) * uint64_t(s.width));
+  return s;
+}
+
 size_t ScratchPlan::add(int64_t rows, int64_t cols) { return add_bytes(uint64_t(rows) * uint64_t(cols) * 4); }
 
 size_t ScratchPlan::add_bytes(uint64_t bytes) {
@@ -60,19 +72,20 @@ void walk_stages(const TowerSpec& spec, gpu::Backend& backend, WeightStore& stor
   for (int si = 0; si < total; ++si) {
     const StageSpec& stage = spec.stages[size_t(si)];
     if (ctl.cancelled && ctl.cancelled()) fail(Code::Aborted, "encode aborted before stage '" + stage.name + "'");
-    gpu::Tensor result = run(stage, store.acquire(size_t(si)));
+    const auto [result, kind] = run(stage, store.acquire(size_t(si)));
     WeightStore* s = &store;
     backend.submit([s, si] { s->release(size_t(si)); });
     if (ctl.check_finite) check_finite(backend, result, stage.name);
-    if (ctl.keep_stages) out.stages.push_back(download_stage(backend, result, stage.name));
+    if (ctl.keep_stages) out.stages.push_back(download_stage(backend, result, stage.name, kind));
     collect(stage, result);
     if (ctl.progress) ctl.progress(si + 1, total);
   }
 }
 
-StageOutput download_stage(gpu::Backend& backend, const gpu::Tensor& t, const std::string& name) {
+StageOutput download_stage(gpu::Backend& backend, const gpu::Tensor& t, const std::string& name, RowKind kind) {
   StageOutput s;
   s.name = name;
+  s.kind = kind;
   s.rows = t.rows;
   s.cols = t.cols;
   s.data.resize(t.elements());

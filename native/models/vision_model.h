@@ -36,10 +36,27 @@ struct EncodeControl {
 // (common/aligned.h says why), so that encoding image after image does not grow the process.
 using HostFloats = std::vector<float, PageAllocator<float>>;
 
+// What a stage's output rows are: one per patch row (embed, blocks; Gemma's padding rows
+// dropped) or one per output token (Qwen's mergers, Gemma's pooler and projector). Results of a
+// batch are cut per image by it.
+enum class RowKind { Patch, Token };
+const char* row_kind_name(RowKind kind);  // "patch" | "token": the name the addon reports
+
 struct StageOutput {
   std::string name;
+  RowKind kind = RowKind::Patch;
   int64_t rows = 0, cols = 0;
   HostFloats data;
+};
+
+// What one encode of `patches` patch rows takes in and gives out, from the tower's own rules:
+// what admission and batching plan with (TypeScript restates none of it).
+struct Sizing {
+  int64_t patch_width = 0;  // values per input row
+  int64_t tokens = 0;       // output rows
+  int64_t width = 0;        // values per output row
+  uint64_t scratch_bytes = 0;
+  uint64_t io_bytes = 0;    // the f32 input and output: 4 · (patches · patch_width + tokens · width)
 };
 
 struct EncodeOutput {
@@ -56,6 +73,12 @@ class VisionModel {
   virtual void encode(const PixelInput& in, const EncodeControl& ctl, EncodeOutput& out) = 0;
   // Scratch bytes the encode of `rows` patch rows allocates: the same plan the allocator uses.
   virtual uint64_t scratch_bytes(int64_t rows) const = 0;
+  // Values per input row (the patch-row width) and per output token, and the output tokens of
+  // `patches` patch rows of whole images.
+  virtual int64_t patch_width() const = 0;
+  virtual int64_t out_width() const = 0;
+  virtual int64_t tokens(int64_t patches) const = 0;
+  Sizing sizing(int64_t patches) const;
   // The roles of the weights this tower only ever passes to linear(), in any stage: those a
   // store may let the backend rearrange (WeightStore::pack_linear_weights).
   virtual std::vector<std::string> linear_weight_roles() const = 0;
@@ -130,7 +153,11 @@ class ScopedBuffer {
 // stage's weights, let `run` issue its ops and return the stage's output, submit (the weights are
 // released when the device completes), scan the output for inf/NaN, keep it if asked, hand it to
 // `collect` (deepstack and final outputs), report progress.
-using StageOps = std::function<gpu::Tensor(const StageSpec&, const StageWeights&)>;
+struct StageResult {
+  gpu::Tensor out;
+  RowKind kind;
+};
+using StageOps = std::function<StageResult(const StageSpec&, const StageWeights&)>;
 using StageSink = std::function<void(const StageSpec&, const gpu::Tensor&)>;
 void walk_stages(const TowerSpec& spec, gpu::Backend& backend, WeightStore& store, const EncodeControl& ctl,
                  EncodeOutput& out, const StageOps& run, const StageSink& collect);
@@ -140,6 +167,7 @@ void walk_stages(const TowerSpec& spec, gpu::Backend& backend, WeightStore& stor
 void check_finite(gpu::Backend& backend, const gpu::Tensor& t, const std::string& stage);
 
 // Downloads a tensor into a StageOutput.
-StageOutput download_stage(gpu::Backend& backend, const gpu::Tensor& t, const std::string& name);
+StageOutput download_stage(gpu::Backend& backend, const gpu::Tensor& t, const std::string& name,
+                           RowKind kind = RowKind::Token);
 
 }  // namespace tessera

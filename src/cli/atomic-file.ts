@@ -32,6 +32,17 @@ function siblingPath(target: string, tag: string): string {
   return join(dirname(target), `.${basename(target)}.tessera-${tag}-${process.pid}-${randomBytes(4).toString('hex')}`);
 }
 
+const SIBLING_NAME = /^\..+\.tessera-(?:tmp|data)-(\d+)-[0-9a-f]{8}$/;
+
+/**
+ * The process that made a temporary or scratch file of this module, from its name; undefined for
+ * any other name. A file whose process is gone was left by a run that was killed.
+ */
+export function temporaryFileOwner(name: string): number | undefined {
+  const m = SIBLING_NAME.exec(name);
+  return m ? Number(m[1]) : undefined;
+}
+
 /**
  * A scratch file beside `target` (created exclusively, mode 0600), for data that is staged before
  * the final file is written; remove() deletes it.

@@ -1,22 +1,45 @@
-// `tessera encode <image...>` (docs/design.md#command-line): one row per image (file, size, grid, tokens, ms), a
-// progress bar on a TTY, a summary; --json prints JSON Lines instead; --out writes one safetensors
-// file. Exit 0 when every input was encoded, 1 when some failed (each named with its code; the
-// others are still written), 2 for usage or model errors; 130 when interrupted (SIGINT/SIGTERM:
-// the encode stops between blocks and the partial --out file is removed).
-import { basename } from 'node:path';
+// `tessera encode <image|folder|-...>` (docs/design.md#command-line), built on tower.encodeMany: one row per
+// image (file, size, grid, tokens, ms), a progress bar with images/s and ETA on a TTY, a summary;
+// --json prints JSON Lines instead. Outputs: --out writes one safetensors file for the run;
+// --out-dir writes one output per image (src/bulk/output-dir.ts), skips images whose output is up
+// to date (--force redoes them) and keeps DIR/manifest.jsonl. Exit 0 when every input was encoded
+// (or was up to date), 1 when some failed (each named with its code; the others are still
+// written), 2 for usage or model errors; 130 when interrupted (SIGINT/SIGTERM: the encode stops
+// between blocks, finished --out-dir outputs stay, the partial --out file is removed).
+import { mkdir } from 'node:fs/promises';
+import { basename, relative } from 'node:path';
 import { parseArgs } from 'node:util';
 import { TesseraError, toTesseraError } from '../errors.js';
-import { checkSoftTokenBudget } from '../image/index.js';
-import { OpenOptionsSchema, encodeOptionsSchema, parseArgument } from '../options.js';
+import { checkSoftTokenBudget, disableDecodeCache } from '../image/index.js';
+import { BulkOutputOptionsSchema, OpenOptionsSchema, encodeManyOptionsSchema, parseArgument, type BulkOutputOptions } from '../options.js';
 import { VisionTower, type EncodeOptions, type EncodeResult, type OpenOptions } from '../tower.js';
+import { collectInputs, type BulkInput } from '../bulk/inputs.js';
+import {
+  checkDistinctOutputs,
+  outputJob,
+  primaryOutput,
+  removeStaleTemporaries,
+  stampInput,
+  upToDateRecord,
+  writeImageOutputs,
+  type InputStamp,
+  type OutputJob,
+} from '../bulk/output-dir.js';
+import { Manifest } from '../bulk/manifest.js';
+import { patchesOf, resultTensors } from '../bulk/formats/tensors.js';
+import { ioError } from '../io/io-error.js';
 import { DEMO_NOTICE, demoTowerPath, tesseraVersion } from './demo.js';
 import { EXIT_INTERRUPTED, EXIT_OK, EXIT_SOME_FAILED, EXIT_USAGE, formatBytes, type CliIo } from './io.js';
 import { ProgressBar } from './progress.js';
+import { MemoryReclaimer } from './reclaim.js';
 import { SafetensorsWriter } from './safetensors-writer.js';
 
-export const ENCODE_USAGE = `usage: tessera encode <image...> [--model <path>] [--out file.safetensors] [--backend auto|cpu|metal|metal-emulated]
-                      [--residency auto|stream|mapped|resident] [--min-pixels N] [--max-pixels N]
-                      [--max-soft-tokens 70|140|280|560|1120] [--batch N] [--stages] [--json]
+export const ENCODE_USAGE = `usage: tessera encode <image|folder|-...> [--model <path>] [--out file.safetensors | --out-dir DIR]
+                      [--format safetensors|npy|vllm|sglang] [--force] [--hash-inputs] [--exclude GLOB]...
+                      [--backend auto|cpu|metal|metal-emulated] [--residency auto|stream|mapped|resident]
+                      [--min-pixels N] [--max-pixels N] [--max-soft-tokens 70|140|280|560|1120] [--batch N]
+                      [--stages] [--json]
+Folders are read recursively (image extensions, any case); '-' reads a newline-separated list of paths from stdin.
 Without --model, a small demo tower with random weights is used.`;
 
 class UsageError extends Error {}
@@ -28,10 +51,20 @@ function positiveInt(name: string, v: string | undefined): number | undefined {
   return n;
 }
 
+/** A zod refusal of a flag object, worded with the flag's name. */
+function flagged<T>(check: () => T): T {
+  try {
+    return check();
+  } catch (e) {
+    const flag = (s: string) => '--' + s.replace(/[A-Z]/g, (c) => '-' + c.toLowerCase());
+    throw new UsageError((e as Error).message.replace(/^[^:]+: option '([^']+)'/, (_, k: string) => flag(k)).replace(/unknown option '([^']+)'/, (_, k: string) => `unknown option ${flag(k)}`));
+  }
+}
+
 interface Parsed {
-  images: string[];
+  args: string[];
   model: string | undefined;
-  out: string | undefined;
+  bulk: BulkOutputOptions;
   open: OpenOptions;
   encode: EncodeOptions;
   batch: number;
@@ -46,6 +79,11 @@ function parse(args: readonly string[]): Parsed | 'help' {
     options: {
       model: { type: 'string' },
       out: { type: 'string' },
+      'out-dir': { type: 'string' },
+      format: { type: 'string' },
+      force: { type: 'boolean' },
+      'hash-inputs': { type: 'boolean' },
+      exclude: { type: 'string', multiple: true },
       backend: { type: 'string' },
       residency: { type: 'string' },
       'min-pixels': { type: 'string' },
@@ -79,31 +117,28 @@ function parse(args: readonly string[]): Parsed | 'help' {
   if (minPixels !== undefined) encode.minPixels = minPixels;
   if (maxPixels !== undefined) encode.maxPixels = maxPixels;
   if (maxSoftTokens !== undefined) encode.maxSoftTokens = maxSoftTokens;
+  const batch = positiveInt('batch', values.batch) ?? 4;
+  // The same schemas as the API's: encodeMany's options (family-free: the model is not open yet) and the bulk flags.
+  flagged(() => parseArgument(encodeManyOptionsSchema(), { ...encode, batch }, 'tessera encode'));
+  const bulk = flagged(() =>
+    parseArgument(
+      BulkOutputOptionsSchema,
+      {
+        ...(values['out-dir'] !== undefined ? { outDir: values['out-dir'] } : {}),
+        ...(values.out !== undefined ? { out: values.out } : {}),
+        ...(values.format !== undefined ? { format: values.format } : {}),
+        ...(values.force ? { force: true } : {}),
+        ...(values['hash-inputs'] ? { hashInputs: true } : {}),
+        ...(values.exclude ? { exclude: values.exclude } : {}),
+      },
+      'tessera encode',
+    ),
+  );
   const open: OpenOptions = {};
   if (values.backend) open.backend = values.backend as OpenOptions['backend'];
   if (values.residency) open.residency = values.residency as OpenOptions['residency'];
-  // The library's own schemas (both families' keys: the model is not open yet), so that a flag
-  // the API would refuse (--min-pixels above --max-pixels) is a usage error before any work.
-  try {
-    parseArgument(OpenOptionsSchema, open, 'options');
-    parseArgument(encodeOptionsSchema(), encode, 'options');
-  } catch (e) {
-    throw new UsageError((e as Error).message.replace(/option '(\w+)'/, (_, k: string) => `--${k.replace(/[A-Z]/g, (c) => '-' + c.toLowerCase())}`));
-  }
-  return {
-    images: positionals,
-    model: values.model,
-    out: values.out,
-    open,
-    encode,
-    batch: positiveInt('batch', values.batch) ?? 4,
-    json: values.json ?? false,
-  };
-}
-
-function patchesOf(r: EncodeResult): number {
-  if (r.grid) return r.grid.reduce((a, g) => a + g.t * g.h * g.w, 0);
-  return (r.positions?.length ?? 0) / 2;
+  flagged(() => parseArgument(OpenOptionsSchema, open, 'tessera encode'));
+  return { args: positionals, model: values.model, bulk, open, encode, batch, json: values.json ?? false };
 }
 
 function gridText(r: EncodeResult): string {
@@ -116,20 +151,16 @@ function gridText(r: EncodeResult): string {
   return '-';
 }
 
-/** Shape of a stage output: patch-row stages (embed, block.N) by patches, the rest by tokens. */
-function stageShape(name: string, values: Float32Array, patches: number, tokens: number): number[] {
-  const rows = name === 'embed' || name.startsWith('block.') ? patches : tokens;
-  return rows > 0 && values.length % rows === 0 ? [rows, values.length / rows] : [values.length];
+/** --out: one image's tensors under `image.<i>.` (names of bulk/formats/tensors.ts). */
+async function addToRunFile(w: SafetensorsWriter, i: number, r: EncodeResult): Promise<void> {
+  for (const t of resultTensors(r)) await w.add(`image.${i}.${t.name}`, t.shape, t.data);
 }
 
-async function writeResult(w: SafetensorsWriter, i: number, r: EncodeResult): Promise<void> {
-  const p = `image.${i}.`;
-  const patches = patchesOf(r);
-  await w.add(p + 'embeddings', [r.tokens, r.width], r.embeddings);
-  if (r.grid) await w.add(p + 'grid_thw', [r.grid.length, 3], BigInt64Array.from(r.grid.flatMap((g) => [g.t, g.h, g.w]), (v) => BigInt(v)));
-  if (r.positions) await w.add(p + 'positions', [r.positions.length / 2, 2], BigInt64Array.from(r.positions, (v) => BigInt(v)));
-  for (const [k, d] of (r.deepstack ?? []).entries()) await w.add(`${p}deepstack.${k}`, [r.tokens, d.length / r.tokens], d);
-  for (const [name, d] of Object.entries(r.stages ?? {})) await w.add(`${p}stage.${name}`, stageShape(name, d, patches, r.tokens), d);
+/** An image handed to encodeMany, with its stamp (--out-dir) taken before it was read. */
+interface Planned {
+  input: BulkInput;
+  index: number;
+  stamp?: InputStamp;
 }
 
 export async function encodeCommand(args: readonly string[], io: CliIo): Promise<number> {
@@ -146,6 +177,20 @@ export async function encodeCommand(args: readonly string[], io: CliIo): Promise
   }
   const o = parsed;
   const started = performance.now();
+
+  let inputs: BulkInput[];
+  try {
+    inputs = await collectInputs(o.args, { exclude: o.bulk.exclude, ...(io.stdin ? { stdin: io.stdin } : {}) });
+  } catch (e) {
+    const err = toTesseraError(e);
+    io.err(`tessera encode: ${err.code}: ${err.message}`);
+    return EXIT_USAGE;
+  }
+  if (inputs.length === 0) {
+    io.err(`tessera encode: no images found in ${o.args.join(', ')}${o.bulk.exclude.length ? ` (after --exclude ${o.bulk.exclude.join(', ')})` : ''}`);
+    return EXIT_USAGE;
+  }
+
   let modelPath = o.model;
   const demo = modelPath === undefined;
   let tower: VisionTower;
@@ -161,76 +206,162 @@ export async function encodeCommand(args: readonly string[], io: CliIo): Promise
     return EXIT_USAGE;
   }
 
+  let job: OutputJob | undefined;
+  try {
+    if (o.bulk.outDir !== undefined) {
+      job = outputJob(tower, {
+        dir: o.bulk.outDir,
+        format: o.bulk.format,
+        model: modelPath!,
+        options: o.encode,
+        hashInputs: o.bulk.hashInputs,
+        notes: { tessera_version: tesseraVersion(), demo_random_weights: String(demo) },
+      });
+      checkDistinctOutputs(job, inputs);
+    }
+    // The family is known now: its own sizing keys only (a Gemma 4 tower refuses --max-pixels).
+    parseArgument(encodeManyOptionsSchema(tower.spec.family), { ...o.encode, batch: o.batch }, 'tessera encode');
+  } catch (e) {
+    await tower.close();
+    io.err(`tessera encode: ${toTesseraError(e).message}\n${ENCODE_USAGE}`);
+    return EXIT_USAGE;
+  }
+
   let writer: SafetensorsWriter | undefined;
-  const bar = new ProgressBar({ ...io, tty: io.tty && !o.json }, o.images.length);
-  const fileWidth = Math.min(60, Math.max(4, ...o.images.map((f) => f.length)));
+  let manifest: Manifest | undefined;
+  const bar = new ProgressBar({ ...io, tty: io.tty && !o.json }, inputs.length);
+  const fileWidth = Math.min(60, Math.max(4, ...inputs.slice(0, 1000).map((f) => f.path.length)));
   const cols = (c: string[]) =>
     [c[0]!.padEnd(fileWidth), c[1]!.padStart(11), c[2]!.padStart(12), c[3]!.padStart(7), c[4]!.padStart(9)].join('  ').trimEnd();
+  let failed = 0;
+  let skipped = 0;
+  let encoded = 0;
   const failedInputs: number[] = [];
+  const outName = (p: string) => (job ? relative(job.dir, p).split('\\').join('/') : p);
+
+  const reportFailure = async (index: number, input: BulkInput, err: TesseraError) => {
+    failed++;
+    failedInputs.push(index);
+    await manifest?.append({ input: input.path, output: null, status: 'failed', error: { code: err.code, message: err.message } });
+    bar.above(() => {
+      if (o.json) io.out(JSON.stringify({ type: 'image', index, file: input.path, ok: false, error: { code: err.code, message: err.message } }));
+      else {
+        io.out(cols([input.path, 'failed', err.code, '-', '-']));
+        io.err(`tessera encode: ${input.path}: ${err.code}: ${err.message}`);
+      }
+    });
+    bar.imageDone(true);
+  };
+
   try {
-    if (o.out) writer = await SafetensorsWriter.create(o.out);
+    if (job) {
+      try {
+        await mkdir(job.dir, { recursive: true });
+      } catch (e) {
+        throw ioError(job.dir, 'cannot create folder', e);
+      }
+      const stale = await removeStaleTemporaries(job.dir);
+      if (stale && !o.json) io.err(`tessera encode: removed ${stale} temporary file${stale === 1 ? '' : 's'} left in ${job.dir} by an interrupted run`);
+      manifest = await Manifest.open(job.dir);
+    } else if (o.bulk.out) writer = await SafetensorsWriter.create(o.bulk.out);
     if (!o.json) {
       io.out(`model: ${modelPath}${demo ? ' (demo tower, RANDOM weights)' : ''} — ${tower.info.family}, ${tower.info.depth} blocks, ` +
         `hidden ${tower.info.hidden}, output width ${tower.info.outHidden}, backend ${tower.info.backend}, residency ${tower.info.residency}`);
       io.out(cols(['file', 'size', 'grid', 'tokens', 'ms']));
     }
-    for (let start = 0; start < o.images.length; start += o.batch) {
-      const chunk = o.images.slice(start, start + o.batch);
-      const results = await tower.encodeBatch(chunk, {
-        ...o.encode,
-        ...(io.signal ? { signal: io.signal } : {}),
-        onProgress: bar.enabled ? (p) => bar.block(p.block, p.blocks) : undefined,
-      });
-      for (const [k, r] of results.entries()) {
-        const i = start + k;
-        const file = o.images[i]!;
-        if (r instanceof TesseraError || !r) {
-          failedInputs.push(i);
-          const err = r ?? new TesseraError('ERR_INTERNAL', 'no result');
-          bar.above(() => {
-            if (o.json) io.out(JSON.stringify({ type: 'image', index: i, file, ok: false, error: { code: err.code, message: err.message } }));
-            else {
-              io.out(cols([file, 'failed', err.code, '-', '-']));
-              io.err(`tessera encode: ${file}: ${err.code}: ${err.message}`);
-            }
-          });
+
+    // Feeds encodeMany lazily: with --out-dir, an image whose output is up to date is reported and
+    // not encoded; each image is stamped (size, mtime) before it is read.
+    const fed: Planned[] = [];
+    const jobNow = job;
+    async function* feed(): AsyncGenerator<string> {
+      for (const [index, input] of inputs.entries()) {
+        if (!jobNow) {
+          fed.push({ input, index });
+          yield input.path;
           continue;
         }
-        if (writer) await writeResult(writer, i, r);
-        const ms = r.timings.decodeMs + r.timings.preprocessMs + r.timings.encodeMs;
-        const size = r.decoded ? `${r.decoded.width}x${r.decoded.height}` : '?';
-        bar.above(() => {
-          if (o.json) {
-            io.out(
-              JSON.stringify({
-                type: 'image', index: i, file, ok: true, width: r.decoded?.width ?? null, height: r.decoded?.height ?? null,
-                grid: r.grid ? r.grid.map((g) => [g.t, g.h, g.w]) : null, patches: patchesOf(r), tokens: r.tokens,
-                embeddingWidth: r.width, ms: { decode: r.timings.decodeMs, preprocess: r.timings.preprocessMs, encode: r.timings.encodeMs },
-              }),
-            );
-          } else io.out(cols([file, size, gridText(r), String(r.tokens), ms.toFixed(0)]));
-        });
+        const stamp = await stampInput(input.path, jobNow.hashInputs).catch(() => undefined);
+        const rec = stamp && !o.bulk.force ? await upToDateRecord(jobNow, input, stamp) : undefined;
+        if (rec) {
+          skipped++;
+          const tokens = Number(rec['tokens']);
+          await manifest!.append({ input: input.path, output: outName(primaryOutput(jobNow, input)), status: 'skipped', tokens });
+          bar.above(() => {
+            if (o.json) io.out(JSON.stringify({ type: 'image', index, file: input.path, ok: true, skipped: true, tokens, output: outName(primaryOutput(jobNow, input)) }));
+            else io.out(cols([input.path, 'up to date', '-', String(tokens), '-']));
+          });
+          bar.imageDone(false);
+          continue;
+        }
+        fed.push({ input, index, ...(stamp ? { stamp } : {}) });
+        yield input.path;
       }
-      bar.imagesDone(Math.min(o.images.length, start + chunk.length));
+    }
+
+    disableDecodeCache();
+    const reclaimer = new MemoryReclaimer();
+    const items = tower.encodeMany(feed(), {
+      ...o.encode,
+      batch: o.batch,
+      ...(io.signal ? { signal: io.signal } : {}),
+      ...(bar.enabled ? { onProgress: (p) => bar.block(p.block, p.blocks) } : {}),
+    });
+    for await (const item of items) {
+      const { input, index, stamp } = fed[item.index]!;
+      if (item.error) {
+        await reportFailure(index, input, item.error);
+        continue;
+      }
+      const r = item.result;
+      let output: string | undefined;
+      if (job) {
+        // The stamp was taken before the read; an input that could not be stat'ed then is stamped now.
+        const written = await writeImageOutputs(job, input, r, stamp ?? (await stampInput(input.path, job.hashInputs)));
+        output = outName(written.primary);
+      } else if (writer) await addToRunFile(writer, index, r);
+      encoded++;
+      const t = r.timings;
+      const ms = { decode: t.decodeMs, preprocess: t.preprocessMs, encode: t.encodeMs, groupEncode: t.groupEncodeMs ?? t.encodeMs, groupImages: t.groupImages ?? 1 };
+      await manifest?.append({ input: input.path, output: output ?? null, status: 'encoded', tokens: r.tokens, ms: { decode: ms.decode, preprocess: ms.preprocess, encode: ms.encode } });
+      bar.above(() => {
+        if (o.json) {
+          io.out(
+            JSON.stringify({
+              type: 'image', index, file: input.path, ok: true, width: r.decoded?.width ?? null, height: r.decoded?.height ?? null,
+              grid: r.grid ? r.grid.map((g) => [g.t, g.h, g.w]) : null, patches: patchesOf(r), tokens: r.tokens,
+              embeddingWidth: r.width, ms, ...(output !== undefined ? { output } : {}),
+            }),
+          );
+        } else {
+          const size = r.decoded ? `${r.decoded.width}x${r.decoded.height}` : '?';
+          io.out(cols([input.path, size, gridText(r), String(r.tokens), (t.decodeMs + t.preprocessMs + t.encodeMs).toFixed(0)]));
+        }
+      });
+      bar.imageDone(true);
+      reclaimer.afterImage();
     }
     bar.clear();
+    await manifest?.compact(inputs.map((i) => i.path));
     if (writer) {
       await writer.finish({
-        inputs: JSON.stringify(o.images),
+        inputs: JSON.stringify(inputs.map((i) => i.path)),
         model: modelPath!,
         family: tower.info.family,
         tessera_version: tesseraVersion(),
         demo_random_weights: String(demo),
-        failed: JSON.stringify(failedInputs),
+        failed: JSON.stringify(failedInputs.sort((a, b) => a - b)),
       });
     }
   } catch (e) {
     bar.clear();
     await writer?.abort();
+    await manifest?.compact(inputs.map((i) => i.path)).catch(() => undefined);
     const err = toTesseraError(e);
     await tower.close();
     if (err.code === 'ERR_ABORTED') {
-      io.err(`tessera encode: interrupted${o.out ? `; ${o.out} not written` : ''}`);
+      const kept = job ? `; ${encoded} output${encoded === 1 ? '' : 's'} written to ${job.dir} this run are kept, rerun to finish the rest` : o.bulk.out ? `; ${o.bulk.out} not written` : '';
+      io.err(`tessera encode: interrupted${kept}`);
       return EXIT_INTERRUPTED;
     }
     io.err(`tessera encode: ${err.code}: ${err.message}`);
@@ -238,15 +369,14 @@ export async function encodeCommand(args: readonly string[], io: CliIo): Promise
   }
   await tower.close();
   const seconds = (performance.now() - started) / 1000;
-  const failed = failedInputs.length;
-  const encoded = o.images.length - failed;
   const peak = process.resourceUsage().maxRSS * 1024;
+  const out = job ? job.dir : o.bulk.out;
   if (o.json) {
-    io.out(JSON.stringify({ type: 'summary', images: o.images.length, encoded, failed, seconds, imagesPerSecond: encoded / seconds,
-      peakRssBytes: peak, model: modelPath, family: tower.info.family, demo, out: o.out ?? null }));
+    io.out(JSON.stringify({ type: 'summary', images: inputs.length, encoded, skipped, failed, seconds, imagesPerSecond: encoded / seconds,
+      peakRssBytes: peak, model: modelPath, family: tower.info.family, demo, out: out ?? null, format: job?.format ?? (o.bulk.out ? 'safetensors' : null) }));
   } else {
-    io.out(`encoded ${encoded} of ${o.images.length} image${o.images.length === 1 ? '' : 's'} in ${seconds.toFixed(2)} s ` +
-      `(${(encoded / seconds).toFixed(2)} images/s); peak memory ${formatBytes(peak)}${o.out ? `; wrote ${o.out}` : ''}`);
+    io.out(`encoded ${encoded} of ${inputs.length} image${inputs.length === 1 ? '' : 's'}${skipped ? ` (${skipped} up to date, skipped)` : ''} in ${seconds.toFixed(2)} s ` +
+      `(${(encoded / seconds).toFixed(2)} images/s); peak memory ${formatBytes(peak)}${out ? `; wrote ${out}` : ''}`);
     if (demo) io.out(`(demo tower: ${basename(modelPath!)} has RANDOM weights)`);
   }
   return failed ? EXIT_SOME_FAILED : EXIT_OK;

@@ -13,6 +13,8 @@ export interface CliIo {
   columns: number;
   /** Aborted on SIGINT / SIGTERM: encode stops between blocks and removes its partial output. */
   signal?: AbortSignal;
+  /** Where `encode -` reads its list of paths. */
+  stdin?: AsyncIterable<string | Buffer>;
 }
 
 export function processIo(): CliIo {
@@ -34,6 +36,7 @@ export function processIo(): CliIo {
   });
   return {
     signal: interrupt.signal,
+    stdin: process.stdin,
     out: (l) => {
       if (!stdoutClosed) process.stdout.write(l + '\n');
     },

@@ -1,10 +1,11 @@
 // `--out file.safetensors`: tensors are appended to a scratch file beside the output as results
 // arrive (memory stays bounded for thousands of images); finish() writes the header, then the
-// data, through an AtomicFile, so a failed run never leaves a half-written file under the output
+// data, through an AtomicFile (layout: bulk/formats/safetensors.ts), so a failed run never leaves a half-written file under the output
 // name and never replaces anything but a regular file.
 import { open } from 'node:fs/promises';
 import { TesseraError } from '../errors.js';
 import { ioError } from '../io/io-error.js';
+import { safetensorsHeader } from '../bulk/formats/safetensors.js';
 import { AtomicFile, checkOutputTarget, createScratchFile } from './atomic-file.js';
 
 type Dtype = 'F32' | 'I64' | 'I32';
@@ -55,17 +56,10 @@ export class SafetensorsWriter {
   /** Writes the file: header (with __metadata__, string values only) then the data. */
   async finish(metadata: Record<string, string>): Promise<void> {
     this.#open = false;
-    const header: Record<string, unknown> = { __metadata__: metadata };
-    for (const [k, v] of this.#entries) header[k] = v;
-    let text = JSON.stringify(header);
-    text += ' '.repeat((8 - ((8 + Buffer.byteLength(text)) % 8)) % 8); // data starts 8-byte aligned
-    const len = Buffer.alloc(8);
-    len.writeBigUInt64LE(BigInt(Buffer.byteLength(text)));
     let out: AtomicFile | undefined;
     try {
       out = await AtomicFile.create(this.path);
-      await out.write(len);
-      await out.write(text);
+      await out.write(safetensorsHeader(this.#entries, metadata));
       await this.#copyScratchTo(out);
       await out.commit();
     } catch (e) {

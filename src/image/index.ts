@@ -10,7 +10,7 @@ export {
   type GemmaPreprocessConfig,
   type QwenPreprocessConfig,
 } from './config.js';
-export { DEFAULT_MAX_INPUT_PIXELS, decodeImage, readImageHeader, type AdmissionOptions, type DecodedImage, type ImageHeader, type ImageInput, type PixelFormat } from './decode.js';
+export { DEFAULT_MAX_INPUT_PIXELS, decodeImage, disableDecodeCache, readImageHeader, type AdmissionOptions, type DecodedImage, type ImageHeader, type ImageInput, type PixelFormat } from './decode.js';
 export { resizeRgb8 } from './native.js';
 export {
   decodeRgb8,

@@ -24,6 +24,8 @@ export interface NativePreprocessArgs {
 
 export interface NativePreprocessResult<T extends Float32Array | Uint8Array> {
   pixelValues: T;
+  /** Values per row (the patch-row width). */
+  cols: number;
   positions?: Int32Array;
 }
 

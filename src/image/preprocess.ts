@@ -42,13 +42,11 @@ export interface QwenPlan {
   grid: { t: number; h: number; w: number };
   /** Rows of pixelValues: t*h*w. */
   patches: number;
-  /** Placeholder (merged) tokens: t*h*w / merge². */
-  tokens: number;
-  /** Values per row: 3 * temporal_patch_size * patch_size². */
-  width: number;
 }
 
 export interface QwenPreprocessResult<T extends Float32Array | Uint8Array = Float32Array> extends QwenPlan {
+  /** Values per row (native/common/patch_layout.h: 3 * temporal_patch_size * patch_size²). */
+  width: number;
   /** [patches, width] rows in merge-window order (docs/models/qwen-vision.md#token-order). */
   pixelValues: T;
   decoded: WidthHeight;
@@ -61,14 +59,12 @@ export interface GemmaPlan {
   patchGrid: { h: number; w: number };
   /** Rows of pixelValues (unpadded): h*w. */
   patches: number;
-  /** Soft tokens: patches / pool². */
-  tokens: number;
-  /** Values per row: patch_size² * 3. */
-  width: number;
   maxSoftTokens: number;
 }
 
 export interface GemmaPreprocessResult<T extends Float32Array | Uint8Array = Float32Array> extends GemmaPlan {
+  /** Values per row (native/common/patch_layout.h: patch_size² * 3). */
+  width: number;
   /** [patches, width] rows, row-major over the patch grid, elements (dy, dx, c); not padded. */
   pixelValues: T;
   /** (x, y) = (column, row) of each row's patch, as pairs. */
@@ -96,14 +92,7 @@ export function planQwen(decoded: WidthHeight, cfg: QwenPreprocessConfig, opts: 
     throw new TesseraError('ERR_INVALID_ARGUMENT', `with do_resize false the image must be a multiple of ${factor} px, not ${decoded.width}x${decoded.height}`);
   }
   const grid = { t: 1, h: size.height / cfg.patchSize, w: size.width / cfg.patchSize };
-  const patches = grid.t * grid.h * grid.w;
-  return {
-    resized: { width: size.width, height: size.height },
-    grid,
-    patches,
-    tokens: patches / (cfg.mergeSize * cfg.mergeSize),
-    width: 3 * cfg.temporalPatchSize * cfg.patchSize * cfg.patchSize,
-  };
+  return { resized: { width: size.width, height: size.height }, grid, patches: grid.t * grid.h * grid.w };
 }
 
 /** Sizes for a decoded (upright) image of this size: no pixels touched. */
@@ -117,15 +106,7 @@ export function planGemma(decoded: WidthHeight, cfg: GemmaPreprocessConfig, opts
     throw new TesseraError('ERR_INVALID_ARGUMENT', `with do_resize false the image must be a multiple of ${side} px, not ${decoded.width}x${decoded.height}`);
   }
   const patchGrid = { h: size.height / cfg.patchSize, w: size.width / cfg.patchSize };
-  const patches = patchGrid.h * patchGrid.w;
-  return {
-    resized: { width: size.width, height: size.height },
-    patchGrid,
-    patches,
-    tokens: patches / (cfg.poolingKernelSize * cfg.poolingKernelSize),
-    width: cfg.patchSize * cfg.patchSize * 3,
-    maxSoftTokens,
-  };
+  return { resized: { width: size.width, height: size.height }, patchGrid, patches: patchGrid.h * patchGrid.w, maxSoftTokens };
 }
 
 /** The settings both families' configs share: how the resized bytes become values. */
@@ -193,7 +174,7 @@ async function runQwen<T extends Float32Array | Uint8Array>(
     cfg,
     output,
   );
-  return { ...r.plan, pixelValues: r.native.pixelValues as T, decoded: r.decoded, timings: r.timings };
+  return { ...r.plan, width: r.native.cols, pixelValues: r.native.pixelValues as T, decoded: r.decoded, timings: r.timings };
 }
 
 async function runGemma<T extends Float32Array | Uint8Array>(
@@ -211,7 +192,7 @@ async function runGemma<T extends Float32Array | Uint8Array>(
     output,
   );
   if (!r.native.positions) throw new TesseraError('ERR_INTERNAL', 'image: native preprocessing returned no positions');
-  return { ...r.plan, pixelValues: r.native.pixelValues as T, positions: r.native.positions, decoded: r.decoded, timings: r.timings };
+  return { ...r.plan, width: r.native.cols, pixelValues: r.native.pixelValues as T, positions: r.native.positions, decoded: r.decoded, timings: r.timings };
 }
 
 /** Qwen3.5 / Qwen3-VL: pixel_values [patches, 1536] and image_grid_thw, as HF's PIL backend. */

@@ -43,6 +43,17 @@ bool enabled() {
   return true;
 }
 
+// Emulator options by field (EmuOptions has more, defaulted, fields).
+mtl::EmuOptions emu(int schedule, uint64_t seed, uint8_t poison, uint32_t max_threads = 0) {
+  mtl::EmuOptions o;
+  o.schedule = schedule;
+  o.seed = seed;
+  o.poison = poison;
+  o.workers = 1;
+  o.max_threads = max_threads;
+  return o;
+}
+
 constexpr double kGpuTol = 5e-3;  // docs/design.md#numerics: fast-math numerics on the GPU
 
 struct HostMat {
@@ -104,7 +115,7 @@ std::vector<float> run_on(Backend& b, const Case& c) {
 void check(const Case& c) {
   auto cpu = tessera::cpu::make_cpu_backend(1);
   const std::vector<float> ref = run_on(*cpu, c);
-  const mtl::EmuOptions runs[4] = {{0, 0, 0xFF, 1, 0}, {1, 0, 0xFF, 1, 0}, {2, 1, 0xFF, 1, 0}, {2, 2, 0x55, 1, 0}};
+  const mtl::EmuOptions runs[4] = {emu(0, 0, 0xFF), emu(1, 0, 0xFF), emu(2, 1, 0xFF), emu(2, 2, 0x55)};
   const char* names[4] = {"forward/ff", "reverse/ff", "shuffled:1/ff", "shuffled:2/55"};
   const char* gpu_names[4] = {"GPU run 1", "GPU run 2", "", ""};
   const bool gpu = on_gpu();
@@ -140,13 +151,16 @@ const char* dn(DType d) { return tessera::dtype_name(d); }
 
 }  // namespace
 
-TEST("metal: linear vs cpu (matmul + matvec paths, 31/32/33 tails, f32/f16/bf16 weights, bias, act, residual, clamps, strides)") {
+TEST("metal: linear vs cpu (matmul + matvec paths, 31/32/33 and 63/64/65 tails, f32/f16/bf16 weights, bias, act, residual, clamps, strides)") {
   if (!enabled()) return;
   std::mt19937 g(11);
   struct S {
     int64_t m, k, n;
   };
-  const S shapes[] = {{1, 33, 31}, {3, 32, 33}, {4, 65, 17}, {5, 31, 32}, {31, 33, 32}, {32, 32, 33}, {33, 31, 31}, {40, 96, 70}};
+  // the last three around the 64 x 64 tile: inside tiles on the path without bounds checks next to edge
+  // tiles, and K not a multiple of kGemmBK (every tile on the checked path)
+  const S shapes[] = {{1, 33, 31}, {3, 32, 33}, {4, 65, 17}, {5, 31, 32}, {31, 33, 32}, {32, 32, 33}, {33, 31, 31}, {40, 96, 70},
+                      {64, 64, 64}, {130, 48, 136}, {128, 40, 65}};
   int variant = 0;
   for (const S& s : shapes)
     for (DType wd : {DType::F32, DType::F16, DType::BF16}) {
@@ -257,14 +271,17 @@ TEST("metal: rope vs cpu (Qwen 1 section, Gemma 2 sections; head_dim 16, 64, 72;
     }
 }
 
-TEST("metal: attention vs cpu (head_dim 16/64/72/128, segments incl. 1 row and ragged tiles, q/k/v inside qkv)") {
+TEST("metal: attention vs cpu (head_dim 12/16/64/72/80/96/128, segments incl. 1 row and ragged tiles, q/k/v inside qkv)") {
   if (!enabled()) return;
   std::mt19937 g(15);
   struct A {
     int64_t heads, hd;
     std::vector<Segment> segs;
   };
-  const A cases[] = {{4, 16, {{0, 31}, {31, 33}}}, {2, 64, {{0, 1}, {1, 40}}}, {2, 72, {{0, 64}}}, {1, 128, {{0, 20}, {20, 17}}}};
+  // flash kernels: 64, 72, 80 (their own), 16, 96 and 128 (the generic one; 96 and 128 with 16-key tiles);
+  // 12: the row kernel. 100 rows: several query blocks and key tiles, both ragged.
+  const A cases[] = {{4, 16, {{0, 31}, {31, 33}}}, {2, 64, {{0, 1}, {1, 40}}}, {2, 72, {{0, 64}}}, {1, 128, {{0, 20}, {20, 17}}},
+                     {2, 80, {{0, 100}}}, {1, 96, {{0, 45}}}, {3, 12, {{0, 33}}}};
   for (const A& a : cases) {
     int64_t rows = 0;
     for (auto& s : a.segs) rows = std::max(rows, s.begin + s.length);
@@ -365,6 +382,87 @@ TEST("metal: every kernel becomes a pipeline within the device's limits") {
   EXPECT(ex->limits().max_tg_memory >= 32768);
 }
 
+// The counters (docs/metal-on-linux.md#counters) on the op layer's dispatches: one linear's device traffic is
+// what its tiles read and write, and counting by grid classes gives the same numbers as running every group.
+std::vector<mtl::DispatchCounts> counted(const Case& c, bool classes) {
+  mtl::EmuOptions o = emu(0, 0, 0xFF);
+  o.count = true;
+  o.count_classes = classes;
+  auto ex = mtl::make_emu_executor(o);
+  mtl::Executor* raw_ex = ex.get();
+  auto b = mtl::make_metal_backend(std::move(ex), "metal-emulated");
+  run_on(*b, c);
+  return mtl::take_emu_counts(*raw_ex);
+}
+
+TEST("metal: the emulator counts each dispatch's traffic and work; counting by grid classes equals running every group") {
+  if (!enabled() || on_gpu()) return;
+  std::mt19937 g(18);
+  Case c;
+  c.name = "linear 70x96->72 counted";
+  c.in = {make(g, 70, 96), make(g, 72, 96), make(g, 70, 72)};
+  c.out = 2;
+  c.op = [](Backend& b, std::vector<Tensor>& t) { b.linear(t[2], t[0], t[1], LinearArgs{}); };
+  const auto all = counted(c, false), cls = counted(c, true);
+  EXPECT(all.size() == 1 && cls.size() == 1);
+  const mtl::DispatchCounts& a = all[0];
+  std::printf("     linear: dev read %llu write %llu, tg read %llu write %llu, mma %llu, fma %llu, alu %llu, barriers %llu\n",
+              (unsigned long long)a.dev_read, (unsigned long long)a.dev_write, (unsigned long long)a.tg_read, (unsigned long long)a.tg_write,
+              (unsigned long long)a.mma, (unsigned long long)a.fma, (unsigned long long)a.alu, (unsigned long long)a.tg_barriers);
+  EXPECT(a.dev_write == 70 * 72 * 4);
+  EXPECT(a.mma > 0 && a.tg_read > 0 && a.tg_write > 0 && a.alu > 0 && a.tg_barriers > 0);
+  const mtl::DispatchCounts& k = cls[0];
+  EXPECT_MSG(k.dev_read == a.dev_read && k.dev_write == a.dev_write && k.tg_read == a.tg_read && k.tg_write == a.tg_write && k.mma == a.mma &&
+                 k.fma == a.fma && k.alu == a.alu && k.special == a.special && k.tg_barriers == a.tg_barriers && k.simd_barriers == a.simd_barriers,
+             "class counts differ: dev read " << k.dev_read << " vs " << a.dev_read << ", alu " << k.alu << " vs " << a.alu);
+}
+
+// docs/metal.md#counted-traffic: the design bars, on the Qwen3.5 tower's shapes at 4,096 patches (counted by
+// grid classes: these are counts, not timings). Named "metal counts:" so that the sanitizer run of the op
+// cases ("metal:") leaves it out: it checks the counting build's numbers, not memory safety, and its
+// 4,096-row dispatches are slow under ASan.
+TEST("metal counts: traffic: GEMM within 2x of the 64x64-tile ideal, attention within 2x of one K/V pass per 32-row query block") {
+  if (!enabled() || on_gpu()) return;
+  std::mt19937 g(19);
+  {
+    const int64_t m = 4096, k = 1152, n = 4304;
+    Case c;
+    c.name = "linear 4096x1152->4304 bf16";
+    c.in = {make(g, m, k), make(g, n, k, DType::BF16), make(g, m, n)};
+    c.out = 2;
+    c.op = [](Backend& b, std::vector<Tensor>& t) { b.linear(t[2], t[0], t[1], LinearArgs{}); };
+    const auto r = counted(c, true);
+    EXPECT(r.size() == 1);
+    const double tiles_n = double((n + 63) / 64), tiles_m = double((m + 63) / 64);
+    const double ideal = double(m) * k * 4 * tiles_n + double(n) * k * 2 * tiles_m + double(m) * n * 4;
+    const double got = double(r[0].dev_read + r[0].dev_write);
+    std::printf("     %s: device %.1f MB, 64x64-tile ideal %.1f MB (%.2fx); threadgroup %.1f MB; %llu simdgroup MACs\n", c.name.c_str(), got / 1e6,
+                ideal / 1e6, got / ideal, double(r[0].tg_read + r[0].tg_write) / 1e6, (unsigned long long)r[0].mma);
+    EXPECT_MSG(got <= 2 * ideal, c.name << ": device traffic " << got << " B, over 2x the ideal " << ideal);
+    EXPECT(r[0].mma == uint64_t(tiles_m * 8) * uint64_t(tiles_n * 8) * uint64_t(k / 8));
+  }
+  {
+    const int64_t rows = 4096, heads = 16, hd = 72, w = heads * hd;
+    Case c;
+    c.name = "attention 4096 rows, 16 heads of 72";
+    c.in = {make(g, rows, 3 * w, DType::F32, 0, -2, 2), make(g, rows, w)};
+    c.out = 1;
+    c.op = [=](Backend& b, std::vector<Tensor>& t) {
+      b.attention(t[1], t[0].cols_view(0, w), t[0].cols_view(w, w), t[0].cols_view(2 * w, w), heads, hd, 0.1f, {{0, rows}});
+    };
+    const auto r = counted(c, true);
+    EXPECT(r.size() == 1);
+    const double blocks = double((rows + 31) / 32);
+    const double one_pass = blocks * 2 * double(rows) * hd * 4;  // per head: K and V once per 32-row block
+    const double q_and_out = 2 * double(rows) * hd * 4;
+    const double per_head = double(r[0].dev_read + r[0].dev_write) / heads;
+    std::printf("     %s: device per head %.1f MB, one K/V pass per 32-row block %.1f MB (+ q and out %.1f MB): %.2fx; threadgroup per head %.1f MB\n",
+                c.name.c_str(), per_head / 1e6, one_pass / 1e6, q_and_out / 1e6, per_head / (one_pass + q_and_out),
+                double(r[0].tg_read + r[0].tg_write) / heads / 1e6);
+    EXPECT_MSG(per_head <= 2 * (one_pass + q_and_out), c.name << ": device traffic per head " << per_head << " B, over 2x " << one_pass + q_and_out);
+  }
+}
+
 TEST("metal: a pipeline allowing fewer threads: norms adapt, matmul refuses with ERR_GPU") {
   if (!enabled() || on_gpu()) return;
   std::mt19937 g(17);
@@ -379,7 +477,7 @@ TEST("metal: a pipeline allowing fewer threads: norms adapt, matmul refuses with
   };
   auto cpu = tessera::cpu::make_cpu_backend(1);
   const std::vector<float> ref = run_on(*cpu, c);
-  mtl::EmuOptions o{0, 0, 0xFF, 1, 64};
+  mtl::EmuOptions o = emu(0, 0, 0xFF, 64);
   auto small = mtl::make_metal_backend(mtl::make_emu_executor(o), "metal-emulated");
   const std::vector<float> got = run_on(*small, c);
   double err = 0, mx = 0;

@@ -338,9 +338,9 @@ struct Work {
     for (auto& t : r.tg) tg.push_back({t.first, t.second});
     MslemuDispatch d{r.kernel.c_str(), bufs.data(), uint32_t(bufs.size()), tg.data(), uint32_t(tg.size()),
                      {r.groups[0], r.groups[1], r.groups[2]}, {r.threads[0], r.threads[1], r.threads[2]}};
-    MslemuOptions o{0, 0, 0xFF, 1};  // the schedule and poison EmuExecutor uses in the smoke comparison
+    MslemuOptions o{0, 0, 0xFF, 1, 0};  // the schedule and poison EmuExecutor uses in the smoke comparison
     char buf[4096] = {0};
-    if (mslemu_run(&d, &o, buf, sizeof buf) != 0) err = buf;
+    if (mslemu_run(&d, &o, nullptr, buf, sizeof buf) != 0) err = buf;
   }
   if (!err.empty()) {
     _status = MTLCommandBufferStatusError;

@@ -42,7 +42,8 @@ const ASAN = ['-O1', '-g', '-fno-omit-frame-pointer', '-fsanitize=address,undefi
 export const LINT_FLAGS = ['-std=c++17', '-fsyntax-only', '-DMSLEMU_LINT', '-Werror', '-Wall', '-Werror=double-promotion',
   '-Wno-unknown-attributes', '-Wno-undefined-inline', '-Wno-unused-function', '-Wno-unused-variable', ...HALF, ...INC];
 
-const RUNTIME = ['fiber.cpp', 'scheduler.cpp', 'run.cpp'].map((f) => path.join(ROOT, 'tools/mslemu/src', f));
+const INSTRUMENT = path.join(ROOT, 'tools/mslemu/instrument.mjs');
+const RUNTIME = ['fiber.cpp', 'scheduler.cpp', 'run.cpp', 'counts.cpp'].map((f) => path.join(ROOT, 'tools/mslemu/src', f));
 const HEADERS = [
   ...fs.readdirSync(path.join(ROOT, 'tools/mslemu/include')).filter((f) => !fs.statSync(path.join(ROOT, 'tools/mslemu/include', f)).isDirectory()).map((f) => path.join(ROOT, 'tools/mslemu/include', f)),
   ...fs.readdirSync(path.join(ROOT, 'tools/mslemu/include/mslemu')).map((f) => path.join(ROOT, 'tools/mslemu/include/mslemu', f)),
@@ -98,7 +99,19 @@ async function buildUnlocked({ asan = false, quiet: q = quiet } = {}) {
       if (stale(obj, [src, ...deps])) jobs.push({ cmd: cxx, args: [...flags, ...v.extra, '-c', src, '-o', obj], what: `compile ${path.relative(ROOT, src)}` });
       return obj;
     };
-    for (const c of kcpp) o.kernels.push(add(c, RUN_FLAGS, [...HEADERS, ...metalHeaders]));
+    // The product's kernels, counted (docs/metal-on-linux.md#counters): optimised IR (in the sanitizer
+    // variant already instrumented by the sanitizers), counted, then compiled.
+    const addCounted = (src, deps) => {
+      const obj = path.join(objdir, path.basename(path.dirname(src)) + '_' + path.basename(src).replace(/\.\w+$/, '.o'));
+      const ll = obj.replace(/\.o$/, '.ll'), ill = obj.replace(/\.o$/, '.counted.ll');
+      if (stale(obj, [src, INSTRUMENT, ...deps])) {
+        const q = (a) => a.map((x) => `'${x}'`).join(' ');
+        jobs.push({ cmd: 'sh', args: ['-c', `${q([cxx, ...RUN_FLAGS, ...v.extra, '-S', '-emit-llvm', src, '-o', ll])} && ${q([process.execPath, INSTRUMENT, ll, ill])} && ${q([cxx, ...(v.extra.length ? ['-O1', '-g'] : ['-O2']), '-fPIC', '-Wno-override-module', '-c', ill, '-o', obj])}`],
+          what: `compile ${path.relative(ROOT, src)} (counted)` });
+      }
+      return obj;
+    };
+    for (const c of kcpp) o.kernels.push(addCounted(c, [...HEADERS, ...metalHeaders]));
     for (const c of tcpp) o.tests[path.basename(c, '.cpp')] = add(c, RUN_FLAGS, [...HEADERS, ...metalHeaders]);
     for (const c of RUNTIME) o.runtime.push(add(c, HOST_FLAGS, HEADERS));
     o.capi = add(path.join(ROOT, 'tools/mslemu/src/capi.cpp'), HOST_FLAGS, HEADERS);

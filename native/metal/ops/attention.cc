@@ -1,5 +1,7 @@
 // attention: one dispatch per segment (the rows of one image attend to each other only), tiled with an
-// online softmax in attention.metal. The key tile is 32 rows, or 16 when 32 would not fit in 32 KiB.
+// online softmax in attention.metal: the flash kernels (kAttnBQ query rows per threadgroup on simdgroup
+// matrices; their own kernels for head_dim 64, 72 and 80) when head_dim is a multiple of 8, else the row
+// kernel. The key tile is kAttnBK rows, or kAttnBKSmall when that would not fit in threadgroup memory.
 // q and out may have another row count than k and v when the one segment is all of k
 // (gpu/backend.h): one dispatch of q's rows against all the keys.
 #include "metal/ops.h"
@@ -8,9 +10,10 @@
 namespace tessera::mtl {
 using namespace detail;
 
-static constexpr int64_t kMaxHeadDim = 128;  // lanes own 4 output dims each
-
-static uint32_t tg_bytes(uint32_t kblock, uint32_t hd) { return (2 * kblock * hd + 4 * hd + 4 * kblock) * 4; }
+// Threadgroup memory of each kernel (metal/shared/args.h), rounded to 16 bytes.
+static uint32_t round16(uint32_t b) { return (b + 15) / 16 * 16; }
+static uint32_t flash_tg_bytes(uint32_t kblock, uint32_t hd) { return round16(kargs::attn_flash_tg_floats(hd, kblock) * 4); }
+static uint32_t rows_tg_bytes(uint32_t kblock, uint32_t hd) { return round16(kargs::attn_rows_tg_floats(hd, kblock) * 4); }
 
 void encode_attention(Executor& ex, const gpu::Tensor& out, const gpu::Tensor& q, const gpu::Tensor& k, const gpu::Tensor& v,
                       int64_t heads, int64_t head_dim, float scale, const std::vector<gpu::Segment>& segments) {
@@ -24,11 +27,16 @@ void encode_attention(Executor& ex, const gpu::Tensor& out, const gpu::Tensor& q
   const bool cross = q.rows != k.rows;  // queries against all of k: one segment, all of k's rows
   require(!cross || (segments.size() == 1 && segments[0].begin == 0 && segments[0].length == k.rows), op,
           "when q has " + std::to_string(q.rows) + " rows and k " + std::to_string(k.rows) + ", there must be one segment covering all of k");
-  require(heads > 0 && head_dim > 0 && head_dim <= kMaxHeadDim, op, "head_dim " + std::to_string(head_dim) + " outside 1.." + std::to_string(kMaxHeadDim));
+  const int64_t max_hd = kargs::kAttnMaxHeadDim;
+  require(heads > 0 && head_dim > 0 && head_dim <= max_hd, op, "head_dim " + std::to_string(head_dim) + " outside 1.." + std::to_string(max_hd));
   const uint32_t hd = uint32_t(head_dim);
-  uint32_t kblock = 32;
-  if (uint64_t(tg_bytes(kblock, hd) + 15) / 16 * 16 > ex.limits().max_tg_memory) kblock = 16;
-  const uint32_t tg = (tg_bytes(kblock, hd) + 15) / 16 * 16;
+  const bool flash = hd % 8 == 0;
+  auto bytes = [&](uint32_t kb) { return flash ? flash_tg_bytes(kb, hd) : rows_tg_bytes(kb, hd); };
+  uint32_t kblock = kargs::kAttnBK;
+  if (bytes(kblock) > ex.limits().max_tg_memory) kblock = kargs::kAttnBKSmall;
+  const uint32_t tg = bytes(kblock);
+  const char* kernel = !flash ? "attention_segment" : hd == 64 ? "attention_flash_64" : hd == 72 ? "attention_flash_72" : hd == 80 ? "attention_flash_80" : "attention_flash";
+  const uint32_t rows_per_group = flash ? kargs::kAttnBQ : kargs::kAttnRowsPerGroup;
   int64_t covered = 0;
   for (const gpu::Segment& s : segments) {
     require(s.begin >= 0 && s.length >= 0 && s.begin + s.length <= k.rows, op,
@@ -47,15 +55,15 @@ void encode_attention(Executor& ex, const gpu::Tensor& out, const gpu::Tensor& q
     p.ldo = u32(out.ld, op, "out.ld");
     p.kblock = kblock;
     p.scale = scale;
-    Dispatch d("attention_segment");
+    Dispatch d(kernel);
     d.bind(0, q.rows_view(q0, nq), Access::Read);
     d.bind(1, k.rows_view(s.begin, s.length), Access::Read);
     d.bind(2, v.rows_view(s.begin, s.length), Access::Read);
     d.bind(3, out.rows_view(q0, nq), Access::Write);
     d.args(4, p);
     d.tg(0, tg);
-    d.threads = {128, 1, 1};
-    d.groups = {div_up(p.nq, 4), p.heads, 1};
+    d.threads = {kargs::kAttnThreads, 1, 1};
+    d.groups = {div_up(p.nq, rows_per_group), p.heads, 1};
     submit(ex, d);
   }
   require(covered <= k.rows, op, "segments cover more rows than k has");

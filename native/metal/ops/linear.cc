@@ -1,5 +1,6 @@
 // linear: y = act(clamp_out(clamp_in(x) · Wᵀ + bias)) + residual (gpu/backend.h). Kernel per weight type;
-// the tiled simdgroup-matrix path, or the GEMV path when there are at most 4 rows (few tokens).
+// the tiled simdgroup-matrix path (kGemmBM x kGemmBN tiles, metal/shared/args.h), or the GEMV path when there
+// are at most kMatvecMaxRows rows (few tokens).
 #include "common/error.h"
 #include "metal/ops.h"
 #include "tessera_kargs.h"  // metal/shared/args.h (build/metal, generated)
@@ -7,8 +8,6 @@
 namespace tessera::mtl {
 using namespace detail;
 
-static constexpr int64_t kMatvecMaxRows = 4;  // the matvec kernel keeps this many accumulators per lane
-static constexpr uint32_t kTile = 32;         // matmul.metal's TILE
 
 void encode_linear(Executor& ex, const gpu::Tensor& y, const gpu::Tensor& x, const gpu::Tensor& w, const gpu::LinearArgs& a) {
   const char* op = "linear";
@@ -42,7 +41,7 @@ void encode_linear(Executor& ex, const gpu::Tensor& y, const gpu::Tensor& x, con
   p.in_max = a.in_max;
   p.out_min = a.out_min;
   p.out_max = a.out_max;
-  const bool vec = x.rows <= kMatvecMaxRows;
+  const bool vec = x.rows <= int64_t(kargs::kMatvecMaxRows);
   const char* suffix = w.dtype == DType::F16 ? "f16" : w.dtype == DType::BF16 ? "bf16" : "f32";
   Dispatch d(std::string(vec ? "matvec_" : "matmul_") + suffix);
   d.bind(0, x, Access::Read);
@@ -51,12 +50,13 @@ void encode_linear(Executor& ex, const gpu::Tensor& y, const gpu::Tensor& x, con
   d.bind(3, a.residual ? *a.residual : x, Access::Read);  // likewise
   d.bind(4, y, Access::Write);
   d.args(5, p);
-  d.threads = {128, 1, 1};  // 4 simdgroups: the kernels' layout, not a tuning knob
-  if (vec) d.groups = {div_up(p.out, 4), 1, 1};
-  else d.groups = {div_up(p.out, kTile), div_up(p.rows, kTile), 1};
-  if (ex.max_threads(*d.kernel) < 128)
+  const uint32_t nt = kargs::kGemmThreads;  // 4 simdgroups: the kernels' layout, not a tuning knob
+  d.threads = {nt, 1, 1};
+  if (vec) d.groups = {div_up(p.out, nt / 32), 1, 1};  // one output column per simdgroup
+  else d.groups = {div_up(p.out, kargs::kGemmBN), div_up(p.rows, kargs::kGemmBM), 1};
+  if (ex.max_threads(*d.kernel) < nt)
     fail(Code::Gpu, std::string("pipeline ") + d.kernel->name + " allows only " + std::to_string(ex.max_threads(*d.kernel)) +
-                        " threads per threadgroup; its layout needs 128");
+                        " threads per threadgroup; its layout needs " + std::to_string(nt));
   submit(ex, d);
 }
 

@@ -15,7 +15,7 @@ __attribute__((visibility("default"))) int32_t mslemu_kernel(const char* name, M
   return 1;
 }
 
-__attribute__((visibility("default"))) int32_t mslemu_run(const MslemuDispatch* d, const MslemuOptions* o, char* err, size_t err_len) {
+__attribute__((visibility("default"))) int32_t mslemu_run(const MslemuDispatch* d, const MslemuOptions* o, MslemuCounts* counts, char* err, size_t err_len) {
   mslemu::Dispatch x;
   x.kernel = d->kernel;
   for (uint32_t i = 0; i < d->nbuffers; i++) x.buffers.push_back({int(d->buffers[i].index), d->buffers[i].ptr, size_t(d->buffers[i].bytes)});
@@ -27,8 +27,11 @@ __attribute__((visibility("default"))) int32_t mslemu_run(const MslemuDispatch* 
   ro.seed = o->seed;
   ro.poison = o->poison;
   ro.workers = o->workers;
+  ro.count_classes = o->count_classes != 0;
   const bool known = mslemu::find_kernel(d->kernel) != nullptr;
-  std::string e = mslemu::run(x, ro);
+  mslemu::Counts c;
+  std::string e = mslemu::run(x, ro, counts ? &c : nullptr);
+  if (counts) *counts = MslemuCounts{c.dev_read, c.dev_write, c.tg_read, c.tg_write, c.mma, c.fma, c.alu, c.special, c.tg_barriers, c.simd_barriers};
   if (e.empty()) return 0;
   if (err && err_len) {
     std::strncpy(err, e.c_str(), err_len - 1);

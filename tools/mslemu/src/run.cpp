@@ -14,6 +14,7 @@
 #include <sstream>
 #include <thread>
 
+#include "counts.h"
 #include "runtime.h"
 
 namespace mslemu {
@@ -107,7 +108,9 @@ Group* worker_group() {
 }
 
 // Runs `groups` (a subset of the grid) on this thread; "" or the report.
-std::string run_groups(const Dispatch& d, const RunOptions& o, const KernelEntry& k, const std::vector<U3>& groups, int worker) {
+// With `counts`, what they did is added to it (times `weight`).
+std::string run_groups(const Dispatch& d, const RunOptions& o, const KernelEntry& k, const std::vector<U3>& groups, int worker,
+                       Counts* counts = nullptr, uint64_t weight = 1) {
   t_worker = worker;
   Group* g = worker_group();
   G = g;
@@ -126,6 +129,25 @@ std::string run_groups(const Dispatch& d, const RunOptions& o, const KernelEntry
   }
   g_activity[worker].kernel = k.name;
   g_activity[worker].group = g;
+  Counts mine;
+  if (counts) {
+    // device memory: the buffers bound to pointer parameters (a `constant T&` argument lives in registers)
+    CountRanges r{};
+    r.tg_lo = reinterpret_cast<const char*>(g->arena);
+    r.tg_hi = r.tg_lo + kTgMemory;
+    for (auto& b : d.buffers) {
+      bool arg = false;
+      for (int i = 0; i < k.nparams; i++)
+        if (k.params[i].kind == 0 && k.params[i].index == b.index && k.params[i].bytes) arg = true;
+      if (arg || r.n == 32) continue;
+      r.lo[r.n] = static_cast<const char*>(b.ptr);
+      r.hi[r.n] = r.lo[r.n] + b.size;
+      r.n++;
+    }
+    t_ranges = r;
+    take_counts();  // start from zero
+    t_counts = &mine;
+  }
   std::string err;
   try {
     for (auto& gp : groups) run_group(gp, bufs, sizes);
@@ -137,6 +159,10 @@ std::string run_groups(const Dispatch& d, const RunOptions& o, const KernelEntry
   }
   g_activity[worker].group = nullptr;
   G = nullptr;
+  if (counts) {
+    add_counts(*counts, take_counts(), weight);
+    t_counts = nullptr;
+  }
   return err;
 }
 
@@ -189,7 +215,22 @@ void* Invocation::tgmem(int i) const {
 
 Stats stats() { return Stats{g_switches.load(), g_collectives.load(), g_barriers.load()}; }
 
-std::string run(const Dispatch& d, const RunOptions& o) {
+// Counting by classes (RunOptions::count_classes): per dimension of n groups, group 0 stands for the first
+// n - 1 and group n - 1 for itself.
+static std::vector<std::pair<U3, uint64_t>> class_representatives(U3 n) {
+  auto dim = [](uint32_t m) {
+    std::vector<std::pair<uint32_t, uint64_t>> v{{0u, m > 1 ? uint64_t(m - 1) : 1u}};
+    if (m > 1) v.push_back({m - 1, 1});
+    return v;
+  };
+  std::vector<std::pair<U3, uint64_t>> out;
+  for (auto [z, wz] : dim(n.z))
+    for (auto [y, wy] : dim(n.y))
+      for (auto [x, wx] : dim(n.x)) out.push_back({U3{x, y, z}, wx * wy * wz});
+  return out;
+}
+
+std::string run(const Dispatch& d, const RunOptions& o, Counts* counts) {
   const KernelEntry* k = find_kernel(d.kernel.c_str());
   if (!k) return "mslemu: unknown kernel " + d.kernel;
   const uint64_t n = uint64_t(d.threads.x) * d.threads.y * d.threads.z;
@@ -226,18 +267,31 @@ std::string run(const Dispatch& d, const RunOptions& o) {
   });
   g_running++;
   std::string err;
+  if (counts) *counts = Counts{};
+  if (counts && o.count_classes) {
+    for (auto& [gp, w] : class_representatives(d.groups)) {
+      err = run_groups(d, o, *k, {gp}, 0, counts, w);
+      if (!err.empty()) break;
+    }
+    g_running--;
+    return err;
+  }
   const int workers = o.sched == Schedule::Forward ? std::min<int>(std::max(1, std::min(o.workers, kMaxWorkers)), int(groups.size())) : 1;
   if (workers <= 1) {
-    err = run_groups(d, o, *k, groups, 0);
+    err = run_groups(d, o, *k, groups, 0, counts);
   } else {
     // Interleaved split, each worker in forward order on its own Group.
     std::vector<std::vector<U3>> part(static_cast<size_t>(workers));
     for (size_t i = 0; i < groups.size(); i++) part[i % size_t(workers)].push_back(groups[i]);
     std::vector<std::string> errs(static_cast<size_t>(workers));
     std::vector<std::thread> ts;
-    for (int w = 1; w < workers; w++) ts.emplace_back([&, w] { errs[size_t(w)] = run_groups(d, o, *k, part[size_t(w)], w); });
-    errs[0] = run_groups(d, o, *k, part[0], 0);
+    std::vector<Counts> per(static_cast<size_t>(workers));
+    Counts* pc = counts ? per.data() : nullptr;
+    for (int w = 1; w < workers; w++) ts.emplace_back([&, w] { errs[size_t(w)] = run_groups(d, o, *k, part[size_t(w)], w, pc ? pc + w : nullptr); });
+    errs[0] = run_groups(d, o, *k, part[0], 0, pc);
     for (auto& t : ts) t.join();
+    if (counts)
+      for (auto& c : per) add_counts(*counts, c, 1);
     for (auto& e : errs)
       if (!e.empty()) {
         err = e;

@@ -5,6 +5,7 @@
 #include <cstring>
 #include <sstream>
 
+#include "counts.h"
 #include "runtime.h"
 #if defined(__has_feature)
 #if __has_feature(address_sanitizer)
@@ -159,6 +160,7 @@ static bool try_simd(int sg) {
   }
   c.nlanes = __builtin_popcount(c.active);
   g_collectives.fetch_add(1, std::memory_order_relaxed);
+  if (t_counts && f.op == Coll::SimdBarrier) t_counts->simd_barriers++;
   Lane* saved = L;
   L = nullptr;  // kernel_fail from fn runs on the scheduler's stack: throw directly
   c.fn(c);
@@ -247,6 +249,7 @@ void run_group(U3 gpos, std::vector<void*>& bufs, std::vector<size_t>& sizes) {
       if (done) throw Abort{stuck_report("barrier divergence: some threads returned while others wait at a threadgroup_barrier")};
       if (!same) throw Abort{stuck_report("barrier divergence: threads wait at different threadgroup_barrier calls")};
       g_barriers.fetch_add(1, std::memory_order_relaxed);
+      if (t_counts) t_counts->tg_barriers++;
       for (int i = 0; i < n; i++) G->lanes[size_t(i)].st = RUNNABLE;
       enqueue(all);
       continue;

@@ -45,6 +45,17 @@ void tg_barrier(Site s);
 void* tg_alloc(int site_id, size_t bytes, size_t align);
 [[noreturn]] void kernel_fail(const char* msg);
 
+// What one dispatch did, summed over its GPU threads (docs/metal-on-linux.md#counters): bytes moved to and
+// from device memory (bound buffers; setBytes arguments excluded) and threadgroup memory, simdgroup 8x8x8
+// multiply-accumulates, scalar FMAs, other ALU ops and special functions (tools/mslemu/instrument.mjs),
+// threadgroup barriers (one per release of a group) and SIMD-group barriers (one per SIMD-group).
+struct Counts {
+  uint64_t dev_read = 0, dev_write = 0, tg_read = 0, tg_write = 0;
+  uint64_t mma = 0, fma = 0, alu = 0, special = 0;
+  uint64_t tg_barriers = 0, simd_barriers = 0;
+};
+void count_mma();  // the shim's simdgroup_multiply(_accumulate): one 8x8x8
+
 struct U3 {
   uint32_t x, y, z;
 };

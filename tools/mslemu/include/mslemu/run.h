@@ -34,8 +34,13 @@ struct RunOptions {
   uint64_t seed = 1;
   unsigned char poison = 0xFF;  // fills threadgroup memory before each group
   int workers = 1;              // >1: groups on that many OS threads (Forward only; never for checks)
+  // Counting only: run one group of each class (per grid dimension: the first and the last group) and
+  // weight its counts by the class's size. Exact for kernels whose work depends on a group's position only
+  // through the grid's edges (every tessera kernel); the groups not run leave their outputs unwritten.
+  bool count_classes = false;
 };
-std::string run(const Dispatch& d, const RunOptions& o);
+// `counts`, when given, receives what the dispatch did (docs/metal-on-linux.md#counters).
+std::string run(const Dispatch& d, const RunOptions& o, Counts* counts = nullptr);
 
 struct Stats {
   uint64_t switches = 0, collectives = 0, barriers = 0;

@@ -1,0 +1,300 @@
+// --out-dir DIR: one output per image at DIR/<its path relative to its input root, extension
+// replaced>, each file written to a temporary file beside it, fsync'ed and renamed (atomic-file.ts),
+// so a file is whole or absent. This module is the one writer of those outputs: `tessera encode
+// --out-dir` and any other worker that encodes images (the fleet) call writeImageOutputs and
+// isUpToDate, so their files are the same byte for byte.
+//
+// Per format (stem = DIR/<rel without extension>):
+//   safetensors  stem.safetensors                (tensors of formats/tensors.ts; __metadata__ = the record)
+//   npy          stem.<tensor>.npy per tensor    + stem.tessera.json (the record, written last)
+//   vllm         stem.vllm.json                  + stem.tessera.json
+//   sglang       stem.sglang.json                + stem.tessera.json
+// The record says what the output was made from: the model, the options, the format, the input's
+// size and mtime (and SHA-256 with hashInputs). A rerun skips an image whose record matches
+// (isUpToDate) and redoes one whose record differs or is missing.
+import { createHash } from 'node:crypto';
+import { createReadStream } from 'node:fs';
+import { mkdir, readdir, readFile, stat, unlink } from 'node:fs/promises';
+import { dirname, join, relative, sep } from 'node:path';
+import { TesseraError } from '../errors.js';
+import { ioError } from '../io/io-error.js';
+import type { Family } from '../spec/types.js';
+import type { EncodeOptions, EncodeResult, VisionTower } from '../tower.js';
+import { temporaryFileOwner, writeFileAtomic } from '../cli/atomic-file.js';
+import { npyBytes } from './formats/npy.js';
+import { readSafetensorsMetadata, safetensorsBytes } from './formats/safetensors.js';
+import { toSglangItemJson } from './formats/sglang.js';
+import { resultTensors } from './formats/tensors.js';
+import { toVllmContentPart, vllmUnsupported } from './formats/vllm.js';
+import type { BulkInput } from './inputs.js';
+
+import { OUTPUT_FORMATS } from '../options.js';
+
+export { OUTPUT_FORMATS };
+export type OutputFormat = (typeof OUTPUT_FORMATS)[number];
+
+/** Version of the output layout and record; a different version is redone. */
+export const OUTPUT_LAYOUT_VERSION = '1';
+
+/** What every output of one run is made with (see outputJob). */
+export interface OutputJob {
+  dir: string;
+  format: OutputFormat;
+  /** The model as given, and what identifies its weights (family, sizes, dtype, file bytes). */
+  model: string;
+  modelSignature: string;
+  family: Family;
+  /** The options that change the output (sizing, admission, stages), keys sorted. */
+  options: Record<string, number | boolean>;
+  /** Also fingerprint each input by its SHA-256 (not only size and mtime). */
+  hashInputs: boolean;
+  /** Extra strings for the record (tessera's version, demo_random_weights); not compared. */
+  notes: Record<string, string>;
+}
+
+/** The options of EncodeOptions that change what is written; the others (signal, onProgress) do not. */
+const OUTPUT_OPTIONS = ['minPixels', 'maxPixels', 'maxSoftTokens', 'maxInputPixels', 'stages', 'checkFinite'] as const;
+
+/**
+ * The defaults of those options (EncodeOptions): an option given as its default is recorded as
+ * absent, so `{ stages: false }` and `{}` make the same record whoever the caller is.
+ */
+const OUTPUT_OPTION_DEFAULTS: Partial<Record<(typeof OUTPUT_OPTIONS)[number], number | boolean>> = { stages: false, checkFinite: true };
+
+/** The job for a run of `tower` with these encode options. Refuses a format the family cannot take. */
+export function outputJob(
+  tower: VisionTower,
+  o: { dir: string; format: OutputFormat; model: string; options: EncodeOptions; hashInputs?: boolean; notes?: Record<string, string> },
+): OutputJob {
+  if (!(OUTPUT_FORMATS as readonly string[]).includes(o.format))
+    throw new TesseraError('ERR_INVALID_ARGUMENT', `output format must be one of ${OUTPUT_FORMATS.join(', ')} (got '${o.format}')`);
+  const why = o.format === 'vllm' ? vllmUnsupported(tower.info.family) : undefined;
+  if (why) throw new TesseraError('ERR_INVALID_ARGUMENT', `--format vllm: ${why}`);
+  const i = tower.info;
+  const options: Record<string, number | boolean> = {};
+  for (const k of OUTPUT_OPTIONS) if (o.options[k] !== undefined && o.options[k] !== OUTPUT_OPTION_DEFAULTS[k]) options[k] = o.options[k] as number | boolean;
+  return {
+    dir: o.dir,
+    format: o.format,
+    model: o.model,
+    modelSignature: `${i.family} depth ${i.depth} hidden ${i.hidden} out ${i.outHidden} ${i.dtype} ${i.memory.fileBytes} bytes`,
+    family: i.family,
+    options,
+    hashInputs: o.hashInputs ?? false,
+    notes: o.notes ?? {},
+  };
+}
+
+/** What an input was when it was read: compared on rerun. */
+export interface InputStamp {
+  size: number;
+  mtimeMs: number;
+  sha256?: string;
+}
+
+export async function stampInput(path: string, hash: boolean): Promise<InputStamp> {
+  let st;
+  try {
+    st = await stat(path);
+  } catch (e) {
+    throw ioError(path, 'cannot read', e);
+  }
+  // Only regular files are read (a FIFO would block the hash; io/open-regular.ts refuses the rest).
+  if (!st.isFile()) throw new TesseraError('ERR_IO', `${path} is not a regular file`);
+  const stamp: InputStamp = { size: st.size, mtimeMs: st.mtimeMs };
+  if (hash) {
+    const h = createHash('sha256');
+    try {
+      for await (const chunk of createReadStream(path)) h.update(chunk as Buffer);
+    } catch (e) {
+      throw ioError(path, 'cannot read', e);
+    }
+    stamp.sha256 = h.digest('hex');
+  }
+  return stamp;
+}
+
+/** The compared part of a record, as one string. */
+function fingerprint(job: OutputJob, input: BulkInput, stamp: InputStamp): string {
+  return JSON.stringify({
+    layout: OUTPUT_LAYOUT_VERSION,
+    model: job.model,
+    modelSignature: job.modelSignature,
+    format: job.format,
+    options: job.options,
+    input: input.rel,
+    size: stamp.size,
+    mtimeMs: stamp.mtimeMs,
+    ...(job.hashInputs ? { sha256: stamp.sha256 } : {}),
+  });
+}
+
+/** The record of one output, as strings (safetensors __metadata__ takes strings only). */
+function record(job: OutputJob, input: BulkInput, stamp: InputStamp, r: EncodeResult): Record<string, string> {
+  return {
+    tessera_output: fingerprint(job, input, stamp),
+    input: input.rel,
+    model: job.model,
+    family: job.family,
+    format: job.format,
+    options: JSON.stringify(job.options),
+    input_size: String(stamp.size),
+    input_mtime_ms: String(stamp.mtimeMs),
+    ...(stamp.sha256 ? { input_sha256: stamp.sha256 } : {}),
+    tokens: String(r.tokens),
+    width: String(r.width),
+    ...job.notes,
+  };
+}
+
+function stemOf(job: OutputJob, input: BulkInput): string {
+  const rel = input.rel.split('/');
+  const name = rel.pop()!;
+  const dot = name.lastIndexOf('.');
+  return join(job.dir, ...rel, dot > 0 ? name.slice(0, dot) : name);
+}
+
+/** The file that holds an image's record: the output itself (safetensors) or stem.tessera.json. */
+export function recordPath(job: OutputJob, input: BulkInput): string {
+  const stem = stemOf(job, input);
+  return job.format === 'safetensors' ? stem + '.safetensors' : stem + '.tessera.json';
+}
+
+/** The main output file of an image (what the manifest names). */
+export function primaryOutput(job: OutputJob, input: BulkInput): string {
+  const stem = stemOf(job, input);
+  switch (job.format) {
+    case 'safetensors':
+      return stem + '.safetensors';
+    case 'npy':
+      return stem + '.embeddings.npy';
+    case 'vllm':
+      return stem + '.vllm.json';
+    case 'sglang':
+      return stem + '.sglang.json';
+  }
+}
+
+/**
+ * Refuses inputs whose outputs would land on the same files (page.png and page.jpg in one folder),
+ * naming both, before any work.
+ */
+export function checkDistinctOutputs(job: OutputJob, inputs: readonly BulkInput[]): void {
+  const seen = new Map<string, string>();
+  for (const input of inputs) {
+    const key = stemOf(job, input);
+    const other = seen.get(key);
+    if (other !== undefined)
+      throw new TesseraError('ERR_INVALID_ARGUMENT', `${other} and ${input.path} would both be written as ${relative(job.dir, key) || key}.*: exclude one or rename it`);
+    seen.set(key, input.path);
+  }
+}
+
+async function readRecord(job: OutputJob, input: BulkInput): Promise<{ record: Record<string, string>; files: string[] } | undefined> {
+  const path = recordPath(job, input);
+  if (job.format === 'safetensors') {
+    const meta = await readSafetensorsMetadata(path);
+    return meta ? { record: meta, files: [path] } : undefined;
+  }
+  try {
+    const r = JSON.parse(await readFile(path, 'utf8')) as { record?: Record<string, string>; files?: string[] };
+    if (!r.record || !Array.isArray(r.files)) return undefined;
+    return { record: r.record, files: r.files.map((f) => join(dirname(path), f)) };
+  } catch {
+    return undefined;
+  }
+}
+
+/**
+ * The record of the image's outputs when they exist and it matches this job and this input (the
+ * image can be skipped), else undefined.
+ */
+export async function upToDateRecord(job: OutputJob, input: BulkInput, stamp: InputStamp): Promise<Record<string, string> | undefined> {
+  const found = await readRecord(job, input);
+  if (!found || found.record['tessera_output'] !== fingerprint(job, input, stamp)) return undefined;
+  for (const f of found.files) if (!(await stat(f).then((s) => s.isFile(), () => false))) return undefined;
+  return found.record;
+}
+
+/** True when the image's outputs exist and their record matches this job and this input. */
+export async function isUpToDate(job: OutputJob, input: BulkInput, stamp: InputStamp): Promise<boolean> {
+  return (await upToDateRecord(job, input, stamp)) !== undefined;
+}
+
+export interface WrittenOutput {
+  /** The main file (the manifest's `output`) and every file written, the record last. */
+  primary: string;
+  files: string[];
+}
+
+/**
+ * Writes one image's outputs as `tessera encode --out-dir` does: each file atomically, the record
+ * last (for the sidecar formats an old record is removed first, so an interrupted rewrite is
+ * never taken for a finished one). `stamp` is the input as it was read (stampInput before the
+ * encode). Failures are TesseraErrors (ERR_IO naming the file).
+ */
+export async function writeImageOutputs(job: OutputJob, input: BulkInput, result: EncodeResult, stamp: InputStamp): Promise<WrittenOutput> {
+  const stem = stemOf(job, input);
+  const dir = dirname(stem);
+  try {
+    await mkdir(dir, { recursive: true });
+  } catch (e) {
+    throw ioError(dir, 'cannot create folder', e);
+  }
+  const meta = record(job, input, stamp, result);
+  if (job.format === 'safetensors') {
+    const path = stem + '.safetensors';
+    await writeFileAtomic(path, safetensorsBytes(resultTensors(result), meta));
+    return { primary: path, files: [path] };
+  }
+  const recordFile = stem + '.tessera.json';
+  await unlink(recordFile).catch(() => undefined);
+  const files: string[] = [];
+  if (job.format === 'npy') {
+    for (const t of resultTensors(result)) {
+      const path = `${stem}.${t.name}.npy`;
+      await writeFileAtomic(path, npyBytes(t));
+      files.push(path);
+    }
+  } else if (job.format === 'vllm') {
+    const path = stem + '.vllm.json';
+    await writeFileAtomic(path, JSON.stringify(toVllmContentPart(result, job.family)));
+    files.push(path);
+  } else {
+    const path = stem + '.sglang.json';
+    await writeFileAtomic(path, toSglangItemJson(result));
+    files.push(path);
+  }
+  const names = files.map((f) => relative(dir, f).split(sep).join('/'));
+  await writeFileAtomic(recordFile, JSON.stringify({ record: meta, files: names }, null, 1) + '\n');
+  return { primary: files[0]!, files: [...files, recordFile] };
+}
+
+/**
+ * Removes the temporary files that killed runs left under `dir` (their process is gone); a live
+ * process's files are left alone. Returns how many were removed.
+ */
+export async function removeStaleTemporaries(dir: string): Promise<number> {
+  let removed = 0;
+  const alive = (pid: number) => {
+    if (pid === process.pid) return true;
+    try {
+      process.kill(pid, 0);
+      return true;
+    } catch (e) {
+      return (e as NodeJS.ErrnoException).code === 'EPERM';
+    }
+  };
+  const visit = async (d: string) => {
+    const entries = await readdir(d, { withFileTypes: true }).catch(() => []);
+    for (const e of entries) {
+      if (e.isDirectory()) await visit(join(d, e.name));
+      else {
+        const pid = temporaryFileOwner(e.name);
+        if (pid !== undefined && !alive(pid)) await unlink(join(d, e.name)).then(() => removed++, () => undefined);
+      }
+    }
+  };
+  await visit(dir);
+  return removed;
+}

@@ -1,0 +1,64 @@
+// `tessera queue-status --redis URL --queue NAME [--json]`: job counts, failures by code, the
+// last minute's rate and each worker's counters (src/fleet/status.ts).
+import { parseArgs } from 'node:util';
+import { toTesseraError } from '../errors.js';
+import { EXIT_OK, EXIT_SOME_FAILED, EXIT_USAGE, table, type CliIo } from './io.js';
+
+export const QUEUE_STATUS_USAGE = 'usage: tessera queue-status --redis URL --queue NAME [--json]';
+
+export async function queueStatusCommand(args: readonly string[], io: CliIo): Promise<number> {
+  let values;
+  try {
+    ({ values } = parseArgs({
+      args: [...args],
+      strict: true,
+      options: { redis: { type: 'string' }, queue: { type: 'string' }, json: { type: 'boolean' }, help: { type: 'boolean', short: 'h' } },
+    }));
+    if (values.help) {
+      io.out(QUEUE_STATUS_USAGE);
+      return EXIT_OK;
+    }
+    if (!values.redis || !values.queue) throw new Error(`--${values.redis ? 'queue' : 'redis'} is required`);
+  } catch (e) {
+    io.err(`tessera queue-status: ${(e as Error).message}\n${QUEUE_STATUS_USAGE}`);
+    return EXIT_USAGE;
+  }
+  const { Queue } = await import('bullmq');
+  const { connectRedis } = await import('../fleet/connection.js');
+  const { queueStatus } = await import('../fleet/status.js');
+  let connection;
+  try {
+    connection = connectRedis(values.redis, 'tessera-queue-status');
+  } catch (e) {
+    io.err(`tessera queue-status: ${toTesseraError(e).message}`);
+    return EXIT_USAGE;
+  }
+  // A status query should answer or say why, not wait forever for a Redis that is down.
+  connection.options.maxRetriesPerRequest = 3;
+  const queue = new Queue(values.queue, { connection });
+  try {
+    const s = await queueStatus(queue);
+    if (values.json) {
+      io.out(JSON.stringify(s));
+      return EXIT_OK;
+    }
+    const c = s.counts;
+    io.out(`queue ${s.queue}: waiting ${c.waiting}, active ${c.active}, delayed ${c.delayed}, completed ${c.completed}, failed ${c.failed}; ` +
+      `${s.ratePerSecond.toFixed(2)} jobs/s over the last minute; ${s.connectedWorkers} worker connection${s.connectedWorkers === 1 ? '' : 's'}`);
+    const codes = Object.entries(s.failures);
+    if (codes.length) io.out(`failures: ${codes.map(([k, n]) => `${k} ${n}`).join(', ')}`);
+    if (s.workers.length) {
+      const rows = s.workers.map((w) => [w.name, String(w.jobs), String(w.images), w.imagesPerSecond.toFixed(2),
+        Object.entries(w.failures).map(([k, n]) => `${k} ${n}`).join(', ') || '-', new Date(w.lastJobAt).toISOString()]);
+      for (const l of table(['worker', 'jobs', 'images', 'images/s', 'failed attempts', 'last job'], rows, [false, true, true, true, false, false])) io.out(l);
+    }
+    return EXIT_OK;
+  } catch (e) {
+    const err = toTesseraError(e, 'ERR_IO');
+    io.err(`tessera queue-status: ${err.code}: ${err.message}`);
+    return EXIT_SOME_FAILED;
+  } finally {
+    await queue.close().catch(() => undefined);
+    await connection.quit().catch(() => connection.disconnect());
+  }
+}

@@ -1,0 +1,82 @@
+// SIGTERM to a worker in the middle of a job: it finishes that job (completed by it, once, with
+// tower.encode's bytes), takes no other, and exits 0; the other worker does the rest.
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { QueueEvents } from 'bullmq';
+import { Redis } from 'ioredis';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { ensureDist, expectOutputsEqualEncode, killWorker, makeBigImage, makeImages, settledOutcomes, startWorker, tessera, type WorkerProcess } from './helpers/fleet.js';
+import { REDIS_MISSING, redisServerAvailable, startRedis, type RedisServer } from './helpers/redis.js';
+import { jobIdOf } from '../src/fleet/job.js';
+
+const HAVE_REDIS = redisServerAvailable();
+if (!HAVE_REDIS) console.warn(REDIS_MISSING);
+
+const BIG = { maxPixels: 1536 * 1536 };
+
+describe.skipIf(!HAVE_REDIS)('fleet: SIGTERM during a job', () => {
+  let redis: RedisServer;
+  let tmp: string;
+  let workers: WorkerProcess[] = [];
+
+  beforeAll(async () => {
+    ensureDist();
+    tmp = mkdtempSync(join(tmpdir(), 'tessera-fleet-term-'));
+    redis = await startRedis();
+  });
+  afterAll(async () => {
+    await Promise.all(workers.map(killWorker));
+    await redis?.stop();
+    rmSync(tmp, { recursive: true, force: true });
+  });
+
+  it('finishes the current job, takes no other, exits 0', async () => {
+    const images = join(tmp, 'images');
+    const out = join(tmp, 'out');
+    const big = join(images, 'big', 'page.png');
+    await makeBigImage(big, 1536);
+    const small = await makeImages(images, 12, false);
+    const q = ['--redis', redis.url, '--queue', 'term'];
+    const bigId = jobIdOf({ input: big, rel: 'page.png', options: BIG });
+
+    const conn = new Redis(redis.url, { maxRetriesPerRequest: null });
+    const events = new QueueEvents('term', { connection: conn });
+    await events.waitUntilReady();
+    const started = new Promise<number>((resolve) =>
+      events.on('progress', ({ jobId, data }) => {
+        if (jobId === bigId) resolve((data as { worker: { pid: number } }).worker.pid);
+      }),
+    );
+
+    workers = await Promise.all([0, 1].map(() => startWorker(redis.url, 'term', out)));
+    expect((await tessera(['enqueue', images + '/big', ...q, '--max-pixels', String(BIG.maxPixels)])).code).toBe(0);
+    expect((await tessera(['enqueue', images + '/good', ...q])).code).toBe(0);
+
+    const pid = await started;
+    const stopped = workers.find((w) => w.pid === pid)!;
+    const other = workers.find((w) => w.pid !== pid)!;
+    stopped.proc.kill('SIGTERM');
+    expect(await stopped.exited).toEqual({ code: 0, signal: null });
+
+    // Its last job was the big one, completed by it; nothing after.
+    const jobLines = stopped.lines.filter((l) => l.type === 'job');
+    expect(jobLines.at(-1)).toMatchObject({ event: 'completed', jobId: bigId });
+    expect(stopped.lines.at(-2)).toMatchObject({ type: 'job', event: 'completed', jobId: bigId });
+    expect(stopped.lines.at(-1)).toMatchObject({ type: 'worker', event: 'stopped' });
+    // The signal came while the job ran: 'stopping' is logged before its completion.
+    expect(stopped.lines.findIndex((l) => l.event === 'stopping')).toBe(stopped.lines.length - 3);
+
+    const wait = await tessera(['enqueue', images + '/good', ...q, '--wait']);
+    expect(wait.code, wait.stdout + wait.stderr).toBe(0);
+    const { completed, failed } = await settledOutcomes(workers, 1 + small.length);
+    expect(failed.size).toBe(0);
+    for (const img of [big, ...small]) expect(completed.get(img)?.length, img).toBe(1);
+    expect(other.lines.some((l) => l.jobId === bigId)).toBe(false);
+
+    await expectOutputsEqualEncode(join(images, 'big'), out, [big], BIG);
+    await expectOutputsEqualEncode(join(images, 'good'), out, small);
+    await events.close();
+    conn.disconnect();
+  });
+});
