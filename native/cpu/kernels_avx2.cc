@@ -13,9 +13,30 @@
 namespace tessera::cpu {
 namespace {
 
+// Tile shapes (compile-time overridable for tuning runs, e.g. -DTESSERA_AVX2_MR=4 -DTESSERA_AVX2_NV=3).
+#ifndef TESSERA_AVX2_MR
+#define TESSERA_AVX2_MR 6
+#endif
+#ifndef TESSERA_AVX2_NV
+#define TESSERA_AVX2_NV 2
+#endif
+#ifndef TESSERA_AVX2_ATTN_NVK
+#define TESSERA_AVX2_ATTN_NVK 4
+#endif
+#ifndef TESSERA_BF16_PAIRS
+#define TESSERA_BF16_PAIRS 1
+#endif
+#ifndef TESSERA_AVX2_ATTN_BK
+#define TESSERA_AVX2_ATTN_BK 128
+#endif
+#ifndef TESSERA_AVX2_ATTN_PV_NV
+#define TESSERA_AVX2_ATTN_PV_NV 3
+#endif
+
 struct V256 {
   using R = __m256;
-  static constexpr int L = 8, kAcc = 12, kAttnNvk = 4;
+  static constexpr int L = 8, kAcc = 12, kAttnNvk = TESSERA_AVX2_ATTN_NVK, kAttnBk = TESSERA_AVX2_ATTN_BK,
+                       kAttnPvNv = TESSERA_AVX2_ATTN_PV_NV;
   static R zero() { return _mm256_setzero_ps(); }
   static R set1(float v) { return _mm256_set1_ps(v); }
   static R load(const float* p) { return _mm256_loadu_ps(p); }
@@ -56,6 +77,21 @@ struct V256 {
     return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16));
   }
   static R load_f16(const uint16_t* p) { return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p))); }
+  // 16 bf16 values interleaved as panel_col lays them out: the low halves of the 32-bit lanes
+  // are the first vector (shifted up), the high halves the second (masked).
+  static constexpr bool kBf16Pairs = TESSERA_BF16_PAIRS;
+  static constexpr bool kFmaLane = false;
+  static void load_bf16_pair(const uint16_t* p, R& lo, R& hi) {
+    const __m256i x = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p));
+    lo = _mm256_castsi256_ps(_mm256_slli_epi32(x, 16));
+    hi = _mm256_and_ps(_mm256_castsi256_ps(x), _mm256_castsi256_ps(_mm256_set1_epi32(int32_t(0xFFFF0000u))));
+  }
+  // store_hi16 of two vectors into one, interleaved: load_bf16_pair's inverse.
+  static void store_pair16(uint16_t* p, R lo, R hi) {
+    const __m256i v = _mm256_or_si256(_mm256_srli_epi32(_mm256_castps_si256(lo), 16),
+                                      _mm256_and_si256(_mm256_castps_si256(hi), _mm256_set1_epi32(int32_t(0xFFFF0000u))));
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(p), v);
+  }
   static void store_hi16(uint16_t* p, R v) {  // lanes >> 16 fit 16 bits: the unsigned-saturating pack is exact
     __m256i s = _mm256_srli_epi32(_mm256_castps_si256(v), 16);
     _mm_storeu_si128(reinterpret_cast<__m128i*>(p), _mm_packus_epi32(_mm256_castsi256_si128(s), _mm256_extracti128_si256(s, 1)));
@@ -84,7 +120,7 @@ struct V256 {
 
 #include "cpu/kernels_generic.inc"
 
-constexpr int kMr = 6, kNv = 2;  // 6 x 16 tile: 12 accumulators, 2 B vectors, 1 broadcast
+constexpr int kMr = TESSERA_AVX2_MR, kNv = TESSERA_AVX2_NV;  // 6 x 16 tile: 12 accumulators, 2 B vectors, 1 broadcast
 const Kernels kTable{Simd::Avx2,           kMr,
                      kNv * V256::L,        gemm_micros<V256, kMr, kNv>(), gemm_tails<V256, kMr, kNv>(),
                      pack_b_transposed<V256>, pack_a_transposed<V256>,       epilogue_t<V256>,

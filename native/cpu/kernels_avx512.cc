@@ -29,10 +29,16 @@ namespace {
 #ifndef TESSERA_AVX512_ATTN_NVK
 #define TESSERA_AVX512_ATTN_NVK 4
 #endif
+#ifndef TESSERA_BF16_PAIRS
+#define TESSERA_BF16_PAIRS 1
+#endif
+#ifndef TESSERA_AVX512_ATTN_BK
+#define TESSERA_AVX512_ATTN_BK 128
+#endif
 
 struct V512 {
   using R = __m512;
-  static constexpr int L = 16, kAcc = 24, kAttnNvk = TESSERA_AVX512_ATTN_NVK;
+  static constexpr int L = 16, kAcc = 24, kAttnNvk = TESSERA_AVX512_ATTN_NVK, kAttnBk = TESSERA_AVX512_ATTN_BK, kAttnPvNv = 8;
   static R zero() { return _mm512_setzero_ps(); }
   static R set1(float v) { return _mm512_set1_ps(v); }
   static R load(const float* p) { return _mm512_loadu_ps(p); }
@@ -60,6 +66,18 @@ struct V512 {
     return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
   }
   static R load_f16(const uint16_t* p) { return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p))); }
+  static constexpr bool kBf16Pairs = TESSERA_BF16_PAIRS;  // see kernels_avx2.cc
+  static constexpr bool kFmaLane = false;
+  static void load_bf16_pair(const uint16_t* p, R& lo, R& hi) {
+    const __m512i x = _mm512_loadu_si512(p);
+    lo = _mm512_castsi512_ps(_mm512_slli_epi32(x, 16));
+    hi = _mm512_castsi512_ps(_mm512_and_si512(x, _mm512_set1_epi32(int32_t(0xFFFF0000u))));
+  }
+  static void store_pair16(uint16_t* p, R lo, R hi) {
+    const __m512i v = _mm512_or_si512(_mm512_srli_epi32(_mm512_castps_si512(lo), 16),
+                                      _mm512_and_si512(_mm512_castps_si512(hi), _mm512_set1_epi32(int32_t(0xFFFF0000u))));
+    _mm512_storeu_si512(p, v);
+  }
   static void store_hi16(uint16_t* p, R v) {
     _mm256_storeu_si256(reinterpret_cast<__m256i*>(p), _mm512_cvtepi32_epi16(_mm512_srli_epi32(_mm512_castps_si512(v), 16)));
   }

@@ -13,7 +13,19 @@ namespace {
 
 struct V128 {
   using R = float32x4_t;
-  static constexpr int L = 4, kAcc = 24, kAttnNvk = 4;
+  // kAcc 16 for attention's tiles: with 24, the Q·Kᵀ tile (6 rows x 4 vectors + 4 key vectors + 6
+  // broadcasts) and the P·V tile need more than the 32 registers and spill to the stack.
+  static constexpr int L = 4, kAcc = 16, kAttnNvk = 4, kAttnBk = 16, kAttnPvNv = 8;
+  static constexpr bool kBf16Pairs = false;  // one widening instruction per vector already
+  static constexpr bool kFmaLane = true;
+  static R fma_lane(R b, R a, int lane, R c) {  // lane is a constant once the GEMM's loops unroll
+    switch (lane) {
+      case 0: return vfmaq_laneq_f32(c, b, a, 0);
+      case 1: return vfmaq_laneq_f32(c, b, a, 1);
+      case 2: return vfmaq_laneq_f32(c, b, a, 2);
+      default: return vfmaq_laneq_f32(c, b, a, 3);
+    }
+  }
   static R zero() { return vdupq_n_f32(0.0f); }
   static R set1(float v) { return vdupq_n_f32(v); }
   static R load(const float* p) { return vld1q_f32(p); }

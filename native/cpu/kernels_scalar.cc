@@ -11,7 +11,9 @@ namespace {
 
 struct V1 {
   using R = float;
-  static constexpr int L = 1, kAcc = 24, kAttnNvk = 8;
+  static constexpr int L = 1, kAcc = 24, kAttnNvk = 8, kAttnBk = 8, kAttnPvNv = 8;
+  static constexpr bool kBf16Pairs = false;
+  static constexpr bool kFmaLane = false;
   static R zero() { return 0.0f; }
   static R set1(float v) { return v; }
   static R load(const float* p) { return *p; }

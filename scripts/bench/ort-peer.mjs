@@ -13,6 +13,8 @@
 //   --ort-peer-std-max-n=4096   largest N at which ORT's std-attention variant runs
 //   --ort-peer-wait-s=900       total time the piece may spend waiting for a quiet machine
 //   --ort-peer-ort-1t           also ORT (mha) at 1 thread, so that 1-thread tessera has a 1-thread reference
+//   --ort-peer-simd=avx2        hold tessera to that SIMD level (TESSERA_SIMD for its processes; the
+//                               ort-peer-avx2 piece runs this); onnxruntime cannot be held (see ORT_ISA)
 import { fork, spawnSync } from 'node:child_process';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { cpus, tmpdir } from 'node:os';
@@ -40,14 +42,21 @@ function flags(argv = process.argv) {
     stdMaxN: Number(get('std-max-n', 4096)),
     ort1t: argv.includes('--ort-peer-ort-1t'),
     waitS: Number(get('wait-s', 900)),
+    simd: get('simd', null),
   };
 }
+
+// What onnxruntime runs: MLAS picks its kernels once, from CPUID and XGETBV, when the library
+// loads (onnxruntime/core/mlas/lib/platform.cpp, MLAS_PLATFORM::MLAS_PLATFORM): AVX-512F with OS
+// support -> its AVX-512 kernels, else AVX2+FMA -> its FMA3 kernels. No environment variable or
+// session option lowers that choice, so ORT runs the host's widest x86 ISA (or NEON on arm64).
+export const ORT_ISA_NOTE = 'onnxruntime cannot be held to a lower ISA: MLAS picks its kernels from CPUID/XGETBV when it loads (`onnxruntime/core/mlas/lib/platform.cpp`) and has no environment or session option to lower them, so on an AVX-512 host ORT runs its AVX-512 kernels. An ISA-matched AVX2 comparison with ORT needs an AVX2-only CPU, or a VM whose CPU model hides AVX-512';
 
 /** A forked engine: send(cmd) resolves with its reply; a child that dies rejects with its stderr. */
 class Engine {
   constructor(name, job) {
     this.name = name;
-    this.proc = fork(CHILD, [JSON.stringify(job)], { stdio: ['ignore', 'ignore', 'pipe', 'ipc'], execArgv: [] });
+    this.proc = fork(CHILD, [JSON.stringify(job)], { stdio: ['ignore', 'ignore', 'pipe', 'ipc'], execArgv: [], env: { ...process.env, ...job.env } });
     this.stderr = '';
     this.proc.stderr.on('data', (d) => { this.stderr = (this.stderr + d).slice(-4000); });
     this.waiting = null;
@@ -66,11 +75,16 @@ class Engine {
   kill() { if (this.proc.exitCode === null) this.proc.kill('SIGKILL'); }
 }
 
-/** numpy sgemm on the block's four GEMMs at each N, at 1 and `threads` threads; null without python3+numpy. */
-function roofline(ns, threads, runs, noisy, waitS) {
+/**
+ * numpy sgemm on the block's four GEMMs at each N, at 1 and `threads` threads; null without python3+numpy.
+ * coretype: OpenBLAS's kernel to hold it to (OPENBLAS_CORETYPE, which dynamic-arch builds such as
+ * numpy's honour: 'Haswell' is its AVX2 kernel), else the one it picks for the CPU.
+ */
+function roofline(ns, threads, runs, noisy, waitS, coretype) {
   const env = { ...process.env };
   delete env.OPENBLAS_CORETYPE; // these pin an older, slower kernel on some machines (this run only)
   delete env.OPENBLAS_L2_SIZE;
+  if (coretype) env.OPENBLAS_CORETYPE = coretype;
   if (spawnSync('python3', ['-c', 'import numpy'], { env }).status !== 0) return null;
   const job = { ns, threads: [...new Set([1, threads])], runs, noisy, wait_s: waitS, gemms: Object.fromEntries(ns.map((n) => [n, blockGemms(n)])) };
   const r = spawnSync('python3', [join(here, 'ort', 'roofline.py'), JSON.stringify(job)], { env, encoding: 'utf8', maxBuffer: 1 << 24 });
@@ -86,6 +100,11 @@ export async function measureOrtPeer(opts = flags()) {
   }
   const T = cpus().length;
   const t0 = performance.now();
+  // ISAs: ORT's is the host's widest (fma-peak's default pick); tessera's is --ort-peer-simd or the same.
+  const runPeak = fmaPeak(); // the ceiling no engine can pass, per ISA, at 1 and T threads
+  const hostIsa = runPeak ? runPeak(1).isa : 'unknown';
+  const simd = opts.simd ?? process.env.TESSERA_SIMD ?? hostIsa;
+  const tesseraEnv = opts.simd ? { TESSERA_SIMD: opts.simd } : {};
   const files = makeBlockStack();
   const genS = (performance.now() - t0) / 1000;
   let waitBudgetMs = noisy ? 0 : opts.waitS * 1000;
@@ -98,11 +117,11 @@ export async function measureOrtPeer(opts = flags()) {
   };
   const loadAtStart = await foreignNow();
   await quiet();
-  const roof = roofline(ns, T, runs, noisy, Math.max(0, waitBudgetMs) / 1000);
+  const roof = roofline(ns, T, runs, noisy, Math.max(0, waitBudgetMs) / 1000, simd === 'avx2' && hostIsa === 'avx512' ? 'Haswell' : undefined);
   if (roof) waitBudgetMs -= roof.waited_s * 1000;
   await quiet();
-  const runPeak = fmaPeak(); // the ceiling no engine can pass, at 1 and T threads
-  const peak = runPeak && Object.fromEntries([...new Set([1, T])].map((t) => [t, runPeak(t)]));
+  const peak = {}; // peak[isa][threads] = { threads, isa, gflops }
+  if (runPeak) for (const isa of new Set([simd, hostIsa])) peak[isa] = Object.fromEntries([...new Set([1, T])].map((t) => [t, runPeak(t, isa)]));
   const rows = [], failures = [];
   for (const N of ns) {
     const grid = gridFor(N);
@@ -113,15 +132,15 @@ export async function measureOrtPeer(opts = flags()) {
     const live = () => engines.filter((e) => !e.failed);
     try {
       try {
-        const prep = new Engine('prep', { role: 'prep', tower: files.tower, grid, threads: T, dir });
+        const prep = new Engine('prep', { role: 'prep', tower: files.tower, grid, threads: T, dir, env: tesseraEnv });
         await prep.ready;
       } catch (err) {
         failures.push({ N, engine: 'tessera (input preparation)', error: String(err.message ?? err).split('\n')[0].slice(0, 300) });
         continue;
       }
       const specs = [
-        ['tessera', T, { role: 'tessera', tower: files.tower, threads: T }],
-        ...(T > 1 ? [['tessera', 1, { role: 'tessera', tower: files.tower, threads: 1 }]] : []),
+        ['tessera', T, { role: 'tessera', tower: files.tower, threads: T, env: tesseraEnv }],
+        ...(T > 1 ? [['tessera', 1, { role: 'tessera', tower: files.tower, threads: 1, env: tesseraEnv }]] : []),
         ['ort-mha', T, { role: 'ort', file: files.onnx.mha, threads: T }],
         ...(opts.ort1t && T > 1 ? [['ort-mha', 1, { role: 'ort', file: files.onnx.mha, threads: 1 }]] : []),
         ...(N <= stdMaxN ? [['ort-std', T, { role: 'ort', file: files.onnx.std, threads: T }]] : []),
@@ -129,7 +148,7 @@ export async function measureOrtPeer(opts = flags()) {
       for (const [engine, threads, job] of specs) {
         const e = new Engine(`${engine}/${threads}t N=${N}`, { ...job, grid, dir });
         engines.push(e);
-        e.row = { N, grid, engine, threads, kept: [], rejected: [], walls: [] };
+        e.row = { N, grid, engine, threads, isa: engine === 'tessera' ? simd : hostIsa, kept: [], rejected: [], walls: [] };
         try { e.row.loadMs = (await e.ready).loadMs; } catch (err) { fail(e, err); }
       }
       for (const e of live()) {
@@ -171,7 +190,8 @@ export async function measureOrtPeer(opts = flags()) {
     }
   }
   return {
-    rows, failures, roof, peak, T, runs, noisy, degraded, stdMaxN, genS, loadAtStart, ns, waitS: opts.waitS,
+    rows, failures, roof, peak, T, runs, noisy, degraded, stdMaxN, genS, loadAtStart, ns, waitS: opts.waitS, simd, hostIsa,
+    cpu: `${cpus()[0]?.model ?? 'unknown CPU'}, ${T} logical cores`,
     minutes: (performance.now() - t0) / 60000,
     ortVersion: require('onnxruntime-node/package.json').version,
   };
@@ -182,18 +202,19 @@ const f1 = (v) => v.toFixed(1);
 
 export function report(res, plotFile = 'bench-plot.svg') {
   const { rows, roof, T } = res;
-  const peakAt = (t) => res.peak?.[t]?.gflops;
+  const peakAt = (t, isa = res.simd) => res.peak?.[isa]?.[t]?.gflops;
   const roofAt = (n, t) => roof?.rows.find((r) => r.n === n && r.threads === t)?.gflops;
   // The reference for a row: the faster ORT variant at the row's thread count, else at T threads.
   const ortAt = (n, t) => rows.filter((r) => r.N === n && r.threads === t && r.engine.startsWith('ort')).reduce((a, b) => (!a || b.ms < a.ms ? b : a), null);
   const ortBest = (n, t = T) => ortAt(n, t) ?? ortAt(n, T);
   const label = (r) => (r.engine === 'tessera' ? `tessera, ${r.threads} thread${r.threads > 1 ? 's' : ''}` : `ORT ${r.engine.slice(4)}, ${r.threads} thread${r.threads > 1 ? 's' : ''}`);
-  const table = ['| N (grid) | engine | ms / 4 blocks | ms / image (27 blocks, ×27) | GFLOP/s | speed ÷ ORT | % of roofline | % of FMA peak | peak RSS MiB | runs kept (rejected) |',
-    '| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |'];
+  const table = ['| N (grid) | engine | ISA | ms / 4 blocks | ms / image (27 blocks, ×27) | GFLOP/s | speed ÷ ORT | % of roofline | % of FMA peak (own ISA) | peak RSS MiB | runs kept (rejected) |',
+    '| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |'];
   for (const r of rows) {
     const best = ortBest(r.N, r.threads), roofG = roofAt(r.N, r.threads);
     const isBest = r.threads === T && r === ortAt(r.N, T) && rows.some((o) => o.N === r.N && o.threads === T && o.engine.startsWith('ort') && o !== r) ? ' (faster ORT)' : '';
-    table.push(`| ${f0(r.N)} (${r.grid.h}×${r.grid.w}) | ${label(r)}${isBest} | ${f0(r.ms)} | ${f0(r.msTower)} | ${f1(r.gflops)} | ${best ? `${(best.ms / r.ms).toFixed(2)}×` : '–'} | ${roofG ? `${f0((100 * r.gflops) / roofG)} %` : '–'} | ${peakAt(r.threads) ? `${f0((100 * r.gflops) / peakAt(r.threads))} %` : '–'} | ${f0(r.maxRssMiB)} | ${r.kept.length} (${r.rejected.length})${r.unquiet ? ' †' : ''} |`);
+    const pk = peakAt(r.threads, r.isa);
+    table.push(`| ${f0(r.N)} (${r.grid.h}×${r.grid.w}) | ${label(r)}${isBest} | ${r.isa} | ${f0(r.ms)} | ${f0(r.msTower)} | ${f1(r.gflops)} | ${best ? `${(best.ms / r.ms).toFixed(2)}×` : '–'} | ${roofG ? `${f0((100 * r.gflops) / roofG)} %` : '–'} | ${pk ? `${f0((100 * r.gflops) / pk)} %` : '–'} | ${f0(r.maxRssMiB)} | ${r.kept.length} (${r.rejected.length})${r.unquiet ? ' †' : ''} |`);
   }
   const checks = ['| N | roofline GFLOP/s, 1 thread | roofline GFLOP/s, ' + T + ' threads | max\\|ORT mha − tessera\\| / max\\|tessera\\| | same, ORT std |', '| --- | --- | --- | --- | --- |'];
   for (const n of res.ns) {
@@ -218,6 +239,8 @@ export function report(res, plotFile = 'bench-plot.svg') {
       ? '\n**†** fewer than the wanted quiet runs: the machine stayed busy past the wait budget; that figure includes loaded runs and is not valid.\n'
       : '';
   const body = [
+    `Host: ${res.cpu}; its widest ISA ${res.hostIsa}. tessera runs ${res.simd}${res.simd !== res.hostIsa ? ` (held there by \`TESSERA_SIMD=${res.simd}\`)` : ''}; onnxruntime runs ${res.hostIsa}${res.simd !== res.hostIsa ? `: ${ORT_ISA_NOTE}. So the speed ratios of this section compare tessera's ${res.simd} kernels with ORT's ${res.hostIsa} kernels, and the ISA-fair figure is each engine's % of its own ISA's FMA peak` : ''}. Each row names its ISA.`,
+    '',
     `Both engines run the same 4 blocks of a Qwen3.5-size vision tower (hidden 1152, 16 heads of 72, MLP 4304, LayerNorm eps 1e-6, tanh-GELU, 2D rope; random weights, \`scripts/bench/ort/model.mjs\`) on the same input, one image of N patches, in one run, alternating.`,
     '',
     '- **Weights**: tessera reads them as bf16 from an HF folder and, at open, rearranges them in place into its GEMM\'s panel layout (still bf16; the micro-kernel widens them to f32 in registers: its normal \`resident\` path); onnxruntime gets the very same values as f32 in an ONNX model (its CPU MatMul takes no bf16 weights). Both compute in f32.',
@@ -226,10 +249,10 @@ export function report(res, plotFile = 'bench-plot.svg') {
     `- **Time**: tessera = the sum of its 4 block stages' wall times (\`onProgress\` \`ms\`; leaves out the patch embedding, the merger and the rope tables; includes its default finite-value check of each block output); ORT = \`session.run\` (the 4 blocks and its input/output copies). ms / image = ms per block × 27 (the real tower's depth; embedding and merger not included). Warm-up, then the median of ${res.runs} timed runs per engine; the engines of one N are loaded together and take turns, the order rotating each round.`,
     `- **GFLOP/s** counted per block (one image) as 2N(1152·3456 + 1152·1152 + 2·1152·4304) + 4N²·1152. **Speed ÷ ORT** = the faster ORT variant's ms ÷ this row's ms (above 1: faster than ORT), ORT at the row's thread count where it ran (\`--ort-peer-ort-1t\` adds ORT mha at 1 thread), else at ${T} threads.`,
     roof
-      ? `- **Roofline**: numpy ${roof.numpy} sgemm (OpenBLAS kernel \`${roof.corename}\`, OPENBLAS_CORETYPE/L2_SIZE unset for that process) on the block's four weight GEMMs with M = N, at 1 and ${T} threads, measured in the same run; % of roofline = the row's GFLOP/s ÷ the roofline at its thread count and N.`
+      ? `- **Roofline**: numpy ${roof.numpy} sgemm (OpenBLAS kernel \`${roof.corename}\`, ${res.simd === 'avx2' && res.hostIsa === 'avx512' ? 'held to its AVX2 kernel by OPENBLAS_CORETYPE=Haswell, OPENBLAS_L2_SIZE unset' : 'OPENBLAS_CORETYPE/L2_SIZE unset'} for that process) on the block's four weight GEMMs with M = N, at 1 and ${T} threads, measured in the same run; % of roofline = the row's GFLOP/s ÷ the roofline at its thread count and N.`
       : '- **Roofline**: not measured (python3 with numpy not found).',
-    res.peak
-      ? `- **FMA peak**: ${f1(peakAt(1))} GFLOP/s at 1 thread, ${f1(peakAt(T))} at ${T} (${res.peak[T].isa} FMAs on registers only, \`scripts/bench/ort/fma-peak.cc\`, measured in the same run): the ceiling for any engine. A speed ratio over ORT is bounded by this peak ÷ ORT's GFLOP/s (e.g. at ${T} threads and N = ${f0(res.ns[1] ?? res.ns[0])}: ${(() => { const o = ortBest(res.ns[1] ?? res.ns[0]); return o ? `${(peakAt(T) / o.gflops).toFixed(2)}×` : '–'; })()}), and only if every op of a block ran at peak.`
+    peakAt(T)
+      ? `- **FMA peak**: ${Object.keys(res.peak).map((isa) => `${isa} ${f1(peakAt(1, isa))} GFLOP/s at 1 thread, ${f1(peakAt(T, isa))} at ${T}`).join('; ')} (FMAs on registers only, \`scripts/bench/ort/fma-peak.cc\` with that ISA, measured in the same run): the ceiling for any engine on that ISA; each row's % is of its own ISA's peak. A speed ratio of tessera over ORT is bounded by tessera's peak ÷ ORT's GFLOP/s (e.g. at ${T} threads and N = ${f0(res.ns[1] ?? res.ns[0])}: ${(() => { const o = ortBest(res.ns[1] ?? res.ns[0]); return o ? `${(peakAt(T) / o.gflops).toFixed(2)}×` : '–'; })()}), and only if every op of a block ran at peak.`
       : '- **FMA peak**: not measured (no C++ compiler named `c++`).',
     `- **Peak RSS**: maxRSS of the engine's own process (a fresh one per engine and N; Node's own ~50 MiB included). tessera holds ${f0((DEPTH * 15.2e6 * 2) / 2 ** 20)} MiB of bf16 block weights (plus ~80 MiB for the patch embedding and the merger, which ORT's model does not have); ORT's model holds ${f0((DEPTH * 15.2e6 * 4) / 2 ** 20)} MiB of f32, which ORT prepacks.`,
     `- **Shared machine**: before each timed run the bench waits for other processes to be quiet (< 5 % of the cores, bounded), and a run during which they used more than ${REJECT * 100} % is rejected and repeated (at most 4× the runs; the waiting is capped at ${f0(res.waitS / 60)} min for the whole piece, after which runs are neither repeated nor waited for, and so marked). Foreign load when the piece started: ${f0(100 * res.loadAtStart)} %.`,
@@ -246,12 +269,15 @@ export function report(res, plotFile = 'bench-plot.svg') {
   return { body: body.join('\n'), svg };
 }
 
-export async function section() {
-  const res = await measureOrtPeer();
-  writeFileSync(join(root, 'scripts', 'bench', 'out', 'ort-peer-results.json'), JSON.stringify(res, null, 1));
-  const { body, svg } = report(res);
-  writeFileSync(join(root, 'bench-plot.svg'), svg);
-  return { title: 'Side by side: tessera vs onnxruntime-node, Qwen3.5-size block stack (CPU, f32 arithmetic)', body };
+/** The section for BENCHMARKS.md; simd (e.g. 'avx2') holds tessera to that level (the ort-peer-avx2 piece). */
+export async function section(simd = flags().simd) {
+  const res = await measureOrtPeer({ ...flags(), simd });
+  const tag = simd ? `-${simd}` : '';
+  writeFileSync(join(root, 'scripts', 'bench', 'out', `ort-peer${tag}-results.json`), JSON.stringify(res, null, 1));
+  const plot = `bench-plot${tag}.svg`;
+  const { body, svg } = report(res, plot);
+  writeFileSync(join(root, plot), svg);
+  return { title: `Side by side: tessera${simd ? ` held to ${simd}` : ''} vs onnxruntime-node, Qwen3.5-size block stack (CPU, f32 arithmetic)`, body };
 }
 
 if (import.meta.url === `file://${process.argv[1]}`) {

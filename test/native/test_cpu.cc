@@ -583,6 +583,44 @@ TEST("cpu: property: linear at random shapes, dtypes, strides and epilogues") {
   });
 }
 
+// Every edge of the register tile (mr x nr: 12 x 32 AVX-512, 6 x 16 AVX2, 8 x 12 NEON) and of its
+// short tiles: rows 1 .. 2 mr + 1 (each short tile, a full tile, a full one plus a ragged one),
+// columns around one and two panels (the unpaired or paired bf16 vectors of panel_col), K around
+// the vector width and the K block, each dtype, with the weight packed at load and per call.
+TEST("cpu: property: linear at every tile edge (short tiles, ragged panels, bf16 vector pairs), packed and not") {
+  each_level([&](Simd level) {
+    const tessera::cpu::Kernels& kk = tessera::cpu::kernels_for(level);
+    const int mr = kk.mr, nr = kk.nr;
+    Env env(level);
+    Rng rng(uint32_t(77 + mr));
+    const int64_t ns[] = {1, nr - 1, nr, nr + 1, 2 * nr - 3, 2 * nr + 8 - 1};
+    const int64_t ks[] = {1, 7, 17, 255, 257};
+    int iter = 0;
+    for (int64_t m = 1; m <= 2 * mr + 1; ++m) {
+      const int64_t n = ns[size_t(iter) % 6], k = ks[size_t(iter / 2) % 5];
+      const DType wd = DType(iter % 3);
+      const bool pack = iter % 2 == 0;
+      ++iter;
+      Mat x = env.make(rng, m, k, DType::F32, 0, -2, 2);
+      Mat w = env.make(rng, n, k, wd);
+      Mat y = env.make(rng, m, n);
+      std::vector<double> ref(size_t(m * n));
+      for (int64_t r = 0; r < m; ++r)
+        for (int64_t c = 0; c < n; ++c) {
+          double acc = 0;
+          for (int64_t i = 0; i < k; ++i) acc += x.at(r, i) * w.at(c, i);
+          ref[size_t(r * n + c)] = acc;
+        }
+      Tensor wt = w.t;
+      if (pack) env.b->pack_weight(wt);
+      env.b->linear(y.t, x.t, wt, LinearArgs{});
+      expect_close(env.read(y.t), ref, 1e-5,
+                   std::string(tessera::cpu::simd_name(level)) + " tile edge " + std::to_string(m) + "x" +
+                       std::to_string(k) + "x" + std::to_string(n) + " " + dname(wd) + (pack ? " packed" : " per call"));
+    }
+  });
+}
+
 TEST("cpu: attention's cross form: a chunk of query rows against one segment's keys gives those rows' bits") {
   each_level([&](Simd level) {
     Env env(level);

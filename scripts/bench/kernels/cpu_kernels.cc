@@ -3,7 +3,7 @@
 // Not a test; built and run by scripts/bench-kernels.mjs. Best of --reps runs (this machine is
 // shared: the best run is the one least disturbed).
 //   bench-kernels [--threads T] [--simd scalar|avx2|avx512] [--rows 1120,4096] [--reps 3] [--dtype bf16|f32|f16]
-//                 [--hd 72|64] [--per-call 1]
+//                 [--hd 72|64] [--per-call 1] [--only attention]   (--only: the ops whose name contains it)
 // Weights are packed at load as the `resident` store packs them (Backend::pack_weight); --per-call 1
 // leaves them row-major, as `mapped` and `stream` read them (packed per call).
 #include <sys/resource.h>
@@ -77,6 +77,7 @@ int main(int argc, char** argv) {
   std::vector<int64_t> rows_list = {1120, 4096};
   std::vector<cpu::Simd> levels = cpu::supported_simd();
   DType wdt = DType::BF16;
+  std::string only;
   int64_t head_dim = 72;  // --hd 64: Gemma 4's other head size (18 heads over the same width)
   for (int i = 1; i + 1 < argc; i += 2) {
     std::string a = argv[i], v = argv[i + 1];
@@ -84,6 +85,7 @@ int main(int argc, char** argv) {
     else if (a == "--reps") reps = std::atoi(v.c_str());
     else if (a == "--hd") head_dim = std::atoll(v.c_str());
     else if (a == "--per-call") per_call = v != "0";
+    else if (a == "--only") only = v;
     else if (a == "--dtype") parse_dtype(v, &wdt);
     else if (a == "--rows") {
       rows_list.clear();
@@ -158,6 +160,7 @@ int main(int argc, char** argv) {
       // time / threads): a steadier figure while other work shares the machine.
       std::printf("  %-28s %9s %8s %10s\n", "op", "ms", "GFLOP/s", "per-cpu");
       for (Row& r : rows) {
+        if (!only.empty() && std::string(r.name).find(only) == std::string::npos) continue;
         Timing t = best_of(reps, r.fn);
         total_ms += t.wall;
         total_cpu += t.cpu;
