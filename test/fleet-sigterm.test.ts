@@ -1,6 +1,9 @@
 // SIGTERM to a worker in the middle of a job: it finishes that job (completed by it, once, with
-// tower.encode's bytes), takes no other, and exits 0; the other worker does the rest.
-import { mkdtempSync, rmSync } from 'node:fs';
+// tower.encode's bytes), takes no other, and exits 0; the other worker does the rest. The job's input
+// is a URL whose answer the test holds back until the worker has said it is stopping, so the signal
+// lands inside the job on any machine, however fast it encodes.
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { createServer, type Server } from 'node:http';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { QueueEvents } from 'bullmq';
@@ -38,7 +41,19 @@ describe.skipIf(!HAVE_REDIS)('fleet: SIGTERM during a job', () => {
     await makeBigImage(big, 1536);
     const small = await makeImages(images, 12, false);
     const q = ['--redis', redis.url, '--queue', 'term'];
-    const bigId = jobIdOf({ input: big, rel: 'page.png', options: BIG });
+
+    // The big page over HTTP, answered only once `release` is called.
+    let release!: () => void;
+    const held = new Promise<void>((r) => (release = r));
+    const png = readFileSync(big);
+    const server: Server = createServer((req, res) => {
+      if (req.url !== '/page.png') return void res.writeHead(404).end();
+      void held.then(() => res.writeHead(200, { 'content-type': 'image/png' }).end(png));
+    });
+    await new Promise<void>((r) => server.listen(0, '127.0.0.1', () => r()));
+    const addr = server.address();
+    const bigUrl = `http://127.0.0.1:${typeof addr === 'object' && addr ? addr.port : 0}/page.png`;
+    const bigId = jobIdOf({ input: bigUrl, rel: 'page.png', options: BIG });
 
     const conn = new Redis(redis.url, { maxRetriesPerRequest: null });
     const events = new QueueEvents('term', { connection: conn });
@@ -50,14 +65,17 @@ describe.skipIf(!HAVE_REDIS)('fleet: SIGTERM during a job', () => {
     );
 
     workers = await Promise.all([0, 1].map(() => startWorker(redis.url, 'term', out)));
-    expect((await tessera(['enqueue', images + '/big', ...q, '--max-pixels', String(BIG.maxPixels)])).code).toBe(0);
+    expect((await tessera(['enqueue', bigUrl, ...q, '--max-pixels', String(BIG.maxPixels)])).code).toBe(0);
     expect((await tessera(['enqueue', images + '/good', ...q])).code).toBe(0);
 
     const pid = await started;
     const stopped = workers.find((w) => w.pid === pid)!;
     const other = workers.find((w) => w.pid !== pid)!;
     stopped.proc.kill('SIGTERM');
+    await stopped.waitFor((l) => l.event === 'stopping');
+    release();
     expect(await stopped.exited).toEqual({ code: 0, signal: null });
+    await new Promise((r) => server.close(r));
 
     // Its last job was the big one, completed by it; nothing after.
     const jobLines = stopped.lines.filter((l) => l.type === 'job');
@@ -71,7 +89,7 @@ describe.skipIf(!HAVE_REDIS)('fleet: SIGTERM during a job', () => {
     expect(wait.code, wait.stdout + wait.stderr).toBe(0);
     const { completed, failed } = await settledOutcomes(workers, 1 + small.length);
     expect(failed.size).toBe(0);
-    for (const img of [big, ...small]) expect(completed.get(img)?.length, img).toBe(1);
+    for (const img of [bigUrl, ...small]) expect(completed.get(img)?.length, img).toBe(1);
     expect(other.lines.some((l) => l.jobId === bigId)).toBe(false);
 
     await expectOutputsEqualEncode(join(images, 'big'), out, [big], BIG);
