@@ -17,7 +17,8 @@ if (!HAVE_REDIS) console.warn(REDIS_MISSING);
 // Lock 4 s (renewed every 2 s by a live worker, slack enough on a loaded machine), stalled check
 // every 1 s: a dead worker's job is back in the queue within about 5 s.
 const FAST_RECOVERY = ['--lock-duration', '4000', '--stalled-interval', '1000'];
-const BIG = { maxPixels: 1536 * 1536 };
+// 2048x2048 at full size: a few seconds of encode on the tiny tower, so the kill lands inside it.
+const BIG = { maxPixels: 2048 * 2048 };
 
 describe.skipIf(!HAVE_REDIS)('fleet: a worker SIGKILLed mid-encode', () => {
   let redis: RedisServer;
@@ -39,7 +40,7 @@ describe.skipIf(!HAVE_REDIS)('fleet: a worker SIGKILLed mid-encode', () => {
     const images = join(tmp, 'images');
     const out = join(tmp, 'out');
     const big = join(images, 'big', 'page.png');
-    await makeBigImage(big, 1536);
+    await makeBigImage(big, 2048);
     const small = await makeImages(images, 8, false);
     const q = ['--redis', redis.url, '--queue', 'kill'];
     const bigId = jobIdOf({ input: big, rel: 'page.png', options: BIG });
