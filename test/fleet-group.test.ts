@@ -143,9 +143,9 @@ describe.skipIf(!HAVE_REDIS)('fleet: group jobs', () => {
     const small = await makeImages(images, 6, false);
     // Sorted: the four small ones of good/ first (written before the big one is reached), the big one, then nested/ ones.
     const big = join(images, 'good', 'm-big.png');
-    await makeBigImage(big, 1536);
+    await makeBigImage(big, 2048);
     const inputs = [...small.filter((s) => !s.includes('nested')), big, ...small.filter((s) => s.includes('nested'))];
-    const BIG = { maxPixels: 1536 * 1536 };
+    const BIG = { maxPixels: 2048 * 2048 }; // seconds of encode on the tiny tower: the kill lands inside it
     const groupId = groupJobIdOf({ inputs: inputs.map((i) => ({ input: i, rel: relative(images, i) })), options: BIG });
 
     const FAST_RECOVERY = ['--lock-duration', '4000', '--stalled-interval', '1000'];
