@@ -109,6 +109,18 @@ double ref_act(Act a, double v) {
 
 const char* dname(DType d) { return tessera::dtype_name(d); }
 
+// y = x · wᵀ in double, [x.rows][w.rows]: the reference every linear case is held to.
+std::vector<double> ref_linear(const Mat& x, const Mat& w) {
+  std::vector<double> y(size_t(x.rows * w.rows));
+  for (int64_t r = 0; r < x.rows; ++r)
+    for (int64_t c = 0; c < w.rows; ++c) {
+      double acc = 0;
+      for (int64_t i = 0; i < x.cols; ++i) acc += x.at(r, i) * w.at(c, i);
+      y[size_t(r * w.rows + c)] = acc;
+    }
+  return y;
+}
+
 template <class F>
 void each_level(F f) {
   for (Simd s : tessera::cpu::supported_simd()) f(s);
@@ -179,13 +191,7 @@ TEST("cpu: linear spanning several weight strips, and y aliasing x") {
     // K * N above the packed-strip budget (2 Mi floats): the weight is packed in two strips.
     const int64_t m = 3, k = 1501, n = 2100;
     Mat x = env.make(rng, m, k), w = env.make(rng, n, k, DType::BF16), y = env.make(rng, m, n);
-    std::vector<double> ref(size_t(m * n));
-    for (int64_t r = 0; r < m; ++r)
-      for (int64_t c = 0; c < n; ++c) {
-        double acc = 0;
-        for (int64_t i = 0; i < k; ++i) acc += x.at(r, i) * w.at(c, i);
-        ref[size_t(r * n + c)] = acc;
-      }
+    const std::vector<double> ref = ref_linear(x, w);
     env.b->linear(y.t, x.t, w.t, LinearArgs{});
     expect_close(env.read(y.t), ref, 2e-6, std::string(tessera::cpu::simd_name(level)) + " two strips");
 
@@ -564,11 +570,10 @@ TEST("cpu: property: linear at random shapes, dtypes, strides and epilogues") {
       a.act = act;
       if (with_bias) a.bias = &bias.t;
       if (with_res) a.residual = &res.t;
-      std::vector<double> ref(size_t(m * n));
+      std::vector<double> ref = ref_linear(x, w);
       for (int64_t r = 0; r < m; ++r)
         for (int64_t c = 0; c < n; ++c) {
-          double acc = 0;
-          for (int64_t i = 0; i < k; ++i) acc += x.at(r, i) * w.at(c, i);
+          double acc = ref[size_t(r * n + c)];
           if (with_bias) acc += bias.at(0, c);
           acc = ref_act(act, acc);
           if (with_res) acc += res.at(r, c);
@@ -604,13 +609,7 @@ TEST("cpu: property: linear at every tile edge (short tiles, ragged panels, bf16
       Mat x = env.make(rng, m, k, DType::F32, 0, -2, 2);
       Mat w = env.make(rng, n, k, wd);
       Mat y = env.make(rng, m, n);
-      std::vector<double> ref(size_t(m * n));
-      for (int64_t r = 0; r < m; ++r)
-        for (int64_t c = 0; c < n; ++c) {
-          double acc = 0;
-          for (int64_t i = 0; i < k; ++i) acc += x.at(r, i) * w.at(c, i);
-          ref[size_t(r * n + c)] = acc;
-        }
+      const std::vector<double> ref = ref_linear(x, w);
       Tensor wt = w.t;
       if (pack) env.b->pack_weight(wt);
       env.b->linear(y.t, x.t, wt, LinearArgs{});
