@@ -15,7 +15,7 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { headerFiles, pool, stale, withLock } from '../tools/build-jobs.mjs';
+import { commandStamp, compileAndLink, headerFiles, withLock } from '../tools/build-jobs.mjs';
 import { findCrossCxx } from '../tools/native-tests.mjs';
 import { nativeSources } from './gyp-sources.mjs';
 import { writeHeaders } from './msl-kernels.mjs';
@@ -89,27 +89,10 @@ async function crossBuildArm64() {
   const out = path.join(ROOT, 'build', 'prebuild', 'linux-arm64');
   await withLock(out, async () => {
     const { cflags, ldflags } = gypFlags();
-    const stamp = path.join(out, 'command.txt');
-    const command = [cxx, ...cflags, '|', ...ldflags].join(' ') + '\n';
-    if ((fs.existsSync(stamp) ? fs.readFileSync(stamp, 'utf8') : '') !== command) fs.writeFileSync(stamp, command);
-    const deps = [...headers(), SELF, stamp];
-    const objs = [];
-    const jobs = [];
-    for (const src of nativeSources()) {
-      const obj = path.join(out, 'obj', src.replace(/\.cc$/, '.o'));
-      objs.push(obj);
-      if (!stale(obj, [path.join(ROOT, src), ...deps])) continue;
-      fs.mkdirSync(path.dirname(obj), { recursive: true });
-      jobs.push({ cmd: cxx, args: [...cflags, '-c', path.join(ROOT, src), '-o', `${obj}.tmp`], what: `compile ${src}`,
-        done: () => fs.renameSync(`${obj}.tmp`, obj) });
-    }
-    log(`linux-arm64 (${cxx}): ${jobs.length} of ${objs.length} object(s) to compile`);
-    await pool(jobs, os.availableParallelism());
+    const deps = [...headers(), SELF, commandStamp(out, [cxx, ...cflags, '|', ...ldflags])];
     const lib = path.join(out, 'tessera.node');
-    if (stale(lib, objs)) {
-      await pool([{ cmd: cxx, args: ['-shared', '-o', `${lib}.tmp`, ...objs, '-Wl,-soname=tessera.node', ...ldflags],
-        what: 'link tessera.node', done: () => fs.renameSync(`${lib}.tmp`, lib) }], 1);
-    }
+    await compileAndLink({ cxx, flags: cflags, sources: nativeSources(), root: ROOT, out, deps, bin: lib,
+      linkArgs: ['-shared', '-Wl,-soname=tessera.node', ...ldflags], jobs: os.availableParallelism(), log: (m) => log(`linux-arm64: ${m}`) });
     install(lib, prebuildPath('linux', 'arm64'));
   });
 }

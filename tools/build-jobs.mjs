@@ -1,7 +1,9 @@
-// What the tools' C++ builds share (tools/mslemu, tools/fakemetal, tools/native-tests.mjs): staleness by
+// What the C++ builds outside node-gyp share (tools/mslemu, tools/fakemetal, tools/native-tests.mjs,
+// scripts/prebuild.mjs's arm64 cross build): staleness by
 // modification time, a pool that runs compiler jobs n at a time, and a lock so that one build runs at a time.
 import { spawn } from 'node:child_process';
 import fs from 'node:fs';
+import path from 'node:path';
 
 export const mtime = (p) => { try { return fs.statSync(p).mtimeMs; } catch { return -1; } };
 /** True when `out` is missing or older than any of `ins`. */
@@ -83,4 +85,39 @@ export async function withLock(dir, fn) {
   } finally {
     fs.rmSync(lock, { force: true });
   }
+}
+
+/** The compiler and flags in one file, rewritten only when they change: another compiler or flag set makes every object stale. */
+export function commandStamp(dir, command) {
+  const stamp = path.join(dir, 'command.txt');
+  const text = command.join(' ') + '\n';
+  let old = null;
+  try { old = fs.readFileSync(stamp, 'utf8'); } catch { /* first build */ }
+  if (old !== text) fs.writeFileSync(stamp, text);
+  return stamp;
+}
+
+/**
+ * Compiles each source (paths relative to `root`) into `out`/obj/ with `cxx` and `flags`, `jobs` at a
+ * time, then links the objects into `bin` with `linkArgs`; each step only when its inputs (the source,
+ * `deps`, the objects) are newer. Outputs are written under a temporary name and renamed when complete:
+ * a killed compile never leaves a file that looks up to date. Returns { compiled, total, linked }.
+ */
+export async function compileAndLink({ cxx, flags, sources, root, out, deps, bin, linkArgs, jobs, log }) {
+  const objs = [];
+  const work = [];
+  for (const src of sources) {
+    const obj = path.join(out, 'obj', src.replace(/\.cc$/, '.o'));
+    objs.push(obj);
+    if (!stale(obj, [path.join(root, src), ...deps])) continue;
+    fs.mkdirSync(path.dirname(obj), { recursive: true });
+    work.push({ cmd: cxx, args: [...flags, '-c', path.join(root, src), '-o', `${obj}.tmp`], what: `compile ${src}`, done: () => fs.renameSync(`${obj}.tmp`, obj) });
+  }
+  log?.(`${cxx}: ${work.length} of ${objs.length} object(s) to compile, ${jobs} at a time`);
+  await pool(work, jobs, log);
+  const linked = stale(bin, objs);
+  if (linked) {
+    await pool([{ cmd: cxx, args: ['-o', `${bin}.tmp`, ...objs, ...linkArgs], what: `link ${path.basename(bin)}`, done: () => fs.renameSync(`${bin}.tmp`, bin) }], 1, log);
+  }
+  return { compiled: work.length, total: objs.length, linked };
 }

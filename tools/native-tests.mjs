@@ -10,13 +10,12 @@
 // is missing (users never need either; the reason names the Debian packages); a failed compile throws.
 // As a script: `node tools/native-tests.mjs [host|aarch64] [--quiet]`.
 import { spawnSync } from 'node:child_process';
-import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { addonCxxFlags, nativeSources } from '../scripts/gyp-sources.mjs';
 import { writeHeaders } from '../scripts/msl-kernels.mjs';
-import { headerFiles, pool, stale, withLock } from './build-jobs.mjs';
+import { commandStamp, compileAndLink, headerFiles, withLock } from './build-jobs.mjs';
 
 const ROOT = fileURLToPath(new URL('..', import.meta.url));
 const SELF = fileURLToPath(import.meta.url);
@@ -72,17 +71,6 @@ const TARGETS = {
 // Every header a source could include (native/, test/native/, the generated Metal headers).
 const headers = () => headerFiles([path.join(ROOT, 'native'), path.join(ROOT, 'test', 'native'), METAL_HEADERS]);
 
-// The compiler and flags in one file, rewritten only when they change: another compiler or flag set
-// makes every object stale.
-function commandStamp(out, command) {
-  const stamp = path.join(out, 'command.txt');
-  const text = command.join(' ') + '\n';
-  let old = null;
-  try { old = fs.readFileSync(stamp, 'utf8'); } catch { /* first build */ }
-  if (old !== text) fs.writeFileSync(stamp, text);
-  return stamp;
-}
-
 export async function build({ target = 'host', quiet: q = quiet } = {}) {
   quiet = q;
   const t = TARGETS[target];
@@ -100,29 +88,10 @@ export async function build({ target = 'host', quiet: q = quiet } = {}) {
     const flags = [...addonCxxFlags(), '-I', path.join(ROOT, 'native'), '-I', path.join(ROOT, 'test', 'native'),
       ...t.include.flatMap((d) => ['-I', d])];
     const deps = [...headers(), SELF, commandStamp(t.out, [tc.cxx, ...flags, ...t.link])];
-    const objs = [];
-    const jobs = [];
-    for (const src of t.sources()) {
-      const obj = path.join(t.out, 'obj', src.replace(/\.cc$/, '.o'));
-      objs.push(obj);
-      if (!stale(obj, [path.join(ROOT, src), ...deps])) continue;
-      fs.mkdirSync(path.dirname(obj), { recursive: true });
-      // Written under a temporary name and renamed when complete: a killed compile never leaves an
-      // object that looks up to date.
-      const tmp = `${obj}.tmp`;
-      jobs.push({ cmd: tc.cxx, args: [...flags, '-c', path.join(ROOT, src), '-o', tmp], what: `compile ${src}`, done: () => fs.renameSync(tmp, obj) });
-    }
-    const jobsN = os.availableParallelism();
-    log(`${target} (${tc.cxx}): ${jobs.length} of ${objs.length} object(s) to compile, ${jobsN} at a time`);
-    await pool(jobs, jobsN, log);
     const bin = path.join(t.out, 'native_tests');
-    if (stale(bin, objs)) {
-      const tmp = `${bin}.tmp`;
-      await pool([{ cmd: tc.cxx, args: ['-o', tmp, ...objs, ...t.link], what: 'link native_tests', done: () => fs.renameSync(tmp, bin) }], 1, log);
-      log(`linked ${path.relative(ROOT, bin)}`);
-    } else {
-      log(`${path.relative(ROOT, bin)} is up to date`);
-    }
+    const r = await compileAndLink({ cxx: tc.cxx, flags, sources: t.sources(), root: ROOT, out: t.out, deps, bin, linkArgs: t.link,
+      jobs: os.availableParallelism(), log: (m) => log(`${target}: ${m}`) });
+    log(r.linked ? `linked ${path.relative(ROOT, bin)}` : `${path.relative(ROOT, bin)} is up to date`);
     return { bin, qemu };
   });
 }
