@@ -59,21 +59,25 @@ export function ortHeldToAvx2(outDir) {
   if (process.platform !== 'linux' || process.arch !== 'x64') return { dir: null, why: `the patch is for linux-x64 builds (this is ${process.platform}-${process.arch})` };
   const src = dirname(require.resolve('onnxruntime-node/package.json'));
   const version = JSON.parse(readFileSync(join(src, 'package.json'), 'utf8')).version;
-  // Inside a node_modules folder of ours, so that its own imports (onnxruntime-common) resolve.
+  // In a node_modules folder of its own, beside its one dependency, so that its imports resolve
+  // wherever outDir is.
   const dir = join(outDir, `ort-held-avx2-${version}`, 'node_modules', 'onnxruntime-node');
   const napi = readdirSync(join(src, 'bin')).find((d) => existsSync(join(src, 'bin', d, 'linux', 'x64', 'libonnxruntime.so.1')));
   if (!napi) return { dir: null, why: 'onnxruntime-node has no linux-x64 libonnxruntime.so.1' };
   const libRel = join('bin', napi, 'linux', 'x64', 'libonnxruntime.so.1');
   const stamp = join(dir, 'held-avx2.json');
   if (existsSync(stamp)) return { dir, ...JSON.parse(readFileSync(stamp, 'utf8')), version };
-  rmSync(dir, { recursive: true, force: true });
+  rmSync(dirname(dir), { recursive: true, force: true });
   mkdirSync(dir, { recursive: true });
   // The package without its other platforms' binaries.
   cpSync(src, dir, { recursive: true, filter: (p) => !p.startsWith(join(src, 'bin')) || join(src, libRel).startsWith(p) || p.startsWith(join(src, 'bin', napi, 'linux', 'x64')) });
+  let common = createRequire(join(src, 'package.json')).resolve('onnxruntime-common'); // its exports hide package.json
+  while (!(common.endsWith('onnxruntime-common') && existsSync(join(common, 'package.json'))) && common !== dirname(common)) common = dirname(common);
+  cpSync(common, join(dirname(dir), 'onnxruntime-common'), { recursive: true });
   const lib = readFileSync(join(dir, libRel));
   const sites = patchAvx512Checks(lib);
   if (!sites.some((s) => s.test.endsWith('0xe0'))) {
-    rmSync(dir, { recursive: true, force: true });
+    rmSync(dirname(dir), { recursive: true, force: true });
     return { dir: null, why: `onnxruntime ${version}'s library has no AVX-512 state test this patch knows (${sites.length} other sites): it would still run AVX-512` };
   }
   writeFileSync(join(dir, libRel), lib);
