@@ -9,8 +9,8 @@
 // last rows (out % nr: no whole panel) stay row-major and are packed per call. Threads then take
 // (row block x column chunk) work items: each packs its MC x KC block of x (applying the input
 // clamp), runs the register-blocked micro-kernel over every nr-panel (a short tile for the ragged
-// last row panel), and, on the last K block, applies the fused epilogue (bias, output clamp,
-// activation, residual) to each mr x nr tile while it is still in L1. Partial sums live in a
+// last row panel), and, after the last K block, applies the fused epilogue (bias, output clamp,
+// activation, residual) to each of its rows, over all of its columns in one call. Partial sums live in a
 // slot-private accumulator, never in y, so y may alias the residual (and even x: x is copied
 // first in that case).
 #include <algorithm>
@@ -234,14 +234,13 @@ void linear(Context& c, const Tensor& y, const Tensor& x_in, const Tensor& w, co
               const Kernels::GemmMicro run = ip + 1 < mpanels ? micro : last_micro;
               run(kc, apack + ip * mr * kc, bp, acc + ip * mr * ldc + col, ldc, k0 > 0);
             }
-            if (last) {
-              const int64_t n0 = (sp0 + p) * nr, n = std::min<int64_t>(nr, N - n0);
-              for (int64_t r = 0; r < mrows; ++r) {
-                const int64_t gr = m0 + r;
-                kk.epilogue(y.host_ptr<float>(gr, n0), acc + r * ldc + col, n,
-                            bias.empty() ? nullptr : bias.data() + n0, res_base ? res_base + gr * res_ld + n0 : nullptr,
-                            epi);
-              }
+          }
+          if (last) {  // the item's rows, each over all of its columns in one call (the call costs more than 2 vectors' work)
+            const int64_t n0 = (sp0 + p0) * nr, n = std::min<int64_t>((p1 - p0) * nr, N - n0);
+            for (int64_t r = 0; r < mrows; ++r) {
+              const int64_t gr = m0 + r;
+              kk.epilogue(y.host_ptr<float>(gr, n0), acc + r * ldc, n, bias.empty() ? nullptr : bias.data() + n0,
+                          res_base ? res_base + gr * res_ld + n0 : nullptr, epi);
             }
           }
         }
