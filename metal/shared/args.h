@@ -54,12 +54,12 @@ struct Affine {
   float scale, shift;
   u32 pad0, pad1;
 };
-// y = act(clamp(clamp(x, in) · Wᵀ + bias, out)) + residual; W is [out, in] of type `w` (kernel variant).
+// y = act(clamp(clamp(x, in) · Wᵀ + bias, out)) · mul + residual; W is [out, in] of type `w` (kernel variant).
 struct Linear {
   u32 rows, in, out, ldx, ldy, ldr;
   u32 act, has_bias, bias_type, has_residual;
   float in_min, in_max, out_min, out_max;
-  u32 pad0, pad1;
+  u32 has_mul, ldm;
 };
 // LayerNorm (weight + bias) or RMSNorm over each `group` consecutive columns (group == cols: the row).
 struct Norm {

@@ -45,8 +45,10 @@ struct Kernels {
   // Packs A: dst[k*mr + i] = clamp(x[i][k]) for i < rows (<= mr; zero rows after), k < kc.
   void (*pack_a)(float* dst, const float* x, int64_t ldx, int64_t rows, int64_t kc, int mr, bool clamp, float lo,
                  float hi);
-  // y[j] = act(clamp(acc[j] + bias[j])) + res[j], j < n (bias, res may be null; res may be y).
-  void (*epilogue)(float* y, const float* acc, int64_t n, const float* bias, const float* res, const Epilogue& e);
+  // y[j] = act(clamp(acc[j] + bias[j])) * mul[j] + res[j], j < n (bias, mul, res may be null, mul and
+  // res may be y).
+  void (*epilogue)(float* y, const float* acc, int64_t n, const float* bias, const float* mul, const float* res,
+                   const Epilogue& e);
   void (*layer_norm_row)(float* y, const float* x, int64_t n, const float* g, const float* b, float eps);
   void (*rms_norm_row)(float* y, const float* x, int64_t n, int64_t group, const float* w, float eps);
   void (*rope_row)(float* x, const float* cos, const float* sin, int64_t heads, int64_t head_dim, int64_t sections);

@@ -55,11 +55,16 @@ Tensor make_tensor(Buffer* buf, size_t offset, DType dtype, int64_t rows, int64_
 
 enum class Act { None, GeluTanh, GeluErf };
 
-// y = act(clamp_out(clamp_in(x) · Wᵀ + bias)) + residual. Weight W is [out, in] as stored in
-// checkpoints. The clamps are Gemma 4's clippable linears (infinite bounds = no clamp).
+// y = act(clamp_out(clamp_in(x) · Wᵀ + bias)) · mul + residual, evaluated in exactly that order
+// (each step rounded to f32; absent steps skipped, not computed as · 1 or + 0). Weight W is [out, in]
+// as stored in checkpoints. The clamps are Gemma 4's clippable linears (infinite bounds = no clamp).
+// `mul` is the gated MLP's other branch: Gemma 4's GEGLU gelu(CL_gate(h)) ⊙ CL_up(h) runs as the up
+// linear with mul = the gate linear's output, which saves the separate element-wise pass (f32
+// multiplication commutes, so CL_up(h) · gate is HF's gate · CL_up(h) bit for bit).
 struct LinearArgs {
   const Tensor* bias = nullptr;      // [1, out], any dtype
   Act act = Act::None;
+  const Tensor* mul = nullptr;       // [rows, out] f32; may alias y
   const Tensor* residual = nullptr;  // [rows, out] f32; may alias y
   float in_min = -std::numeric_limits<float>::infinity();
   float in_max = std::numeric_limits<float>::infinity();

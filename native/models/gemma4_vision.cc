@@ -2,6 +2,7 @@
 //   embed:     x = (2·(pixels − 0.5))·W_patchᵀ + (Tab_x[x] + Tab_y[y])
 //   block l:   x += N_pa(CL_o(attn(rope(N_q(CL_q(N1 x))), rope(N_k(CL_k(N1 x))), N_v(CL_v(N1 x)))))
 //              x += N_pf(CL_down(gelu_tanh(CL_gate(N2 x)) ⊙ CL_up(N2 x)))        [· out_scale]
+//              (the ⊙ in CL_up's epilogue: gpu::LinearArgs::mul)
 //   pooled:    3x3 average by position, · √D, (− std_bias) · std_scale when standardising
 //   projected: RMSNorm (no weight) over D, then W_proj
 // CL = clippable linear (input clamp, matmul, output clamp); N = RMSNorm with the weight as stored.
@@ -383,7 +384,7 @@ void Gemma4Vision::run_block(const StageWeights& w, const Tensors& t, const std:
     backend_.add(x, x, h);
   });
 
-  const gpu::LinearArgs cu = clamps(w, kMlpUp), cd = clamps(w, kMlpDown);
+  const gpu::LinearArgs cd = clamps(w, kMlpDown), cu = clamps(w, kMlpUp);
   gpu::LinearArgs cg = clamps(w, kMlpGate);
   cg.act = gpu::Act::GeluTanh;  // after the output clamp, as HF: act(CL_gate(m))
   const bool scaled = w.find("out_scale") != nullptr;
@@ -393,9 +394,10 @@ void Gemma4Vision::run_block(const StageWeights& w, const Tensors& t, const std:
     const gpu::Tensor gate = t.gate.rows_view(0, rows), up = t.up.rows_view(0, rows);
     backend_.rms_norm(h, x, &w.get("pre_feedforward_layernorm.weight"), D, d_.eps);
     backend_.linear(gate, h, w.get(linear_weight(kMlpGate)), cg);
-    backend_.linear(up, h, w.get(linear_weight(kMlpUp)), cu);
-    backend_.mul(gate, gate, up);
-    backend_.linear(h, gate, w.get(linear_weight(kMlpDown)), cd);
+    gpu::LinearArgs geglu = cu;  // the GEGLU product in the up linear's epilogue: up = CL_up(h) ⊙ gelu(CL_gate(h))
+    geglu.mul = &gate;
+    backend_.linear(up, h, w.get(linear_weight(kMlpUp)), geglu);
+    backend_.linear(h, up, w.get(linear_weight(kMlpDown)), cd);
     backend_.rms_norm(h, h, &w.get("post_feedforward_layernorm.weight"), D, d_.eps);
     backend_.add(x, x, h);
     // A GGUF's per-block output scale (not in HF 5.17 checkpoints; Ollama multiplies the block output).

@@ -135,7 +135,7 @@ TEST("cpu: supported levels include scalar and the best one") {
   EXPECT(std::string(tessera::cpu::make_cpu_backend(1)->name()) == "cpu");
 }
 
-TEST("cpu: linear matches a double loop (dtypes, ragged sizes, strides, bias, activations, residual, clamps)") {
+TEST("cpu: linear matches a double loop (dtypes, ragged sizes, strides, bias, activations, mul, residual, clamps)") {
   struct Shape {
     int64_t m, k, n;
   };
@@ -150,14 +150,19 @@ TEST("cpu: linear matches a double loop (dtypes, ragged sizes, strides, bias, ac
         const Act act = Act(variant % 3);
         const bool with_bias = variant % 2 == 0, with_res = variant % 4 != 1, alias = variant % 4 == 2;
         const bool clamps = variant % 5 == 0;
+        // the multiplier: in 2 of 3 variants, y itself in some (then also the residual where that aliases y)
+        const bool with_mul = variant % 3 != 2, mul_alias = with_mul && variant % 4 >= 2;
         Mat x = env.make(rng, s.m, s.k, DType::F32, variant % 3);  // strided x for 2 of 3 variants
         Mat w = env.make(rng, s.n, s.k, wd, variant % 2);          // strided weight rows too
         Mat bias = env.make(rng, 1, s.n, wd);
-        Mat y = env.make(rng, s.m, s.n, DType::F32, 3);  // y strided; its values are the residual when aliased
+        Mat y = env.make(rng, s.m, s.n, DType::F32, 3);  // y strided; its values are the residual / mul when aliased
         Mat res = alias ? y : env.make(rng, s.m, s.n);
+        Rng mul_rng{uint32_t(variant)};  // its own stream: the other operands keep their values
+        Mat mul = mul_alias ? y : env.make(mul_rng, s.m, s.n, DType::F32, variant % 2, 0.5f, 1.5f);
         LinearArgs a;
         a.act = act;
         if (with_bias) a.bias = &bias.t;
+        if (with_mul) a.mul = &mul.t;
         if (with_res) a.residual = &res.t;
         if (clamps) a.in_min = -0.5f, a.in_max = 0.6f, a.out_min = -0.8f, a.out_max = 0.7f;
         std::vector<double> ref(size_t(s.m * s.n));
@@ -172,14 +177,16 @@ TEST("cpu: linear matches a double loop (dtypes, ragged sizes, strides, bias, ac
             if (with_bias) acc += bias.at(0, c);
             if (clamps) acc = std::min(std::max(acc, -0.800000011920929), 0.699999988079071);
             acc = ref_act(act, acc);
+            if (with_mul) acc *= mul.at(r, c);
             if (with_res) acc += res.at(r, c);
             ref[size_t(r * s.n + c)] = acc;
           }
         env.b->linear(y.t, x.t, w.t, a);
-        expect_close(env.read(y.t), ref, 2e-6,
+        // a multiplier up to 1.5 scales the accumulation's rounding error with it
+        expect_close(env.read(y.t), ref, with_mul ? 3e-6 : 2e-6,
                      std::string(tessera::cpu::simd_name(level)) + " linear " + std::to_string(s.m) + "x" +
                          std::to_string(s.k) + "x" + std::to_string(s.n) + " " + dname(wd) + " variant " +
-                         std::to_string(variant));
+                         std::to_string(variant) + (with_mul ? (mul_alias ? " mul=y" : " mul") : ""));
       }
   });
 }
@@ -286,6 +293,21 @@ TEST("cpu: linear rejects mismatched shapes with ERR_INVALID_ARGUMENT") {
     threw = e.code() == tessera::Code::InvalidArgument && std::string(e.what()).find("linear") != std::string::npos;
   }
   EXPECT(threw);
+  // a multiplier of the wrong shape, and one that partially overlaps y: named in the message
+  Mat w2 = env.make(rng, 5, 8), small = env.make(rng, 4, 4), wide = env.make(rng, 5, 6);
+  const Tensor shifted = wide.t.rows_view(1, 4).cols_view(1, 5);  // y = its rows 0..3, shifted by a row and a column
+  const Tensor y2 = wide.t.rows_view(0, 4).cols_view(0, 5);
+  for (const Tensor* bad : {static_cast<const Tensor*>(&small.t), &shifted}) {
+    LinearArgs a;
+    a.mul = bad;
+    std::string msg;
+    try {
+      env.b->linear(bad == &shifted ? y2 : y.t, x.t, w2.t, a);
+    } catch (const tessera::Error& e) {
+      if (e.code() == tessera::Code::InvalidArgument) msg = e.what();
+    }
+    EXPECT_MSG(msg.find("mul") != std::string::npos, "linear with a bad mul: '" << msg << "'");
+  }
 }
 
 namespace {

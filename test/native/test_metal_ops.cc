@@ -151,7 +151,7 @@ const char* dn(DType d) { return tessera::dtype_name(d); }
 
 }  // namespace
 
-TEST("metal: linear vs cpu (matmul + matvec paths, 31/32/33 and 63/64/65 tails, f32/f16/bf16 weights, bias, act, residual, clamps, strides)") {
+TEST("metal: linear vs cpu (matmul + matvec paths, 31/32/33 and 63/64/65 tails, f32/f16/bf16 weights, bias, act, mul, residual, clamps, strides)") {
   if (!enabled()) return;
   std::mt19937 g(11);
   struct S {
@@ -167,16 +167,21 @@ TEST("metal: linear vs cpu (matmul + matvec paths, 31/32/33 and 63/64/65 tails, 
       ++variant;
       const Act act = Act(variant % 3);
       const bool bias = variant % 2 == 0, res = variant % 4 != 1, alias = variant % 4 == 2, clamps = variant % 5 == 0;
+      // the GEGLU multiplier (Gemma 4's up linear): a strided tensor of its own, or y itself
+      const bool mul = variant % 3 != 2, mul_alias = mul && variant % 4 >= 2;
       const DType bd = variant % 3 == 0 ? DType::BF16 : DType::F32;
       Case c;
       c.name = "linear " + std::to_string(s.m) + "x" + std::to_string(s.k) + "->" + std::to_string(s.n) + " w=" + dn(wd) + " act=" + std::to_string(int(act)) +
-               (bias ? " bias" : "") + (res ? (alias ? " residual=y" : " residual") : "") + (clamps ? " clamps" : "");
-      c.in = {make(g, s.m, s.k, DType::F32, variant % 3), make(g, s.n, s.k, wd), make(g, 1, s.n, bd), make(g, s.m, s.n), make(g, s.m, s.n, DType::F32, variant % 2)};
+               (bias ? " bias" : "") + (mul ? (mul_alias ? " mul=y" : " mul") : "") + (res ? (alias ? " residual=y" : " residual") : "") +
+               (clamps ? " clamps" : "");
+      c.in = {make(g, s.m, s.k, DType::F32, variant % 3), make(g, s.n, s.k, wd), make(g, 1, s.n, bd), make(g, s.m, s.n), make(g, s.m, s.n, DType::F32, variant % 2),
+              make(g, s.m, s.n, DType::F32, 1 + variant % 2, 0.5f, 1.5f)};
       c.out = 4;
       c.op = [=](Backend& b, std::vector<Tensor>& t) {
         LinearArgs a;
         a.act = act;
         if (bias) a.bias = &t[2];
+        if (mul) a.mul = mul_alias ? &t[4] : &t[5];
         if (res) a.residual = alias ? &t[4] : &t[3];
         if (clamps) a.in_min = -0.5f, a.in_max = 0.7f, a.out_min = -0.9f, a.out_max = 1.1f;
         b.linear(t[4], t[0], t[1], a);
@@ -342,6 +347,15 @@ TEST("metal: count_nonfinite and bad arguments are coded errors") {
     b->linear(x, x, w, LinearArgs{});
   } catch (const tessera::Error& e) {
     threw = e.code() == tessera::Code::InvalidArgument && std::string(e.what()).find("linear") != std::string::npos;
+  }
+  EXPECT(threw);
+  threw = false;
+  try {  // a GEGLU multiplier of the wrong shape
+    LinearArgs a;
+    a.mul = &w;
+    b->linear(make_tensor(buf, 0, DType::F32, 3, 2), x.cols_view(0, 3), w, a);
+  } catch (const tessera::Error& e) {
+    threw = e.code() == tessera::Code::InvalidArgument && std::string(e.what()).find("mul") != std::string::npos;
   }
   EXPECT(threw);
   threw = false;
