@@ -61,12 +61,13 @@ struct Linear {
   float in_min, in_max, out_min, out_max;
   u32 has_mul, ldm;
 };
-// LayerNorm (weight + bias) or RMSNorm over each `group` consecutive columns (group == cols: the row).
+// LayerNorm (weight + bias) or RMSNorm over each `group` consecutive columns (group == cols: the row); RMSNorm
+// then adds the residual (has_residual: f32, row stride ldr).
 struct Norm {
   u32 rows, cols, ldx, ldy, group;
   u32 has_weight, weight_type, has_bias, bias_type;
   float eps;
-  u32 pad0, pad1;
+  u32 has_residual, ldr;
 };
 // Rotary embedding in place: x [rows, heads*head_dim], cos/sin f32 [rows, head_dim].
 struct Rope {

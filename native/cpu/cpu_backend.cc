@@ -126,8 +126,9 @@ class CpuBackend final : public gpu::Backend {
                   float eps) override {
     cpu::layer_norm(ctx_, y, x, g, b, eps);
   }
-  void rms_norm(const gpu::Tensor& y, const gpu::Tensor& x, const gpu::Tensor* w, int64_t group, float eps) override {
-    cpu::rms_norm(ctx_, y, x, w, group, eps);
+  void rms_norm(const gpu::Tensor& y, const gpu::Tensor& x, const gpu::Tensor* w, int64_t group, float eps,
+                const gpu::Tensor* residual) override {
+    cpu::rms_norm(ctx_, y, x, w, group, eps, residual);
   }
   void add(const gpu::Tensor& y, const gpu::Tensor& a, const gpu::Tensor& b) override { cpu::add(ctx_, y, a, b); }
   void mul(const gpu::Tensor& y, const gpu::Tensor& a, const gpu::Tensor& b) override { cpu::mul(ctx_, y, a, b); }

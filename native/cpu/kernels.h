@@ -50,7 +50,8 @@ struct Kernels {
   void (*epilogue)(float* y, const float* acc, int64_t n, const float* bias, const float* mul, const float* res,
                    const Epilogue& e);
   void (*layer_norm_row)(float* y, const float* x, int64_t n, const float* g, const float* b, float eps);
-  void (*rms_norm_row)(float* y, const float* x, int64_t n, int64_t group, const float* w, float eps);
+  // y = res + x / rms · w per group of one row (w, res may be null; res may be y, and so may x).
+  void (*rms_norm_row)(float* y, const float* x, int64_t n, int64_t group, const float* w, const float* res, float eps);
   void (*rope_row)(float* x, const float* cos, const float* sin, int64_t heads, int64_t head_dim, int64_t sections);
   // Flash attention for one job; scratch holds attention_scratch(nk, hd) floats.
   void (*attention)(const AttnJob& job, float* scratch);

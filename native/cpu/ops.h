@@ -28,7 +28,8 @@ bool pack_weight(Context& c, Tensor& w);
 void attention(Context& c, const Tensor& out, const Tensor& q, const Tensor& k, const Tensor& v, int64_t heads,
                int64_t head_dim, float scale, const std::vector<Segment>& segments);
 void layer_norm(Context& c, const Tensor& y, const Tensor& x, const Tensor& gamma, const Tensor& beta, float eps);
-void rms_norm(Context& c, const Tensor& y, const Tensor& x, const Tensor* weight, int64_t group, float eps);
+void rms_norm(Context& c, const Tensor& y, const Tensor& x, const Tensor* weight, int64_t group, float eps,
+              const Tensor* residual);
 void add(Context& c, const Tensor& y, const Tensor& a, const Tensor& b);
 void mul(Context& c, const Tensor& y, const Tensor& a, const Tensor& b);
 void affine(Context& c, const Tensor& y, const Tensor& x, const Tensor* sub, const Tensor* mul, float scale,

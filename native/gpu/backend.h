@@ -113,8 +113,12 @@ class Backend {
   virtual void layer_norm(const Tensor& y, const Tensor& x, const Tensor& gamma, const Tensor& beta,
                           float eps) = 0;
   // RMS norm over each consecutive `group` columns of a row (group == cols: the whole row; group
-  // == head_dim: per head). weight is [1, group] or null (weightless).
-  virtual void rms_norm(const Tensor& y, const Tensor& x, const Tensor* weight, int64_t group, float eps) = 0;
+  // == head_dim: per head), then the residual added: y = residual + (x / sqrt(mean(x²) + eps)) · weight,
+  // in that order (each step rounded to f32; absent steps skipped). weight is [1, group] or null
+  // (weightless); residual is [rows, cols] f32 or null, and may alias y (x may too). The residual is
+  // Gemma 4's post-norms: `x += N_post(h)` in one pass instead of a norm and an add.
+  virtual void rms_norm(const Tensor& y, const Tensor& x, const Tensor* weight, int64_t group, float eps,
+                        const Tensor* residual) = 0;
   virtual void add(const Tensor& y, const Tensor& a, const Tensor& b) = 0;
   virtual void mul(const Tensor& y, const Tensor& a, const Tensor& b) = 0;
   // y = ((x - shift - sub) * mul) * scale, sub/mul per column ([1, cols], either may be null),

@@ -49,8 +49,9 @@ class MetalBackend final : public gpu::Backend {
   void layer_norm(const gpu::Tensor& y, const gpu::Tensor& x, const gpu::Tensor& g, const gpu::Tensor& b, float eps) override {
     rec([&] { encode_layer_norm(*ex_, y, x, g, b, eps); });
   }
-  void rms_norm(const gpu::Tensor& y, const gpu::Tensor& x, const gpu::Tensor* w, int64_t group, float eps) override {
-    rec([&] { encode_rms_norm(*ex_, y, x, w, group, eps); });
+  void rms_norm(const gpu::Tensor& y, const gpu::Tensor& x, const gpu::Tensor* w, int64_t group, float eps,
+                const gpu::Tensor* residual) override {
+    rec([&] { encode_rms_norm(*ex_, y, x, w, group, eps, residual); });
   }
   void add(const gpu::Tensor& y, const gpu::Tensor& a, const gpu::Tensor& b) override { rec([&] { encode_add(*ex_, y, a, b); }); }
   void mul(const gpu::Tensor& y, const gpu::Tensor& a, const gpu::Tensor& b) override { rec([&] { encode_mul(*ex_, y, a, b); }); }

@@ -13,7 +13,8 @@ namespace tessera::mtl {
 
 void encode_linear(Executor& ex, const gpu::Tensor& y, const gpu::Tensor& x, const gpu::Tensor& w, const gpu::LinearArgs& a);
 void encode_layer_norm(Executor& ex, const gpu::Tensor& y, const gpu::Tensor& x, const gpu::Tensor& gamma, const gpu::Tensor& beta, float eps);
-void encode_rms_norm(Executor& ex, const gpu::Tensor& y, const gpu::Tensor& x, const gpu::Tensor* weight, int64_t group, float eps);
+void encode_rms_norm(Executor& ex, const gpu::Tensor& y, const gpu::Tensor& x, const gpu::Tensor* weight, int64_t group, float eps,
+                     const gpu::Tensor* residual);
 void encode_add(Executor& ex, const gpu::Tensor& y, const gpu::Tensor& a, const gpu::Tensor& b);
 void encode_mul(Executor& ex, const gpu::Tensor& y, const gpu::Tensor& a, const gpu::Tensor& b);
 void encode_affine(Executor& ex, const gpu::Tensor& y, const gpu::Tensor& x, const gpu::Tensor* sub, const gpu::Tensor* mul, float scale,

@@ -354,20 +354,20 @@ void Gemma4Vision::run_block(const StageWeights& w, const Tensors& t, const std:
   const gpu::LinearArgs cq = clamps(w, kAttnQ), ck = clamps(w, kAttnK), cv = clamps(w, kAttnV);
   for_row_chunks(n, t.hq.rows, [&](int64_t r0, int64_t rows) {
     const gpu::Tensor h = t.hq.rows_view(0, rows);
-    backend_.rms_norm(h, t.x.rows_view(r0, rows), &w.get("input_layernorm.weight"), D, d_.eps);
+    backend_.rms_norm(h, t.x.rows_view(r0, rows), &w.get("input_layernorm.weight"), D, d_.eps, nullptr);
     backend_.linear(t.k.rows_view(r0, rows), h, w.get(linear_weight(kAttnK)), ck);
     backend_.linear(t.v.rows_view(r0, rows), h, w.get(linear_weight(kAttnV)), cv);
   });
-  backend_.rms_norm(t.k, t.k, &w.get("self_attn.k_norm.weight"), hd, d_.eps);
-  backend_.rms_norm(t.v, t.v, nullptr, hd, d_.eps);
+  backend_.rms_norm(t.k, t.k, &w.get("self_attn.k_norm.weight"), hd, d_.eps, nullptr);
+  backend_.rms_norm(t.v, t.v, nullptr, hd, d_.eps, nullptr);
   backend_.rope(t.k, t.cos, t.sin, d_.heads, hd, 2);
 
   const gpu::LinearArgs co = clamps(w, kAttnO);
   for_row_chunks(n, t.hq.rows, [&](int64_t r0, int64_t rows) {
     const gpu::Tensor x = t.x.rows_view(r0, rows), h = t.hq.rows_view(0, rows), q = t.q.rows_view(0, rows);
-    backend_.rms_norm(h, x, &w.get("input_layernorm.weight"), D, d_.eps);
+    backend_.rms_norm(h, x, &w.get("input_layernorm.weight"), D, d_.eps, nullptr);
     backend_.linear(q, h, w.get(linear_weight(kAttnQ)), cq);
-    backend_.rms_norm(q, q, &w.get("self_attn.q_norm.weight"), hd, d_.eps);
+    backend_.rms_norm(q, q, &w.get("self_attn.q_norm.weight"), hd, d_.eps, nullptr);
     backend_.rope(q, t.cos.rows_view(r0, rows), t.sin.rows_view(r0, rows), d_.heads, hd, 2);
     // Images never attend to each other: the chunk's rows of each image, against all that image's
     // keys (the op's one-segment form, gpu/backend.h). The output overwrites q (allowed: each
@@ -380,8 +380,7 @@ void Gemma4Vision::run_block(const StageWeights& w, const Tensors& t, const std:
                          hd, 1.0f, {gpu::Segment{0, s.length}});
     }
     backend_.linear(h, q, w.get(linear_weight(kAttnO)), co);
-    backend_.rms_norm(h, h, &w.get("post_attention_layernorm.weight"), D, d_.eps);
-    backend_.add(x, x, h);
+    backend_.rms_norm(x, h, &w.get("post_attention_layernorm.weight"), D, d_.eps, &x);  // x += N_pa(h)
   });
 
   const gpu::LinearArgs cd = clamps(w, kMlpDown), cu = clamps(w, kMlpUp);
@@ -392,14 +391,13 @@ void Gemma4Vision::run_block(const StageWeights& w, const Tensors& t, const std:
   for_row_chunks(n, t.h.rows, [&](int64_t r0, int64_t rows) {
     const gpu::Tensor x = t.x.rows_view(r0, rows), h = t.h.rows_view(0, rows);
     const gpu::Tensor gate = t.gate.rows_view(0, rows), up = t.up.rows_view(0, rows);
-    backend_.rms_norm(h, x, &w.get("pre_feedforward_layernorm.weight"), D, d_.eps);
+    backend_.rms_norm(h, x, &w.get("pre_feedforward_layernorm.weight"), D, d_.eps, nullptr);
     backend_.linear(gate, h, w.get(linear_weight(kMlpGate)), cg);
     gpu::LinearArgs geglu = cu;  // the GEGLU product in the up linear's epilogue: up = CL_up(h) ⊙ gelu(CL_gate(h))
     geglu.mul = &gate;
     backend_.linear(up, h, w.get(linear_weight(kMlpUp)), geglu);
     backend_.linear(h, up, w.get(linear_weight(kMlpDown)), cd);
-    backend_.rms_norm(h, h, &w.get("post_feedforward_layernorm.weight"), D, d_.eps);
-    backend_.add(x, x, h);
+    backend_.rms_norm(x, h, &w.get("post_feedforward_layernorm.weight"), D, d_.eps, &x);  // x += N_pf(h)
     // A GGUF's per-block output scale (not in HF 5.17 checkpoints; Ollama multiplies the block output).
     if (scaled) backend_.affine(x, x, nullptr, nullptr, out_scale, 0.0f);
   });
@@ -464,7 +462,7 @@ void Gemma4Vision::encode(const PixelInput& in, const EncodeControl& ctl, Encode
     }
     if (stage.kind == "projector") {
       // #projector: weightless RMSNorm over D, then the projection (Ollama's reversed order is not HF's).
-      backend_.rms_norm(t.normed, t.pooled, nullptr, D, d_.eps);
+      backend_.rms_norm(t.normed, t.pooled, nullptr, D, d_.eps, nullptr);
       backend_.linear(t.projected, t.normed, w.get(projection_weight()), clamps(w, kProjection));
       projected_done = true;
       return {t.projected, RowKind::Token};

@@ -415,18 +415,72 @@ TEST("cpu: layer_norm and rms_norm (whole row, per head, weightless, bf16 parame
             for (int64_t j = 0; j < group; ++j)
               ref[size_t(r * cols + g0 + j)] = x.at(r, g0 + j) * rs * (weighted ? wt.at(0, j) : 1.0);
           }
-        env.b->rms_norm(y.t, x.t, weighted ? &wt.t : nullptr, group, 1e-6f);
+        env.b->rms_norm(y.t, x.t, weighted ? &wt.t : nullptr, group, 1e-6f, nullptr);
         expect_close(env.read(y.t), ref, 1e-5, "rms_norm group " + std::to_string(group));
       }
     }
     Mat x = env.make(rng, 2, 216), y = env.make(rng, 2, 216);
     bool threw = false;
     try {
-      env.b->rms_norm(y.t, x.t, nullptr, 64, 1e-6f);
+      env.b->rms_norm(y.t, x.t, nullptr, 64, 1e-6f, nullptr);
     } catch (const tessera::Error& e) {
       threw = e.code() == tessera::Code::InvalidArgument;
     }
     EXPECT(threw);
+  });
+}
+
+TEST("cpu: rms_norm adding a residual (row and per-head groups; residual apart, = y, and y = x = residual) is norm then add, bit for bit") {
+  each_level([&](Simd level) {
+    Env env(level);
+    Rng rng(21);
+    for (int64_t group : {216, 72, 8}) {
+      const int64_t rows = 6, cols = 216;
+      const std::string what = std::string(tessera::cpu::simd_name(level)) + " rms_norm+residual group " + std::to_string(group);
+      Mat x = env.make(rng, rows, cols, DType::F32, 2, -2, 2), res = env.make(rng, rows, cols, DType::F32, 1, -3, 3);
+      Mat wt = env.make(rng, 1, group, DType::BF16, 0, 0.5f, 1.5f);
+      std::vector<double> ref(size_t(rows * cols));
+      for (int64_t r = 0; r < rows; ++r)
+        for (int64_t g0 = 0; g0 < cols; g0 += group) {
+          double ss = 0;
+          for (int64_t j = 0; j < group; ++j) ss += x.at(r, g0 + j) * x.at(r, g0 + j);
+          const double rs = 1 / std::sqrt(ss / double(group) + 1e-6);
+          for (int64_t j = 0; j < group; ++j)
+            ref[size_t(r * cols + g0 + j)] = res.at(r, g0 + j) + x.at(r, g0 + j) * rs * wt.at(0, j);
+        }
+      // the two ops it replaces: h = N(x); y = residual + h
+      Mat h = env.make(rng, rows, cols), sum = env.make(rng, rows, cols);
+      env.b->rms_norm(h.t, x.t, &wt.t, group, 1e-6f, nullptr);
+      env.b->add(sum.t, res.t, h.t);
+      const std::vector<float> unfused = env.read(sum.t);
+      Mat y = env.make(rng, rows, cols, DType::F32, 3);
+      env.b->rms_norm(y.t, x.t, &wt.t, group, 1e-6f, &res.t);
+      const std::vector<float> got = env.read(y.t);
+      expect_close(got, ref, 1e-5, what);
+      EXPECT_MSG(std::memcmp(got.data(), unfused.data(), got.size() * 4) == 0, what << ": differs from rms_norm then add");
+      env.b->rms_norm(res.t, x.t, &wt.t, group, 1e-6f, &res.t);  // residual = y: Gemma's x += N(h)
+      EXPECT_MSG(env.read(res.t) == got, what << ": residual = y differs");
+      Mat xyz = env.make(rng, rows, cols, DType::F32, 0, -2, 2);
+      std::vector<double> self(size_t(rows * cols));
+      for (int64_t r = 0; r < rows; ++r)
+        for (int64_t g0 = 0; g0 < cols; g0 += group) {
+          double ss = 0;
+          for (int64_t j = 0; j < group; ++j) ss += xyz.at(r, g0 + j) * xyz.at(r, g0 + j);
+          const double rs = 1 / std::sqrt(ss / double(group) + 1e-6);
+          for (int64_t j = 0; j < group; ++j)
+            self[size_t(r * cols + g0 + j)] = xyz.at(r, g0 + j) * (1 + rs * wt.at(0, j));
+        }
+      env.b->rms_norm(xyz.t, xyz.t, &wt.t, group, 1e-6f, &xyz.t);  // y = x = residual
+      expect_close(env.read(xyz.t), self, 1e-5, what + " in place");
+    }
+    Mat x = env.make(rng, 2, 16), y = env.make(rng, 2, 16), bad = env.make(rng, 2, 8);
+    std::string msg;
+    try {
+      env.b->rms_norm(y.t, x.t, nullptr, 16, 1e-6f, &bad.t);
+    } catch (const tessera::Error& e) {
+      if (e.code() == tessera::Code::InvalidArgument) msg = e.what();
+    }
+    EXPECT_MSG(msg.find("residual") != std::string::npos, "rms_norm with a [2, 8] residual: '" << msg << "'");
   });
 }
 
@@ -719,7 +773,7 @@ TEST("cpu: property: norms at random widths") {
       }
       env.b->layer_norm(y.t, x.t, g.t, b.t, 1e-5f);
       expect_close(env.read(y.t), ln, 1e-5, "random layer_norm " + std::to_string(cols));
-      env.b->rms_norm(y.t, x.t, &wt.t, group, 1e-5f);
+      env.b->rms_norm(y.t, x.t, &wt.t, group, 1e-5f, nullptr);
       expect_close(env.read(y.t), rms, 1e-5, "random rms_norm group " + std::to_string(group));
     }
   });

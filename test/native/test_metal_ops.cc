@@ -206,7 +206,7 @@ TEST("metal: layer_norm and rms_norm vs cpu (row and per-head groups, weight dty
       r.name = "rms_norm row cols=" + std::to_string(cols) + " w=" + dn(wd) + " in place";
       r.in = {make(g, 4, cols, DType::F32, 0, -2, 3), make(g, 1, cols, wd, 0, 0.5f, 1.5f)};
       r.out = 0;
-      r.op = [](Backend& b, std::vector<Tensor>& t) { b.rms_norm(t[0], t[0], &t[1], t[0].cols, 1e-6f); };
+      r.op = [](Backend& b, std::vector<Tensor>& t) { b.rms_norm(t[0], t[0], &t[1], t[0].cols, 1e-6f, nullptr); };
       check(r);
     }
   for (int64_t group : {16, 64, 72})
@@ -215,7 +215,19 @@ TEST("metal: layer_norm and rms_norm vs cpu (row and per-head groups, weight dty
       c.name = "rms_norm group=" + std::to_string(group) + (weighted ? " weighted bf16" : " weightless");
       c.in = {make(g, 7, group * 5, DType::F32, 2, -2, 2), make(g, 1, group, DType::BF16, 0, 0.5f, 1.5f), make(g, 7, group * 5)};
       c.out = 2;
-      c.op = [weighted](Backend& b, std::vector<Tensor>& t) { b.rms_norm(t[2], t[0], weighted ? &t[1] : nullptr, t[1].cols, 1e-6f); };
+      c.op = [weighted](Backend& b, std::vector<Tensor>& t) { b.rms_norm(t[2], t[0], weighted ? &t[1] : nullptr, t[1].cols, 1e-6f, nullptr); };
+      check(c);
+    }
+  // a residual added last (Gemma 4's post-norms x += N(h)): strided and apart, or the output itself
+  for (int64_t group : {300, 72})
+    for (int alias = 0; alias < 2; alias++) {
+      const int64_t cols = group == 300 ? 300 : 5 * group;  // the row kernel, then the per-group one
+      Case c;
+      c.name = "rms_norm group=" + std::to_string(group) + " cols=" + std::to_string(cols) + " + residual" + (alias ? "=y" : " (strided)");
+      c.in = {make(g, 6, cols, DType::F32, 1, -2, 2), make(g, 1, group, DType::BF16, 0, 0.5f, 1.5f), make(g, 6, cols, DType::F32, 3, -3, 3),
+              make(g, 6, cols)};
+      c.out = alias ? 2 : 3;
+      c.op = [alias](Backend& b, std::vector<Tensor>& t) { b.rms_norm(t[alias ? 2 : 3], t[0], &t[1], t[1].cols, 1e-6f, &t[2]); };
       check(c);
     }
 }
@@ -472,8 +484,8 @@ TEST("metal: a pipeline allowing fewer threads: norms adapt, matmul refuses with
   c.out = 3;
   c.op = [](Backend& b, std::vector<Tensor>& t) {
     b.layer_norm(t[3], t[0], t[1], t[2], 1e-6f);
-    b.rms_norm(t[3], t[3], &t[1], 300, 1e-6f);
-    b.rms_norm(t[3], t[3], nullptr, 30, 1e-6f);
+    b.rms_norm(t[3], t[3], &t[1], 300, 1e-6f, nullptr);
+    b.rms_norm(t[3], t[3], nullptr, 30, 1e-6f, nullptr);
   };
   auto cpu = tessera::cpu::make_cpu_backend(1);
   const std::vector<float> ref = run_on(*cpu, c);

@@ -179,8 +179,9 @@ class CountingBackend final : public gpu::Backend {
                   float eps) override {
     in->layer_norm(y, x, g, b, eps);
   }
-  void rms_norm(const gpu::Tensor& y, const gpu::Tensor& x, const gpu::Tensor* w, int64_t g, float eps) override {
-    in->rms_norm(y, x, w, g, eps);
+  void rms_norm(const gpu::Tensor& y, const gpu::Tensor& x, const gpu::Tensor* w, int64_t g, float eps,
+                const gpu::Tensor* residual) override {
+    in->rms_norm(y, x, w, g, eps, residual);
   }
   void add(const gpu::Tensor& y, const gpu::Tensor& a, const gpu::Tensor& b) override { in->add(y, a, b); }
   void mul(const gpu::Tensor& y, const gpu::Tensor& a, const gpu::Tensor& b) override { in->mul(y, a, b); }
