@@ -69,10 +69,13 @@ struct Norm {
   float eps;
   u32 has_residual, ldr;
 };
-// Rotary embedding in place: x [rows, heads*head_dim], cos/sin f32 [rows, head_dim].
+// Rotary embedding in place: x [rows, heads*head_dim], cos/sin f32 [rows, head_dim]; rope_norm RMS-norms each
+// head first (eps, an optional weight of any type).
 struct Rope {
   u32 rows, heads, head_dim, sections, ldx, ldc;
-  u32 pad0, pad1;
+  u32 has_weight, weight_type;
+  float eps;
+  u32 pad0, pad1, pad2;
 };
 // One attention segment: q/k/v/out bound at the segment's first row; scores scaled by `scale`.
 struct Attention {

@@ -137,8 +137,8 @@ class CpuBackend final : public gpu::Backend {
     cpu::affine(ctx_, y, x, sub, m, scale, shift);
   }
   void rope(const gpu::Tensor& x, const gpu::Tensor& cos, const gpu::Tensor& sin, int64_t heads, int64_t head_dim,
-            int64_t sections) override {
-    cpu::rope(ctx_, x, cos, sin, heads, head_dim, sections);
+            int64_t sections, const gpu::HeadNorm* norm) override {
+    cpu::rope(ctx_, x, cos, sin, heads, head_dim, sections, norm);
   }
   int64_t attention_query_block() const override { return ctx_.k.attention_query_block; }
   void attention(const gpu::Tensor& out, const gpu::Tensor& q, const gpu::Tensor& k, const gpu::Tensor& v,

@@ -52,7 +52,10 @@ struct Kernels {
   void (*layer_norm_row)(float* y, const float* x, int64_t n, const float* g, const float* b, float eps);
   // y = res + x / rms · w per group of one row (w, res may be null; res may be y, and so may x).
   void (*rms_norm_row)(float* y, const float* x, int64_t n, int64_t group, const float* w, const float* res, float eps);
-  void (*rope_row)(float* x, const float* cos, const float* sin, int64_t heads, int64_t head_dim, int64_t sections);
+  // Rotary embedding in place on one row; with `norm`, each head RMS-normed first (weight nw, may be null:
+  // weightless), as rms_norm_row over head_dim groups would, bit for bit.
+  void (*rope_row)(float* x, const float* cos, const float* sin, int64_t heads, int64_t head_dim, int64_t sections,
+                   bool norm, const float* nw, float eps);
   // Flash attention for one job; scratch holds attention_scratch(nk, hd) floats.
   void (*attention)(const AttnJob& job, float* scratch);
   size_t (*attention_scratch)(int64_t nk, int64_t hd);

@@ -72,6 +72,12 @@ struct LinearArgs {
   float out_max = std::numeric_limits<float>::infinity();
 };
 
+// rope()'s optional first step: an RMS norm over each head (x_h / sqrt(mean(x_h²) + eps) · weight).
+struct HeadNorm {
+  const Tensor* weight = nullptr;  // [1, head_dim], any dtype; null: weightless
+  float eps = 0;
+};
+
 // A run of rows that attend to each other (one image frame). Attention never crosses segments.
 struct Segment {
   int64_t begin = 0, length = 0;
@@ -129,8 +135,13 @@ class Backend {
   // Each head is split into `sections` equal parts (Qwen 1, Gemma 2 axes); within a part of size
   // s, lanes j and j+s/2 rotate together: x_j' = x_j cos_j - x_{j+s/2} sin_j,
   // x_{j+s/2}' = x_{j+s/2} cos_{j+s/2} + x_j sin_{j+s/2}.
+  // With `norm`, each head is first RMS-normed (exactly rms_norm(x, x, norm->weight, head_dim, eps,
+  // null), bit for bit on the CPU) and the normed values rotated: Gemma 4's q and k, rope(N_q(q)),
+  // in one pass instead of two. The norm lives here rather than in rms_norm or a third op because
+  // rope already is the in-place per-head op over x, and in every tower a per-head norm of q or k
+  // is followed by it; its group is always rope's head, so only a weight and eps are new.
   virtual void rope(const Tensor& x, const Tensor& cos, const Tensor& sin, int64_t heads, int64_t head_dim,
-                    int64_t sections) = 0;
+                    int64_t sections, const HeadNorm* norm) = 0;
   // out = softmax(q kᵀ · scale) v per head and segment; q, k, v, out: [rows, heads*head_dim].
   // Tiled with an online softmax: memory O(rows * head_dim), never rows * rows. out may alias q
   // (the towers write it over q's columns of the qkv buffer); it must not overlap k or v.

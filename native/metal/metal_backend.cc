@@ -59,8 +59,9 @@ class MetalBackend final : public gpu::Backend {
               float shift) override {
     rec([&] { encode_affine(*ex_, y, x, sub, m, scale, shift); });
   }
-  void rope(const gpu::Tensor& x, const gpu::Tensor& c, const gpu::Tensor& s, int64_t heads, int64_t hd, int64_t sections) override {
-    rec([&] { encode_rope(*ex_, x, c, s, heads, hd, sections); });
+  void rope(const gpu::Tensor& x, const gpu::Tensor& c, const gpu::Tensor& s, int64_t heads, int64_t hd, int64_t sections,
+            const gpu::HeadNorm* norm) override {
+    rec([&] { encode_rope(*ex_, x, c, s, heads, hd, sections, norm); });
   }
   void attention(const gpu::Tensor& out, const gpu::Tensor& q, const gpu::Tensor& k, const gpu::Tensor& v, int64_t heads, int64_t hd, float scale,
                  const std::vector<gpu::Segment>& segments) override {

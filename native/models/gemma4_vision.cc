@@ -342,7 +342,7 @@ void Gemma4Vision::upload_inputs(const PixelInput& in, const std::vector<int64_t
 // Attention needs k and v of every token of an image, so they are whole; everything else in a
 // block works token by token and runs one row chunk at a time (kRowChunk; the attention phase in
 // Plan::attn_chunk rows), q included:
-//   1. per chunk: N1, then k and v; then their norms and k's rope over all rows;
+//   1. per chunk: N1, then k and v; then over all rows k's norm with its rope (one op), and v's norm;
 //   2. per chunk: N1 again (the same bits as in 1), q, its norm and rope, attention of the chunk's
 //      query rows against all keys of their image, the o projection and the residual add. A chunk's
 //      rows of x change only after k and v of every row are made, and q reads only its own rows.
@@ -358,17 +358,16 @@ void Gemma4Vision::run_block(const StageWeights& w, const Tensors& t, const std:
     backend_.linear(t.k.rows_view(r0, rows), h, w.get(linear_weight(kAttnK)), ck);
     backend_.linear(t.v.rows_view(r0, rows), h, w.get(linear_weight(kAttnV)), cv);
   });
-  backend_.rms_norm(t.k, t.k, &w.get("self_attn.k_norm.weight"), hd, d_.eps, nullptr);
+  const gpu::HeadNorm k_norm{&w.get("self_attn.k_norm.weight"), d_.eps}, q_norm{&w.get("self_attn.q_norm.weight"), d_.eps};
+  backend_.rope(t.k, t.cos, t.sin, d_.heads, hd, 2, &k_norm);  // rope(N_k(k)) in one pass
   backend_.rms_norm(t.v, t.v, nullptr, hd, d_.eps, nullptr);
-  backend_.rope(t.k, t.cos, t.sin, d_.heads, hd, 2);
 
   const gpu::LinearArgs co = clamps(w, kAttnO);
   for_row_chunks(n, t.hq.rows, [&](int64_t r0, int64_t rows) {
     const gpu::Tensor x = t.x.rows_view(r0, rows), h = t.hq.rows_view(0, rows), q = t.q.rows_view(0, rows);
     backend_.rms_norm(h, x, &w.get("input_layernorm.weight"), D, d_.eps, nullptr);
     backend_.linear(q, h, w.get(linear_weight(kAttnQ)), cq);
-    backend_.rms_norm(q, q, &w.get("self_attn.q_norm.weight"), hd, d_.eps, nullptr);
-    backend_.rope(q, t.cos.rows_view(r0, rows), t.sin.rows_view(r0, rows), d_.heads, hd, 2);
+    backend_.rope(q, t.cos.rows_view(r0, rows), t.sin.rows_view(r0, rows), d_.heads, hd, 2, &q_norm);  // rope(N_q(q))
     // Images never attend to each other: the chunk's rows of each image, against all that image's
     // keys (the op's one-segment form, gpu/backend.h). The output overwrites q (allowed: each
     // query row is read before it is written).

@@ -30,7 +30,7 @@ class NoOpsBackend : public gpu::Backend {
   void add(const gpu::Tensor&, const gpu::Tensor&, const gpu::Tensor&) override {}
   void mul(const gpu::Tensor&, const gpu::Tensor&, const gpu::Tensor&) override {}
   void affine(const gpu::Tensor&, const gpu::Tensor&, const gpu::Tensor*, const gpu::Tensor*, float, float) override {}
-  void rope(const gpu::Tensor&, const gpu::Tensor&, const gpu::Tensor&, int64_t, int64_t, int64_t) override {}
+  void rope(const gpu::Tensor&, const gpu::Tensor&, const gpu::Tensor&, int64_t, int64_t, int64_t, const gpu::HeadNorm*) override {}
   void attention(const gpu::Tensor&, const gpu::Tensor&, const gpu::Tensor&, const gpu::Tensor&, int64_t, int64_t,
                  float, const std::vector<gpu::Segment>&) override {}
   void gather_sum(const gpu::Tensor&, const gpu::Tensor&, gpu::Buffer*, int64_t, bool) override {}

@@ -537,9 +537,57 @@ TEST("cpu: rope with 1 and 2 sections") {
                 ref[size_t(r * w + a)] = x.at(r, a) * cs.at(r, ca) - x.at(r, b) * sn.at(r, ca);
                 ref[size_t(r * w + b)] = x.at(r, b) * cs.at(r, cb) + x.at(r, a) * sn.at(r, cb);
               }
-        env.b->rope(x.t, cs.t, sn.t, heads, hd, sections);
+        env.b->rope(x.t, cs.t, sn.t, heads, hd, sections, nullptr);
         expect_close(env.read(x.t), ref, 1e-6, "rope sections " + std::to_string(sections) + " hd " + std::to_string(hd));
       }
+  });
+}
+
+TEST("cpu: rope with a per-head norm first (weighted, weightless) is rms_norm then rope, bit for bit") {
+  each_level([&](Simd level) {
+    Env env(level);
+    Rng rng(14);
+    for (int64_t sections : {1, 2})
+      for (int64_t hd : {72, 64, 16})
+        for (bool weighted : {true, false}) {
+          const int64_t rows = 9, heads = 3, w = heads * hd;
+          const std::string what = std::string(tessera::cpu::simd_name(level)) + " rope+norm sections " +
+                                   std::to_string(sections) + " hd " + std::to_string(hd) + (weighted ? " bf16 weight" : " weightless");
+          Mat x = env.make(rng, rows, w, DType::F32, 5, -3, 3), y = env.make(rng, rows, w, DType::F32, 5);
+          Mat cs = env.make(rng, rows, hd), sn = env.make(rng, rows, hd), wt = env.make(rng, 1, hd, DType::BF16, 0, 0.5f, 1.5f);
+          std::vector<double> ref(size_t(rows * w));
+          const int64_t s = hd / sections, half = s / 2;
+          for (int64_t r = 0; r < rows; ++r)
+            for (int64_t h = 0; h < heads; ++h) {
+              double ss = 0;
+              for (int64_t j = 0; j < hd; ++j) ss += x.at(r, h * hd + j) * x.at(r, h * hd + j);
+              const double rs = 1 / std::sqrt(ss / double(hd) + 1e-6);
+              auto n = [&](int64_t j) { return x.at(r, h * hd + j) * rs * (weighted ? wt.at(0, j) : 1.0); };
+              for (int64_t p = 0; p < sections; ++p)
+                for (int64_t j = 0; j < half; ++j) {
+                  const int64_t a = p * s + j, b = a + half;
+                  ref[size_t(r * w + h * hd + a)] = n(a) * cs.at(r, a) - n(b) * sn.at(r, a);
+                  ref[size_t(r * w + h * hd + b)] = n(b) * cs.at(r, b) + n(a) * sn.at(r, b);
+                }
+            }
+          // the two ops it replaces, on a copy
+          env.b->rms_norm(y.t, x.t, weighted ? &wt.t : nullptr, hd, 1e-6f, nullptr);
+          env.b->rope(y.t, cs.t, sn.t, heads, hd, sections, nullptr);
+          const HeadNorm norm{weighted ? &wt.t : nullptr, 1e-6f};
+          env.b->rope(x.t, cs.t, sn.t, heads, hd, sections, &norm);
+          const std::vector<float> got = env.read(x.t), two = env.read(y.t);
+          expect_close(got, ref, 1e-5, what);
+          EXPECT_MSG(std::memcmp(got.data(), two.data(), got.size() * 4) == 0, what << ": differs from rms_norm then rope");
+        }
+    Mat x = env.make(rng, 2, 32), cs = env.make(rng, 2, 16), wt = env.make(rng, 1, 8);
+    const HeadNorm bad{&wt.t, 1e-6f};
+    std::string msg;
+    try {
+      env.b->rope(x.t, cs.t, cs.t, 2, 16, 1, &bad);
+    } catch (const tessera::Error& e) {
+      if (e.code() == tessera::Code::InvalidArgument) msg = e.what();
+    }
+    EXPECT_MSG(msg.find("norm weight") != std::string::npos, "rope with an [1, 8] norm weight for head_dim 16: '" << msg << "'");
   });
 }
 

@@ -269,7 +269,24 @@ TEST("metal: rope vs cpu (Qwen 1 section, Gemma 2 sections; head_dim 16, 64, 72;
       const int64_t heads = 3, rows = 33;
       c.in = {make(g, rows, 3 * heads * hd), make(g, rows, hd), make(g, rows, hd)};
       c.out = 0;
-      c.op = [=](Backend& b, std::vector<Tensor>& t) { b.rope(t[0].cols_view(heads * hd, heads * hd), t[1], t[2], heads, hd, sections); };
+      c.op = [=](Backend& b, std::vector<Tensor>& t) { b.rope(t[0].cols_view(heads * hd, heads * hd), t[1], t[2], heads, hd, sections, nullptr); };
+      check(c);
+    }
+  // each head RMS-normed first (Gemma 4's q and k): weighted (f32, bf16) and weightless; 9 heads: more heads
+  // than the kernel's 8 simdgroups, so a simdgroup takes a second head
+  for (int64_t hd : {16, 64, 72, 80})
+    for (int weight = 0; weight < 3; weight++) {
+      const int64_t sections = hd == 80 ? 1 : 2, heads = hd == 72 ? 9 : 3, rows = 17;
+      Case c;
+      c.name = "rope+norm hd=" + std::to_string(hd) + " sections=" + std::to_string(sections) + " heads=" + std::to_string(heads) +
+               (weight == 0 ? " weightless" : weight == 1 ? " f32 weight" : " bf16 weight");
+      c.in = {make(g, rows, 2 * heads * hd, DType::F32, 1, -3, 3), make(g, rows, hd), make(g, rows, hd),
+              make(g, 1, hd, weight == 2 ? DType::BF16 : DType::F32, 0, 0.5f, 1.5f)};
+      c.out = 0;
+      c.op = [=](Backend& b, std::vector<Tensor>& t) {
+        const HeadNorm norm{weight ? &t[3] : nullptr, 1e-6f};
+        b.rope(t[0].cols_view(heads * hd, heads * hd), t[1], t[2], heads, hd, sections, &norm);
+      };
       check(c);
     }
 }

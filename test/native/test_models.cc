@@ -190,8 +190,8 @@ class CountingBackend final : public gpu::Backend {
     in->affine(y, x, s, m, k, shift);
   }
   void rope(const gpu::Tensor& x, const gpu::Tensor& c, const gpu::Tensor& s, int64_t h, int64_t hd,
-            int64_t sec) override {
-    in->rope(x, c, s, h, hd, sec);
+            int64_t sec, const gpu::HeadNorm* norm) override {
+    in->rope(x, c, s, h, hd, sec, norm);
   }
   void attention(const gpu::Tensor& o, const gpu::Tensor& q, const gpu::Tensor& k, const gpu::Tensor& v, int64_t h,
                  int64_t hd, float sc, const std::vector<gpu::Segment>& seg) override {
