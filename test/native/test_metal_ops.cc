@@ -492,17 +492,19 @@ TEST("metal counts: traffic: GEMM within 2x of the 64x64-tile ideal, attention w
   }
 }
 
-TEST("metal: a pipeline allowing fewer threads: norms adapt, matmul refuses with ERR_GPU") {
+TEST("metal: a pipeline allowing fewer threads: norms and rope's norm adapt, matmul refuses with ERR_GPU") {
   if (!enabled() || on_gpu()) return;
   std::mt19937 g(17);
   Case c;
-  c.name = "layer_norm + rms_norm with pipelines of 64 threads";
-  c.in = {make(g, 3, 300, DType::F32, 0, -2, 3), make(g, 1, 300), make(g, 1, 300), make(g, 3, 300)};
+  c.name = "layer_norm + rms_norm + rope with a head norm, pipelines of 64 threads";
+  c.in = {make(g, 3, 300, DType::F32, 0, -2, 3), make(g, 1, 300), make(g, 1, 300), make(g, 3, 300), make(g, 3, 60), make(g, 3, 60), make(g, 1, 60)};
   c.out = 3;
   c.op = [](Backend& b, std::vector<Tensor>& t) {
     b.layer_norm(t[3], t[0], t[1], t[2], 1e-6f);
     b.rms_norm(t[3], t[3], &t[1], 300, 1e-6f, nullptr);
     b.rms_norm(t[3], t[3], nullptr, 30, 1e-6f, nullptr);
+    const HeadNorm norm{&t[6], 1e-6f};
+    b.rope(t[3], t[4], t[5], 5, 60, 2, &norm);  // 5 heads for 2 simdgroups
   };
   auto cpu = tessera::cpu::make_cpu_backend(1);
   const std::vector<float> ref = run_on(*cpu, c);
