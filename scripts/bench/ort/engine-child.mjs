@@ -5,6 +5,7 @@
 //           embed stage) and output (the last block) as raw f32 files for the other engines
 //   tessera the tower at `threads` threads; ms = sum of the block stages' wall times (onProgress)
 //   ort     onnxruntime-node on one ONNX variant at `threads` intra-op threads; ms = session.run
+//           (from `ortDir` when given: a copy held to a lower ISA, ort-held.mjs)
 import { readFileSync, writeFileSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { join } from 'node:path';
@@ -56,7 +57,7 @@ async function makeEngine() {
     };
   }
   if (job.role === 'ort') {
-    const ort = require('onnxruntime-node');
+    const ort = require(job.ortDir ?? 'onnxruntime-node');
     const session = await ort.InferenceSession.create(job.file, {
       intraOpNumThreads: job.threads, interOpNumThreads: 1, graphOptimizationLevel: 'all', executionMode: 'sequential', logSeverityLevel: 3,
     });
