@@ -23,7 +23,7 @@ import {
   type Progress,
 } from './options.js';
 import type { ImageInput } from './image/index.js';
-import { activationBudget, chooseResidency, heldWeightBytes, splitBatch, type Residency, type WeightMemory } from './residency/index.js';
+import { activationBudget, chooseResidency, heldWeightBytes, splitBatch, type WeightMemory } from './residency/index.js';
 import { concatPrepared, splitResult, stageRecords, type StageShape } from './batch.js';
 import type { TowerSpec } from './spec/types.js';
 import { describe, peakRss, type MemoryInfo, type TowerInfo } from './tower-info.js';

@@ -1,19 +1,13 @@
 // The fleet as a Node service embeds it (tessera-vision/fleet): createWorker with the service's own
 // ioredis client and open tower, enqueueImages and waitForJobs; job progress carries the worker's
 // counters; close() leaves what the caller owns open. And the CLI's usage errors.
-import { mkdtempSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Queue, QueueEvents } from 'bullmq';
 import { Redis } from 'ioredis';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { beforeAll, describe, expect, it } from 'vitest';
 import { VisionTower } from '../src/index.js';
 import { createWorker, enqueueImages, waitForJobs, type FleetJobEvent, type ImageJobResult } from '../src/fleet/index.js';
-import { MODEL, ensureDist, expectOutputsEqualEncode, makeImages, tessera } from './helpers/fleet.js';
-import { REDIS_MISSING, redisServerAvailable, startRedis, type RedisServer } from './helpers/redis.js';
-
-const HAVE_REDIS = redisServerAvailable();
-if (!HAVE_REDIS) console.warn(REDIS_MISSING);
+import { ensureDist, expectOutputsEqualEncode, HAVE_REDIS, makeImages, MODEL, tessera, useFleet } from './helpers/fleet.js';
 
 describe('fleet CLI usage', () => {
   beforeAll(() => ensureDist());
@@ -35,23 +29,13 @@ describe('fleet CLI usage', () => {
 });
 
 describe.skipIf(!HAVE_REDIS)('fleet API', () => {
-  let redis: RedisServer;
-  let tmp: string;
-
-  beforeAll(async () => {
-    tmp = mkdtempSync(join(tmpdir(), 'tessera-fleet-api-'));
-    redis = await startRedis();
-  });
-  afterAll(async () => {
-    await redis?.stop();
-    rmSync(tmp, { recursive: true, force: true });
-  });
+  const fleet = useFleet('api');
 
   it("runs in the service's process with the service's client and tower, and leaves both open", async () => {
-    const images = join(tmp, 'images');
-    const out = join(tmp, 'out');
+    const images = join(fleet.tmp, 'images');
+    const out = join(fleet.tmp, 'out');
     const good = await makeImages(images, 6, false);
-    const client = new Redis(redis.url, { maxRetriesPerRequest: null });
+    const client = new Redis(fleet.redis.url, { maxRetriesPerRequest: null });
     const tower = await VisionTower.open(MODEL, { backend: 'cpu' });
     const events: FleetJobEvent[] = [];
     const worker = await createWorker({ redis: client, queue: 'api', model: tower, outDir: out, name: 'embedded', onEvent: (e) => events.push(e) });

@@ -1,16 +1,10 @@
 // Enqueuing the same work more than once does it once: two enqueues at the same moment, a third
 // before any worker runs, a fourth with --wait, a fifth after everything finished; the job id is
 // a hash of input, options and output path, so the same folder with other options is other work.
-import { mkdtempSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { jobIdOf } from '../src/fleet/job.js';
-import { BAD_IMAGES, ensureDist, expectOutputsEqualEncode, killWorker, makeImages, settledOutcomes, startWorker, tessera, tesseraAsync, type WorkerProcess } from './helpers/fleet.js';
-import { REDIS_MISSING, redisServerAvailable, startRedis, type RedisServer } from './helpers/redis.js';
-
-const HAVE_REDIS = redisServerAvailable();
-if (!HAVE_REDIS) console.warn(REDIS_MISSING);
+import { BAD_IMAGES, expectOutputsEqualEncode, HAVE_REDIS, makeImages, settledOutcomes, startWorker, tessera, tesseraAsync, useFleet } from './helpers/fleet.js';
 
 describe('fleet job ids', () => {
   it('depend on input, options and output path, not on key order', () => {
@@ -31,26 +25,13 @@ describe('fleet job ids', () => {
 });
 
 describe.skipIf(!HAVE_REDIS)('fleet: duplicate enqueue', () => {
-  let redis: RedisServer;
-  let tmp: string;
-  let workers: WorkerProcess[] = [];
-
-  beforeAll(async () => {
-    ensureDist();
-    tmp = mkdtempSync(join(tmpdir(), 'tessera-fleet-dup-'));
-    redis = await startRedis();
-  });
-  afterAll(async () => {
-    await Promise.all(workers.map(killWorker));
-    await redis?.stop();
-    rmSync(tmp, { recursive: true, force: true });
-  });
+  const fleet = useFleet('dup');
 
   it('adds each job once and does it once', async () => {
-    const images = join(tmp, 'images');
-    const out = join(tmp, 'out');
+    const images = join(fleet.tmp, 'images');
+    const out = join(fleet.tmp, 'out');
     const good = await makeImages(images, 10);
-    const q = ['--redis', redis.url, '--queue', 'dup'];
+    const q = ['--redis', fleet.redis.url, '--queue', 'dup'];
 
     // Two enqueues at once, before any worker: 13 jobs in all, not 26.
     const [a, b] = await Promise.all([tesseraAsync(['enqueue', images, ...q]).done, tesseraAsync(['enqueue', images, ...q]).done]);
@@ -60,7 +41,7 @@ describe.skipIf(!HAVE_REDIS)('fleet: duplicate enqueue', () => {
     const third = await tessera(['enqueue', images, ...q]);
     expect(third.stdout).toMatch(/enqueued 0 new jobs on dup; 13 already there \(waiting 13\)/);
 
-    workers = [await startWorker(redis.url, 'dup', out)];
+    fleet.workers = [await startWorker(fleet.redis.url, 'dup', out)];
     const fourth = await tessera(['enqueue', images, ...q, '--wait']);
     expect(fourth.code).toBe(1);
     expect(fourth.stdout).toMatch(/done: 10 of 13 completed, 3 failed/);
@@ -70,11 +51,11 @@ describe.skipIf(!HAVE_REDIS)('fleet: duplicate enqueue', () => {
     expect(summary.find((l) => l['type'] === 'enqueued')).toMatchObject({ jobs: 13, added: 0, existing: { completed: 10, failed: 3 } });
     expect(summary.filter((l) => l['type'] === 'failed').map((l) => l['code']).sort()).toEqual(Object.values(BAD_IMAGES).sort());
 
-    const { completed, failed } = await settledOutcomes(workers, 13);
+    const { completed, failed } = await settledOutcomes(fleet.workers, 13);
         for (const img of good) expect(completed.get(img)?.length, img).toBe(1);
     expect(completed.size).toBe(10);
     expect(failed.size).toBe(3);
-    for (const l of workers[0]!.lines) if (l.input?.includes('/bad/')) expect(l.final).toBe(true);
+    for (const l of fleet.workers[0]!.lines) if (l.input?.includes('/bad/')) expect(l.final).toBe(true);
     s = JSON.parse((await tessera(['queue-status', ...q, '--json'])).stdout) as { counts: Record<string, number> };
     expect(s.counts).toMatchObject({ completed: 10, failed: 3, waiting: 0 });
     await expectOutputsEqualEncode(images, out, good);

@@ -5,33 +5,16 @@
 // the other worker finishes it, skipping what the dead one had already written (each output file
 // written exactly once); a transient error (a 503 fetch) retries the group, which then skips the
 // images already written.
-import { mkdtempSync, readFileSync, rmSync, statSync } from 'node:fs';
+import { readFileSync, statSync } from 'node:fs';
 import { createHash } from 'node:crypto';
 import { createServer } from 'node:http';
-import { tmpdir } from 'node:os';
+
 import { join, relative } from 'node:path';
 import { Queue, type Job } from 'bullmq';
 import { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { GROUP_JOB, MAX_GROUP_IMAGES, groupJobIdOf, type GroupJobResult } from '../src/fleet/job.js';
-import {
-  BAD_IMAGES,
-  ensureDist,
-  expectOutputsEqualEncode,
-  jsonLines,
-  killWorker,
-  makeBigImage,
-  makeImages,
-  startWorker,
-  tessera,
-  MODEL,
-  type JobLine,
-  type WorkerProcess,
-} from './helpers/fleet.js';
-import { REDIS_MISSING, redisServerAvailable, startRedis, type RedisServer } from './helpers/redis.js';
-
-const HAVE_REDIS = redisServerAvailable();
-if (!HAVE_REDIS) console.warn(REDIS_MISSING);
+import { BAD_IMAGES, expectOutputsEqualEncode, HAVE_REDIS, type JobLine, jsonLines, killWorker, makeBigImage, makeImages, MODEL, startWorker, tessera, useFleet } from './helpers/fleet.js';
 
 const sha256 = (path: string) => createHash('sha256').update(readFileSync(path)).digest('hex');
 const outputOf = (root: string, out: string, img: string) => join(out, relative(root, img).replace(/\.[^./]+$/, '') + '.safetensors');
@@ -51,30 +34,22 @@ describe('fleet group job ids', () => {
 });
 
 describe.skipIf(!HAVE_REDIS)('fleet: group jobs', () => {
-  let redis: RedisServer;
-  let tmp: string;
+  const fleet = useFleet('group');
   let conn: Redis;
-  let workers: WorkerProcess[] = [];
 
   beforeAll(async () => {
-    ensureDist();
-    tmp = mkdtempSync(join(tmpdir(), 'tessera-fleet-group-'));
-    redis = await startRedis();
-    conn = new Redis(redis.url, { maxRetriesPerRequest: null });
+    conn = new Redis(fleet.redis.url, { maxRetriesPerRequest: null });
   });
   afterAll(async () => {
-    await Promise.all(workers.map(killWorker));
     conn?.disconnect();
-    await redis?.stop();
-    rmSync(tmp, { recursive: true, force: true });
   });
 
   it('a bad image among good ones fails alone, once, with its code; the good ones equal tower.encode; a second enqueue adds nothing', async () => {
-    const images = join(tmp, 'images');
-    const out = join(tmp, 'out');
+    const images = join(fleet.tmp, 'images');
+    const out = join(fleet.tmp, 'out');
     const good = await makeImages(images, 9);
-    const q = ['--redis', redis.url, '--queue', 'group'];
-    workers = [await startWorker(redis.url, 'group', out)];
+    const q = ['--redis', fleet.redis.url, '--queue', 'group'];
+    fleet.workers = [await startWorker(fleet.redis.url, 'group', out)];
 
     // 12 images sorted (bad/ first): groups of 4, the first holds the 3 bad ones and a good one.
     const r = await tessera(['enqueue', images, ...q, '--group', '4', '--wait']);
@@ -109,8 +84,8 @@ describe.skipIf(!HAVE_REDIS)('fleet: group jobs', () => {
       expect(res && 'tokens' in res && res.tokens).toBeGreaterThan(0);
     }
     // One log line per group, each good image encoded once over them; one manifest line per image.
-    const completedLines = () => workers.flatMap((w) => w.lines).filter((l) => l.type === 'job' && l.event === 'completed');
-    await workers[0]!.waitFor(() => completedLines().length === 3);
+    const completedLines = () => fleet.workers.flatMap((w) => w.lines).filter((l) => l.type === 'job' && l.event === 'completed');
+    await fleet.workers[0]!.waitFor(() => completedLines().length === 3);
     const encodedInLogs = completedLines().flatMap((l) => (l['images'] as { input: string; status: string }[]).filter((i) => i.status === 'encoded').map((i) => i.input));
     expect(encodedInLogs.sort()).toEqual(good);
     const manifest = readFileSync(join(out, 'manifest.jsonl'), 'utf8').trim().split('\n').map((l) => JSON.parse(l) as { input: string; status: string; error?: { code: string } });
@@ -137,9 +112,9 @@ describe.skipIf(!HAVE_REDIS)('fleet: group jobs', () => {
   });
 
   it('a worker SIGKILLed mid-group leaves it to stalled-job recovery; the other finishes it, every output written exactly once', async () => {
-    await Promise.all(workers.map(killWorker));
-    const images = join(tmp, 'kill-images');
-    const out = join(tmp, 'kill-out');
+    await Promise.all(fleet.workers.map(killWorker));
+    const images = join(fleet.tmp, 'kill-images');
+    const out = join(fleet.tmp, 'kill-out');
     const small = await makeImages(images, 6, false);
     // Sorted: the four small ones of good/ first (written before the big one is reached), the big one, then nested/ ones.
     const big = join(images, 'good', 'm-big.png');
@@ -149,8 +124,8 @@ describe.skipIf(!HAVE_REDIS)('fleet: group jobs', () => {
     const groupId = groupJobIdOf({ inputs: inputs.map((i) => ({ input: i, rel: relative(images, i) })), options: BIG });
 
     const FAST_RECOVERY = ['--lock-duration', '4000', '--stalled-interval', '1000'];
-    workers = await Promise.all([0, 1].map(() => startWorker(redis.url, 'kill', out, FAST_RECOVERY)));
-    const q = ['--redis', redis.url, '--queue', 'kill'];
+    fleet.workers = await Promise.all([0, 1].map(() => startWorker(fleet.redis.url, 'kill', out, FAST_RECOVERY)));
+    const q = ['--redis', fleet.redis.url, '--queue', 'kill'];
     const e = await tessera(['enqueue', images, ...q, '--group', String(inputs.length), '--max-pixels', String(BIG.maxPixels), '--json']);
     expect(e.code, e.stderr).toBe(0);
     expect(jsonLines(e.stdout).find((l) => l['type'] === 'job')).toMatchObject({ id: groupId, state: 'added' });
@@ -163,7 +138,7 @@ describe.skipIf(!HAVE_REDIS)('fleet: group jobs', () => {
     const holder = (await queue.getJob(groupId))!;
     expect(await holder.getState()).toBe('active');
     // processedBy: the worker's name, host:pid by default.
-    const victim = workers.find((w) => w.pid === Number(String(holder.processedBy).split(':').pop()))!;
+    const victim = fleet.workers.find((w) => w.pid === Number(String(holder.processedBy).split(':').pop()))!;
     expect(victim, `processedBy ${holder.processedBy}`).toBeDefined();
     // What the dead worker had written, and the files' identity (an atomic rewrite is a new inode).
     const before = new Map<string, number>();
@@ -176,7 +151,7 @@ describe.skipIf(!HAVE_REDIS)('fleet: group jobs', () => {
     expect(before.size).toBeGreaterThanOrEqual(4);
     expect(before.has(big)).toBe(false);
 
-    const survivor = workers.find((w) => w !== victim)!;
+    const survivor = fleet.workers.find((w) => w !== victim)!;
     const done = (await survivor.waitFor((l) => l.event === 'completed' && l.jobId === groupId, 60_000)) as JobLine & GroupJobResult;
     expect(done['attempt']).toBe(1); // a stalled job's recovery is not a failed attempt
     expect(victim.lines.some((l) => l.jobId === groupId && l.event === 'completed')).toBe(false);
@@ -193,9 +168,9 @@ describe.skipIf(!HAVE_REDIS)('fleet: group jobs', () => {
     await queue.close();
   });
   it('a transient error on one image retries the group after the others are written; the retry skips them', async () => {
-    await Promise.all(workers.map(killWorker));
-    const images = join(tmp, 'retry-images');
-    const out = join(tmp, 'retry-out');
+    await Promise.all(fleet.workers.map(killWorker));
+    const images = join(fleet.tmp, 'retry-images');
+    const out = join(fleet.tmp, 'retry-out');
     const [local, served] = await makeImages(images, 2, false);
     let hits = 0;
     const server = createServer((_req, res) => (++hits === 1 ? void res.writeHead(503).end('busy') : void res.writeHead(200, { 'content-type': 'image/png' }).end(readFileSync(served!))));
@@ -203,11 +178,11 @@ describe.skipIf(!HAVE_REDIS)('fleet: group jobs', () => {
     const addr = server.address();
     const url = `http://127.0.0.1:${typeof addr === 'object' && addr ? addr.port : 0}/flaky/page.png`;
     try {
-      workers = [await startWorker(redis.url, 'retry', out)];
-      const r = await tessera(['enqueue', local!, '-', '--redis', redis.url, '--queue', 'retry', '--group', '2', '--backoff-ms', '200', '--wait'], url + '\n');
+      fleet.workers = [await startWorker(fleet.redis.url, 'retry', out)];
+      const r = await tessera(['enqueue', local!, '-', '--redis', fleet.redis.url, '--queue', 'retry', '--group', '2', '--backoff-ms', '200', '--wait'], url + '\n');
       expect(r.code, r.stdout + r.stderr).toBe(0);
       expect(hits).toBe(2);
-      const w = workers[0]!;
+      const w = fleet.workers[0]!;
       const retried = w.lines.find((l) => l.event === 'failed')!;
       expect(retried).toMatchObject({ code: 'ERR_IO', final: false, inputs: [local, url] });
       const done = (await w.waitFor((l) => l.event === 'completed')) as JobLine & GroupJobResult;

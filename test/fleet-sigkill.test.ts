@@ -1,18 +1,12 @@
 // A worker SIGKILLed in the middle of an encode: its job's lock stops being renewed, BullMQ's
 // stalled-job check (short intervals here) puts the job back, and the other worker completes it:
 // once, with the same bytes tower.encode gives. The killed worker never reported it completed.
-import { mkdtempSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { QueueEvents, Queue } from 'bullmq';
 import { Redis } from 'ioredis';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { ensureDist, expectOutputsEqualEncode, killWorker, makeBigImage, makeImages, settledOutcomes, startWorker, tessera, type WorkerProcess } from './helpers/fleet.js';
-import { REDIS_MISSING, redisServerAvailable, startRedis, type RedisServer } from './helpers/redis.js';
+import { describe, expect, it } from 'vitest';
+import { expectOutputsEqualEncode, HAVE_REDIS, makeBigImage, makeImages, settledOutcomes, startWorker, tessera, useFleet } from './helpers/fleet.js';
 import { jobIdOf } from '../src/fleet/job.js';
-
-const HAVE_REDIS = redisServerAvailable();
-if (!HAVE_REDIS) console.warn(REDIS_MISSING);
 
 // Lock 4 s (renewed every 2 s by a live worker, slack enough on a loaded machine), stalled check
 // every 1 s: a dead worker's job is back in the queue within about 5 s.
@@ -21,32 +15,19 @@ const FAST_RECOVERY = ['--lock-duration', '4000', '--stalled-interval', '1000'];
 const BIG = { maxPixels: 2048 * 2048 };
 
 describe.skipIf(!HAVE_REDIS)('fleet: a worker SIGKILLed mid-encode', () => {
-  let redis: RedisServer;
-  let tmp: string;
-  let workers: WorkerProcess[] = [];
-
-  beforeAll(async () => {
-    ensureDist();
-    tmp = mkdtempSync(join(tmpdir(), 'tessera-fleet-kill-'));
-    redis = await startRedis();
-  });
-  afterAll(async () => {
-    await Promise.all(workers.map(killWorker));
-    await redis?.stop();
-    rmSync(tmp, { recursive: true, force: true });
-  });
+  const fleet = useFleet('kill');
 
   it("leaves its job to stalled-job recovery, and another worker completes it once", async () => {
-    const images = join(tmp, 'images');
-    const out = join(tmp, 'out');
+    const images = join(fleet.tmp, 'images');
+    const out = join(fleet.tmp, 'out');
     const big = join(images, 'big', 'page.png');
     await makeBigImage(big, 2048);
     const small = await makeImages(images, 8, false);
-    const q = ['--redis', redis.url, '--queue', 'kill'];
+    const q = ['--redis', fleet.redis.url, '--queue', 'kill'];
     const bigId = jobIdOf({ input: big, rel: 'page.png', options: BIG });
 
     // Watch the queue's events for the big job's start: its progress names the worker's pid.
-    const conn = new Redis(redis.url, { maxRetriesPerRequest: null });
+    const conn = new Redis(fleet.redis.url, { maxRetriesPerRequest: null });
     const events = new QueueEvents('kill', { connection: conn });
     await events.waitUntilReady();
     const started = new Promise<number>((resolve) =>
@@ -55,14 +36,14 @@ describe.skipIf(!HAVE_REDIS)('fleet: a worker SIGKILLed mid-encode', () => {
       }),
     );
 
-    workers = await Promise.all([0, 1].map(() => startWorker(redis.url, 'kill', out, FAST_RECOVERY)));
+    fleet.workers = await Promise.all([0, 1].map(() => startWorker(fleet.redis.url, 'kill', out, FAST_RECOVERY)));
     // The big one first (it is taken first), then the small ones.
     expect((await tessera(['enqueue', images + '/big', ...q, '--max-pixels', String(BIG.maxPixels)])).code).toBe(0);
     expect((await tessera(['enqueue', images + '/good', ...q])).code).toBe(0);
 
     const victimPid = await started;
-    const victim = workers.find((w) => w.pid === victimPid)!;
-    const survivor = workers.find((w) => w.pid !== victimPid)!;
+    const victim = fleet.workers.find((w) => w.pid === victimPid)!;
+    const survivor = fleet.workers.find((w) => w.pid !== victimPid)!;
     victim.proc.kill('SIGKILL');
     expect((await victim.exited).signal).toBe('SIGKILL');
 
@@ -73,7 +54,7 @@ describe.skipIf(!HAVE_REDIS)('fleet: a worker SIGKILLed mid-encode', () => {
 
     const wait = await tessera(['enqueue', images + '/good', ...q, '--wait']);
     expect(wait.code, wait.stdout + wait.stderr).toBe(0);
-    const { completed, failed } = await settledOutcomes(workers, 1 + small.length);
+    const { completed, failed } = await settledOutcomes(fleet.workers, 1 + small.length);
     expect(failed.size).toBe(0);
     for (const img of [big, ...small]) expect(completed.get(img)?.length, img).toBe(1);
 

@@ -2,45 +2,28 @@
 // tower.encode's bytes), takes no other, and exits 0; the other worker does the rest. The job's input
 // is a URL whose answer the test holds back until the worker has said it is stopping, so the signal
 // lands inside the job on any machine, however fast it encodes.
-import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { readFileSync } from 'node:fs';
 import { createServer, type Server } from 'node:http';
-import { tmpdir } from 'node:os';
+
 import { join } from 'node:path';
 import { QueueEvents } from 'bullmq';
 import { Redis } from 'ioredis';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { ensureDist, expectOutputsEqualEncode, killWorker, makeBigImage, makeImages, settledOutcomes, startWorker, tessera, type WorkerProcess } from './helpers/fleet.js';
-import { REDIS_MISSING, redisServerAvailable, startRedis, type RedisServer } from './helpers/redis.js';
+import { describe, expect, it } from 'vitest';
+import { expectOutputsEqualEncode, HAVE_REDIS, makeBigImage, makeImages, settledOutcomes, startWorker, tessera, useFleet } from './helpers/fleet.js';
 import { jobIdOf } from '../src/fleet/job.js';
-
-const HAVE_REDIS = redisServerAvailable();
-if (!HAVE_REDIS) console.warn(REDIS_MISSING);
 
 const BIG = { maxPixels: 1536 * 1536 };
 
 describe.skipIf(!HAVE_REDIS)('fleet: SIGTERM during a job', () => {
-  let redis: RedisServer;
-  let tmp: string;
-  let workers: WorkerProcess[] = [];
-
-  beforeAll(async () => {
-    ensureDist();
-    tmp = mkdtempSync(join(tmpdir(), 'tessera-fleet-term-'));
-    redis = await startRedis();
-  });
-  afterAll(async () => {
-    await Promise.all(workers.map(killWorker));
-    await redis?.stop();
-    rmSync(tmp, { recursive: true, force: true });
-  });
+  const fleet = useFleet('term');
 
   it('finishes the current job, takes no other, exits 0', async () => {
-    const images = join(tmp, 'images');
-    const out = join(tmp, 'out');
+    const images = join(fleet.tmp, 'images');
+    const out = join(fleet.tmp, 'out');
     const big = join(images, 'big', 'page.png');
     await makeBigImage(big, 1536);
     const small = await makeImages(images, 12, false);
-    const q = ['--redis', redis.url, '--queue', 'term'];
+    const q = ['--redis', fleet.redis.url, '--queue', 'term'];
 
     // The big page over HTTP, answered only once `release` is called.
     let release!: () => void;
@@ -55,7 +38,7 @@ describe.skipIf(!HAVE_REDIS)('fleet: SIGTERM during a job', () => {
     const bigUrl = `http://127.0.0.1:${typeof addr === 'object' && addr ? addr.port : 0}/page.png`;
     const bigId = jobIdOf({ input: bigUrl, rel: 'page.png', options: BIG });
 
-    const conn = new Redis(redis.url, { maxRetriesPerRequest: null });
+    const conn = new Redis(fleet.redis.url, { maxRetriesPerRequest: null });
     const events = new QueueEvents('term', { connection: conn });
     await events.waitUntilReady();
     const started = new Promise<number>((resolve) =>
@@ -64,13 +47,13 @@ describe.skipIf(!HAVE_REDIS)('fleet: SIGTERM during a job', () => {
       }),
     );
 
-    workers = await Promise.all([0, 1].map(() => startWorker(redis.url, 'term', out)));
+    fleet.workers = await Promise.all([0, 1].map(() => startWorker(fleet.redis.url, 'term', out)));
     expect((await tessera(['enqueue', bigUrl, ...q, '--max-pixels', String(BIG.maxPixels)])).code).toBe(0);
     expect((await tessera(['enqueue', images + '/good', ...q])).code).toBe(0);
 
     const pid = await started;
-    const stopped = workers.find((w) => w.pid === pid)!;
-    const other = workers.find((w) => w.pid !== pid)!;
+    const stopped = fleet.workers.find((w) => w.pid === pid)!;
+    const other = fleet.workers.find((w) => w.pid !== pid)!;
     stopped.proc.kill('SIGTERM');
     await stopped.waitFor((l) => l.event === 'stopping');
     release();
@@ -87,7 +70,7 @@ describe.skipIf(!HAVE_REDIS)('fleet: SIGTERM during a job', () => {
 
     const wait = await tessera(['enqueue', images + '/good', ...q, '--wait']);
     expect(wait.code, wait.stdout + wait.stderr).toBe(0);
-    const { completed, failed } = await settledOutcomes(workers, 1 + small.length);
+    const { completed, failed } = await settledOutcomes(fleet.workers, 1 + small.length);
     expect(failed.size).toBe(0);
     for (const img of [bigUrl, ...small]) expect(completed.get(img)?.length, img).toBe(1);
     expect(other.lines.some((l) => l.jobId === bigId)).toBe(false);

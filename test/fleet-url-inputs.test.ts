@@ -3,32 +3,22 @@
 // worker's --max-fetch-bytes fails at once (ERR_IMAGE_TOO_LARGE), whether declared or streamed; a
 // 503 is transient: retried with backoff, it completes when the server recovers and fails with
 // ERR_IO once the attempts are spent. The list comes from stdin (`-`).
-import { copyFileSync, mkdirSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { copyFileSync, mkdirSync, readFileSync } from 'node:fs';
 import { createServer, type Server } from 'node:http';
-import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { ensureDist, expectOutputsEqualEncode, killWorker, makeImages, startWorker, tessera, type WorkerProcess } from './helpers/fleet.js';
-import { REDIS_MISSING, redisServerAvailable, startRedis, type RedisServer } from './helpers/redis.js';
-
-const HAVE_REDIS = redisServerAvailable();
-if (!HAVE_REDIS) console.warn(REDIS_MISSING);
+import { expectOutputsEqualEncode, HAVE_REDIS, makeImages, startWorker, tessera, useFleet } from './helpers/fleet.js';
 
 describe.skipIf(!HAVE_REDIS)('fleet: URL inputs', () => {
-  let redis: RedisServer;
-  let tmp: string;
+  const fleet = useFleet('url');
   let server: Server;
   let base: string;
-  let workers: WorkerProcess[] = [];
   const hits = new Map<string, number>();
 
   beforeAll(async () => {
-    ensureDist();
-    tmp = mkdtempSync(join(tmpdir(), 'tessera-fleet-url-'));
-    redis = await startRedis();
-    const [made] = await makeImages(join(tmp, 'made'), 1, false);
-    mkdirSync(join(tmp, 'images', 'good'), { recursive: true });
-    copyFileSync(made!, join(tmp, 'images', 'good', 'page.png'));
+    const [made] = await makeImages(join(fleet.tmp, 'made'), 1, false);
+    mkdirSync(join(fleet.tmp, 'images', 'good'), { recursive: true });
+    copyFileSync(made!, join(fleet.tmp, 'images', 'good', 'page.png'));
     const png = readFileSync(made!);
     server = createServer((req, res) => {
       const path = req.url ?? '/';
@@ -48,17 +38,14 @@ describe.skipIf(!HAVE_REDIS)('fleet: URL inputs', () => {
     base = `http://127.0.0.1:${typeof addr === 'object' && addr ? addr.port : 0}`;
   });
   afterAll(async () => {
-    await Promise.all(workers.map(killWorker));
     await new Promise((r) => server?.close(r));
-    await redis?.stop();
-    rmSync(tmp, { recursive: true, force: true });
   });
 
   it('fetches, bounds and classifies URL inputs', async () => {
-    const out = join(tmp, 'out');
-    workers = [await startWorker(redis.url, 'urls', out, ['--max-fetch-bytes', String(1 << 20)])];
+    const out = join(fleet.tmp, 'out');
+    fleet.workers = [await startWorker(fleet.redis.url, 'urls', out, ['--max-fetch-bytes', String(1 << 20)])];
     const urls = ['good/page.png', 'missing.png', 'declared-huge.png', 'streamed-huge.png', 'flaky.png', 'down.png'].map((p) => `${base}/${p}`);
-    const r = await tessera(['enqueue', '-', '--redis', redis.url, '--queue', 'urls', '--wait', '--attempts', '2', '--backoff-ms', '200'], urls.join('\n') + '\n');
+    const r = await tessera(['enqueue', '-', '--redis', fleet.redis.url, '--queue', 'urls', '--wait', '--attempts', '2', '--backoff-ms', '200'], urls.join('\n') + '\n');
     expect(r.code, r.stderr).toBe(1);
     expect(r.stdout).toMatch(/enqueued 6 new jobs/);
     expect(r.stdout).toMatch(/done: 2 of 6 completed, 4 failed/);
@@ -72,12 +59,12 @@ describe.skipIf(!HAVE_REDIS)('fleet: URL inputs', () => {
     expect(hits.get('/declared-huge.png')).toBe(1);
     expect(hits.get('/down.png')).toBe(2);
     expect(hits.get('/flaky.png')).toBe(2);
-    const lines = workers[0]!.lines.filter((l) => l.type === 'job');
+    const lines = fleet.workers[0]!.lines.filter((l) => l.type === 'job');
     expect(lines.filter((l) => l.input === `${base}/flaky.png`).map((l) => [l.event, l.final ?? null])).toEqual([['failed', false], ['completed', null]]);
     expect(lines.filter((l) => l.input === `${base}/down.png`).map((l) => [l.event, l.code, l.final])).toEqual([['failed', 'ERR_IO', false], ['failed', 'ERR_IO', true]]);
 
     // The fetched image's output is tower.encode of the same bytes, at the URL's path.
-    await expectOutputsEqualEncode(join(tmp, 'images'), out, [join(tmp, 'images', 'good', 'page.png')]);
+    await expectOutputsEqualEncode(join(fleet.tmp, 'images'), out, [join(fleet.tmp, 'images', 'good', 'page.png')]);
     const done = lines.find((l) => l.input === `${base}/good/page.png` && l.event === 'completed')!;
     expect(done.output).toBe(join(out, 'good', 'page.safetensors'));
   });

@@ -5,38 +5,21 @@
 // once, at once (no retry); queue-status reports the counts and each worker's counters; SIGTERM
 // ends idle workers with exit 0.
 import { createHash } from 'node:crypto';
-import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join, relative } from 'node:path';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { BAD_IMAGES, MODEL, ensureDist, expectOutputsEqualEncode, jsonLines, killWorker, makeImages, settledOutcomes, startWorker, tessera, tesseraAsync, type WorkerProcess } from './helpers/fleet.js';
-import { REDIS_MISSING, redisServerAvailable, startRedis, type RedisServer } from './helpers/redis.js';
+import { readFileSync } from 'node:fs';
 
-const HAVE_REDIS = redisServerAvailable();
-if (!HAVE_REDIS) console.warn(REDIS_MISSING);
+import { join, relative } from 'node:path';
+import { describe, expect, it } from 'vitest';
+import { BAD_IMAGES, expectOutputsEqualEncode, HAVE_REDIS, jsonLines, makeImages, MODEL, settledOutcomes, startWorker, tessera, tesseraAsync, useFleet } from './helpers/fleet.js';
 
 describe.skipIf(!HAVE_REDIS)('fleet: 3 workers, 60 jobs, 3 bad images', () => {
-  let redis: RedisServer;
-  let tmp: string;
-  let workers: WorkerProcess[] = [];
-
-  beforeAll(async () => {
-    ensureDist();
-    tmp = mkdtempSync(join(tmpdir(), 'tessera-fleet-'));
-    redis = await startRedis();
-  });
-  afterAll(async () => {
-    await Promise.all(workers.map(killWorker));
-    await redis?.stop();
-    rmSync(tmp, { recursive: true, force: true });
-  });
+  const fleet = useFleet('workers');
 
   it('does every good job once, fails every bad one once with its code, and reports per-worker counters', async () => {
-    const images = join(tmp, 'images');
-    const out = join(tmp, 'out');
+    const images = join(fleet.tmp, 'images');
+    const out = join(fleet.tmp, 'out');
     const good = await makeImages(images, 57);
-    const q = ['--redis', redis.url, '--queue', 'pages'];
-    workers = await Promise.all([0, 1, 2].map(() => startWorker(redis.url, 'pages', out)));
+    const q = ['--redis', fleet.redis.url, '--queue', 'pages'];
+    fleet.workers = await Promise.all([0, 1, 2].map(() => startWorker(fleet.redis.url, 'pages', out)));
 
     const run = tesseraAsync(['enqueue', images, ...q, '--wait', '--progress-interval', '1']);
     const r = await run.done;
@@ -46,7 +29,7 @@ describe.skipIf(!HAVE_REDIS)('fleet: 3 workers, 60 jobs, 3 bad images', () => {
     expect(r.stdout).toMatch(/done: 57 of 60 completed, 3 failed/);
     expect(r.stderr).toMatch(/done \d+\/60, failed \d+, [\d.]+ images\/s, ETA /);
 
-    const { completed, failed } = await settledOutcomes(workers, 60);
+    const { completed, failed } = await settledOutcomes(fleet.workers, 60);
     expect(completed.size).toBe(57);
     for (const img of good) expect(completed.get(img)?.length, img).toBe(1);
     for (const [rel, code] of Object.entries(BAD_IMAGES)) {
@@ -54,15 +37,15 @@ describe.skipIf(!HAVE_REDIS)('fleet: 3 workers, 60 jobs, 3 bad images', () => {
       expect(f?.length, rel).toBe(1);
       expect(f![0]!.code).toBe(code);
       // Failed at once: no retried attempt of a bad image in any log.
-      expect(workers.flatMap((w) => w.lines).filter((l) => l.input === join(images, rel))).toHaveLength(1);
+      expect(fleet.workers.flatMap((w) => w.lines).filter((l) => l.input === join(images, rel))).toHaveLength(1);
     }
     // The work was shared (each worker took some) and each job's sha256 is its file's.
-    for (const w of workers) expect(w.lines.some((l) => l.event === 'completed')).toBe(true);
+    for (const w of fleet.workers) expect(w.lines.some((l) => l.event === 'completed')).toBe(true);
     for (const [, [line]] of completed) expect(createHash('sha256').update(readFileSync(line!.output!)).digest('hex')).toBe(line!.sha256);
 
     await expectOutputsEqualEncode(images, out, good);
     // And the files are `tessera encode --out-dir`'s, byte for byte.
-    const single = join(tmp, 'single');
+    const single = join(fleet.tmp, 'single');
     expect((await tessera(['encode', images, '--model', MODEL, '--out-dir', single])).code).toBe(1);
     for (const img of good) {
       const rel = relative(images, img).replace(/\.png$/, '.safetensors');
@@ -82,8 +65,8 @@ describe.skipIf(!HAVE_REDIS)('fleet: 3 workers, 60 jobs, 3 bad images', () => {
     expect(text.stdout).toMatch(/ERR_IMAGE_DECODE 2/);
 
     // Idle workers stop at SIGTERM with exit 0, their counters in the last line.
-    for (const w of workers) w.proc.kill('SIGTERM');
-    for (const w of workers) {
+    for (const w of fleet.workers) w.proc.kill('SIGTERM');
+    for (const w of fleet.workers) {
       expect(await w.exited).toEqual({ code: 0, signal: null });
       const last = w.lines.at(-1)!;
       expect(last).toMatchObject({ type: 'worker', event: 'stopped' });

@@ -2,13 +2,15 @@
 // enqueue / queue-status), images made for a run (good ones all distinct, bad ones each failing
 // with a known code), and the check that a run's outputs are tower.encode's, bit for bit.
 import { execFileSync, spawn, type ChildProcess } from 'node:child_process';
-import { readdirSync, statSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, readdirSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
 import { join, relative } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import sharp from 'sharp';
-import { expect } from 'vitest';
+import { afterAll, beforeAll, expect } from 'vitest';
 import { VisionTower } from '../../src/index.js';
 import { readSafetensors } from './images.js';
+import { REDIS_MISSING, redisServerAvailable, startRedis, type RedisServer } from './redis.js';
 
 export const ROOT = fileURLToPath(new URL('../..', import.meta.url));
 export const MAIN = join(ROOT, 'dist', 'cli', 'main.js');
@@ -24,6 +26,36 @@ function newestMtime(dir: string): number {
 }
 
 /** The workers run dist/ as installed: compile the sources when dist/ is older than them. */
+/** Whether the fleet tests can run (a real redis-server on the PATH); they say so once when not. */
+export const HAVE_REDIS = redisServerAvailable();
+if (!HAVE_REDIS) console.warn(REDIS_MISSING);
+
+/** What a fleet describe block shares: its Redis server, a scratch folder, the workers it started. */
+export interface Fleet {
+  redis: RedisServer;
+  tmp: string;
+  workers: WorkerProcess[];
+}
+
+/**
+ * Called inside a describe: before its tests, the CLI built, a scratch folder and a fresh Redis on a
+ * free port; after them, every worker in `workers` killed, Redis stopped, the folder removed.
+ */
+export function useFleet(name: string, redisOptions: { durable?: boolean } = {}): Fleet {
+  const f = { tmp: '', workers: [] } as unknown as Fleet;
+  beforeAll(async () => {
+    ensureDist();
+    f.tmp = mkdtempSync(join(tmpdir(), `tessera-fleet-${name}-`));
+    f.redis = await startRedis(redisOptions);
+  });
+  afterAll(async () => {
+    await Promise.all(f.workers.map(killWorker));
+    await f.redis?.stop();
+    if (f.tmp) rmSync(f.tmp, { recursive: true, force: true });
+  });
+  return f;
+}
+
 export function ensureDist(): void {
   let built = 0;
   try {

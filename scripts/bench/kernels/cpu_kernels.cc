@@ -3,7 +3,9 @@
 // Not a test; built and run by scripts/bench-kernels.mjs. Best of --reps runs (this machine is
 // shared: the best run is the one least disturbed).
 //   bench-kernels [--threads T] [--simd scalar|avx2|avx512] [--rows 1120,4096] [--reps 3] [--dtype bf16|f32|f16]
-//                 [--hd 72|64] [--per-call 1] [--only attention]   (--only: the ops whose name contains it)
+//                 [--hd 72|64] [--per-call 1] [--only attention] [--copies 4]
+// --only: the ops whose name contains it. --copies K: K sets of weights, each call of a linear the
+// next set, so that (K >= 4) its weights come from memory as in a real tower, not from the cache.
 // Weights are packed at load as the `resident` store packs them (Backend::pack_weight); --per-call 1
 // leaves them row-major, as `mapped` and `stream` read them (packed per call).
 #include <sys/resource.h>
@@ -74,6 +76,7 @@ Tensor random_tensor(Backend& b, int64_t rows, int64_t cols, DType dt, float sca
 int main(int argc, char** argv) {
   int threads = 0, reps = 3;
   bool per_call = false;
+  int copies = 1;
   std::vector<int64_t> rows_list = {1120, 4096};
   std::vector<cpu::Simd> levels = cpu::supported_simd();
   DType wdt = DType::BF16;
@@ -85,6 +88,7 @@ int main(int argc, char** argv) {
     else if (a == "--reps") reps = std::atoi(v.c_str());
     else if (a == "--hd") head_dim = std::atoll(v.c_str());
     else if (a == "--per-call") per_call = v != "0";
+    else if (a == "--copies") copies = std::max(1, std::atoi(v.c_str()));
     else if (a == "--only") only = v;
     else if (a == "--dtype") parse_dtype(v, &wdt);
     else if (a == "--rows") {
@@ -105,13 +109,22 @@ int main(int argc, char** argv) {
   for (cpu::Simd level : levels) {
     auto be = cpu::make_cpu_backend(threads, level);
     Backend& b = *be;
-    Tensor wqkv = random_tensor(b, 3 * D, D, wdt, 0.03f, 1), bqkv = random_tensor(b, 1, 3 * D, wdt, 0.02f, 2);
-    Tensor wproj = random_tensor(b, D, D, wdt, 0.03f, 3), bproj = random_tensor(b, 1, D, wdt, 0.02f, 4);
-    Tensor w1 = random_tensor(b, F, D, wdt, 0.03f, 5), b1 = random_tensor(b, 1, F, wdt, 0.02f, 6);
-    Tensor w2 = random_tensor(b, D, F, wdt, 0.015f, 7), b2 = random_tensor(b, 1, D, wdt, 0.02f, 8);
+    // copies x (qkv, proj, fc1, fc2); a linear's call takes the next copy of its weight.
+    std::vector<Tensor> wq, wp, wu, wd;
+    for (int c = 0; c < copies; ++c) {
+      wq.push_back(random_tensor(b, 3 * D, D, wdt, 0.03f, 1));
+      wp.push_back(random_tensor(b, D, D, wdt, 0.03f, 3));
+      wu.push_back(random_tensor(b, F, D, wdt, 0.03f, 5));
+      wd.push_back(random_tensor(b, D, F, wdt, 0.015f, 7));
+    }
+    size_t turn = 0;
+    auto next = [&](std::vector<Tensor>& w) -> const Tensor& { return w[turn++ % w.size()]; };
+    Tensor bqkv = random_tensor(b, 1, 3 * D, wdt, 0.02f, 2), bproj = random_tensor(b, 1, D, wdt, 0.02f, 4);
+    Tensor b1 = random_tensor(b, 1, F, wdt, 0.02f, 6), b2 = random_tensor(b, 1, D, wdt, 0.02f, 8);
     Tensor g = random_tensor(b, 1, D, DType::F32, 1.0f, 9), beta = random_tensor(b, 1, D, DType::F32, 0.1f, 10);
     if (!per_call)
-      for (Tensor* w : {&wqkv, &wproj, &w1, &w2}) b.pack_weight(*w);
+      for (auto* set : {&wq, &wp, &wu, &wd})
+        for (Tensor& w : *set) b.pack_weight(w);
     for (int64_t N : rows_list) {
       Tensor x = random_tensor(b, N, D, DType::F32, 1.0f, 11), h = random_tensor(b, N, D, DType::F32, 1.0f, 12);
       Tensor qkv = random_tensor(b, N, 3 * D, DType::F32, 1.0f, 13), attn = random_tensor(b, N, D, DType::F32, 1.0f, 14);
@@ -138,7 +151,7 @@ int main(int argc, char** argv) {
       const double n = double(N);
       std::vector<Row> rows = {
           {"layer_norm", 0, [&] { b.layer_norm(h, x, g, beta, 1e-6f); }},
-          {"qkv 1152->3456 +bias", 2 * n * D * 3 * D, [&] { b.linear(qkv, h, wqkv, aq); }},
+          {"qkv 1152->3456 +bias", 2 * n * D * 3 * D, [&] { b.linear(qkv, h, next(wq), aq); }},
           {"rope q, k (sections 1)", 0,
            [&] {
              b.rope(qkv.cols_view(0, 2 * D), cosv, sinv, 2 * H, HD, 1, nullptr);  // q and k in one, as the tower
@@ -148,13 +161,13 @@ int main(int argc, char** argv) {
              b.attention(attn, qkv.cols_view(0, D), qkv.cols_view(D, D), qkv.cols_view(2 * D, D), H, HD,
                          1.0f / std::sqrt(float(HD)), segs);
            }},
-          {"proj 1152->1152 +bias+res", 2 * n * D * D, [&] { b.linear(x, attn, wproj, ap); }},
-          {"fc1 1152->4304 +bias+gelu", 2 * n * D * F, [&] { b.linear(mlp, h, w1, a1); }},
-          {"fc2 4304->1152 +bias+res", 2 * n * F * D, [&] { b.linear(x, mlp, w2, a2); }},
+          {"proj 1152->1152 +bias+res", 2 * n * D * D, [&] { b.linear(x, attn, next(wp), ap); }},
+          {"fc1 1152->4304 +bias+gelu", 2 * n * D * F, [&] { b.linear(mlp, h, next(wu), a1); }},
+          {"fc2 4304->1152 +bias+res", 2 * n * F * D, [&] { b.linear(x, mlp, next(wd), a2); }},
       };
       double total_ms = 0, total_cpu = 0, total_flop = 0;
-      std::printf("== %s, %d threads, N=%lld, weights %s, %s\n", cpu::simd_name(level), nthreads, (long long)N,
-                  dtype_name(wdt), per_call ? "packed per call" : "packed at load");
+      std::printf("== %s, %d threads, N=%lld, weights %s, %s, %d cop%s\n", cpu::simd_name(level), nthreads, (long long)N,
+                  dtype_name(wdt), per_call ? "packed per call" : "packed at load", copies, copies == 1 ? "y" : "ies");
       // "per-cpu": the rate if the threads had the cores to themselves (FLOPs over process CPU
       // time / threads): a steadier figure while other work shares the machine.
       std::printf("  %-28s %9s %8s %10s\n", "op", "ms", "GFLOP/s", "per-cpu");
