@@ -1,4 +1,4 @@
-// y = act(clamp(clamp(x, in_min, in_max) · Wᵀ + bias, out_min, out_max)) + residual
+// y = act(clamp(clamp(x, in_min, in_max) · Wᵀ + bias, out_min, out_max)) · mul + residual
 // x f32 [rows, in]; W [out, in] read in its stored type (f32, f16, bf16 widened by a shift), accumulation in f32.
 // Two paths, each with a kernel per weight type (docs/metal.md#kernels):
 //   matmul_{f32,f16,bf16}   a threadgroup of 2 x 2 simdgroups computes kGemmBM rows x kGemmBN outputs, each
@@ -10,7 +10,7 @@
 //                           check every element and zero-fill. The epilogue goes through threadgroup memory so
 //                           that consecutive threads write consecutive outputs.
 //   matvec_{f32,f16,bf16}   few rows (<= kMatvecMaxRows): one simdgroup per output column, lanes stride over K
-// residual may alias y: each output element is read and written by the same thread.
+// mul and residual may alias y: each output element is read and written by the same thread.
 #include "kernel_common.h"
 
 constant constexpr uint BM = kargs::kGemmBM, BN = kargs::kGemmBN, BK = kargs::kGemmBK, NT = kargs::kGemmThreads;
@@ -19,12 +19,20 @@ constant constexpr uint STAGE = (BM + BN) * BK;  // floats of one stage: xs [BM]
 static_assert(BM == BN && BM * BK == 8 * NT && BM == 2 * 32, "matmul staging assumes 64 x 64 tiles, K steps of 16, 128 threads");
 static_assert(BM * BN <= 2 * STAGE, "the epilogue tile reuses both stages");
 
-inline float epilogue(float acc, uint r, uint c, constant kargs::Linear& p, device const uchar* bias, device const float* res) {
+// The operands of the fused epilogue, in the order of gpu::LinearArgs (metal/shared/args.h Linear).
+struct Tail {
+    device const uchar* bias;
+    device const float* mul;
+    device const float* res;
+};
+
+inline float epilogue(float acc, uint r, uint c, constant kargs::Linear& p, Tail t) {
     float v = acc;
-    if (p.has_bias != 0) v = v + load_any(bias, p.bias_type, c);
+    if (p.has_bias != 0) v = v + load_any(t.bias, p.bias_type, c);
     v = min(max(v, p.out_min), p.out_max);
     v = activate(p.act, v);
-    if (p.has_residual != 0) v = v + res[r * p.ldr + c];
+    if (p.has_mul != 0) v = v * t.mul[r * p.ldm + c];
+    if (p.has_residual != 0) v = v + t.res[r * p.ldr + c];
     return v;
 }
 
@@ -67,7 +75,7 @@ inline void multiply_stage(threadgroup const float* st, uint sr, uint sc, thread
 }
 
 template <bool kChecked, typename W>
-inline void matmul_tile(device const float* x, device const W* w, device const uchar* bias, device const float* res, device float* y,
+inline void matmul_tile(device const float* x, device const W* w, Tail tail, device float* y,
                         constant kargs::Linear& p, uint row0, uint col0, uint tid, uint sg, threadgroup float* smem) {
     const uint sr = (sg / 2) * 32, sc = (sg % 2) * 32;  // this simdgroup's 32 x 32 corner
     simdgroup_float8x8 acc[4][4];
@@ -88,21 +96,21 @@ inline void matmul_tile(device const float* x, device const W* w, device const u
     threadgroup_barrier(mem_flags::mem_threadgroup);
     for (uint i = tid; i < BM * BN; i += NT) {
         const uint r = row0 + i / BN, c = col0 + i % BN;
-        if (!kChecked || (r < p.rows && c < p.out)) y[r * p.ldy + c] = epilogue(cs[i], r, c, p, bias, res);
+        if (!kChecked || (r < p.rows && c < p.out)) y[r * p.ldy + c] = epilogue(cs[i], r, c, p, tail);
     }
 }
 
 template <typename W>
-inline void matmul_group(device const float* x, device const W* w, device const uchar* bias, device const float* res, device float* y,
+inline void matmul_group(device const float* x, device const W* w, Tail tail, device float* y,
                          constant kargs::Linear& p, uint2 tg, uint tid, uint sg, threadgroup float* smem) {
     const uint row0 = tg.y * BM, col0 = tg.x * BN;
     const bool inside = row0 + BM <= p.rows && col0 + BN <= p.out && p.in % BK == 0;  // uniform over the group
-    if (inside) matmul_tile<false>(x, w, bias, res, y, p, row0, col0, tid, sg, smem);
-    else matmul_tile<true>(x, w, bias, res, y, p, row0, col0, tid, sg, smem);
+    if (inside) matmul_tile<false>(x, w, tail, y, p, row0, col0, tid, sg, smem);
+    else matmul_tile<true>(x, w, tail, y, p, row0, col0, tid, sg, smem);
 }
 
 template <typename W>
-inline void matvec_cols(device const float* x, device const W* w, device const uchar* bias, device const float* res, device float* y,
+inline void matvec_cols(device const float* x, device const W* w, Tail tail, device float* y,
                         constant kargs::Linear& p, uint col, uint lane)
 {
     if (col >= p.out) return;                 // uniform per simdgroup
@@ -114,53 +122,59 @@ inline void matvec_cols(device const float* x, device const W* w, device const u
     }
     for (uint r = 0; r < p.rows; r++) {
         const float s = simd_sum(acc[r]);
-        if (lane == 0) y[r * p.ldy + col] = epilogue(s, r, col, p, bias, res);
+        if (lane == 0) y[r * p.ldy + col] = epilogue(s, r, col, p, tail);
     }
 }
 
 // One kernel per weight type: plain kernel declarations (no macros, no template kernels).
 kernel void matmul_f32(device const float* x [[buffer(0)]], device const float* w [[buffer(1)]], device const uchar* bias [[buffer(2)]],
                        device const float* res [[buffer(3)]], device float* y [[buffer(4)]], constant kargs::Linear& p [[buffer(5)]],
+                       device const float* mul [[buffer(6)]],
                        uint2 tg [[threadgroup_position_in_grid]], uint tid [[thread_index_in_threadgroup]],
                        uint sg [[simdgroup_index_in_threadgroup]])
 {
     threadgroup float smem[2 * STAGE];
-    matmul_group(x, w, bias, res, y, p, tg, tid, sg, smem);
+    matmul_group(x, w, Tail{bias, mul, res}, y, p, tg, tid, sg, smem);
 }
 kernel void matmul_f16(device const float* x [[buffer(0)]], device const half* w [[buffer(1)]], device const uchar* bias [[buffer(2)]],
                        device const float* res [[buffer(3)]], device float* y [[buffer(4)]], constant kargs::Linear& p [[buffer(5)]],
+                       device const float* mul [[buffer(6)]],
                        uint2 tg [[threadgroup_position_in_grid]], uint tid [[thread_index_in_threadgroup]],
                        uint sg [[simdgroup_index_in_threadgroup]])
 {
     threadgroup float smem[2 * STAGE];
-    matmul_group(x, w, bias, res, y, p, tg, tid, sg, smem);
+    matmul_group(x, w, Tail{bias, mul, res}, y, p, tg, tid, sg, smem);
 }
 kernel void matmul_bf16(device const float* x [[buffer(0)]], device const ushort* w [[buffer(1)]], device const uchar* bias [[buffer(2)]],
                        device const float* res [[buffer(3)]], device float* y [[buffer(4)]], constant kargs::Linear& p [[buffer(5)]],
+                       device const float* mul [[buffer(6)]],
                        uint2 tg [[threadgroup_position_in_grid]], uint tid [[thread_index_in_threadgroup]],
                        uint sg [[simdgroup_index_in_threadgroup]])
 {
     threadgroup float smem[2 * STAGE];
-    matmul_group(x, w, bias, res, y, p, tg, tid, sg, smem);
+    matmul_group(x, w, Tail{bias, mul, res}, y, p, tg, tid, sg, smem);
 }
 kernel void matvec_f32(device const float* x [[buffer(0)]], device const float* w [[buffer(1)]], device const uchar* bias [[buffer(2)]],
                        device const float* res [[buffer(3)]], device float* y [[buffer(4)]], constant kargs::Linear& p [[buffer(5)]],
+                       device const float* mul [[buffer(6)]],
                        uint tg [[threadgroup_position_in_grid]], uint sg [[simdgroup_index_in_threadgroup]],
                        uint lane [[thread_index_in_simdgroup]], uint nsg [[simdgroups_per_threadgroup]])
 {
-    matvec_cols(x, w, bias, res, y, p, tg * nsg + sg, lane);
+    matvec_cols(x, w, Tail{bias, mul, res}, y, p, tg * nsg + sg, lane);
 }
 kernel void matvec_f16(device const float* x [[buffer(0)]], device const half* w [[buffer(1)]], device const uchar* bias [[buffer(2)]],
                        device const float* res [[buffer(3)]], device float* y [[buffer(4)]], constant kargs::Linear& p [[buffer(5)]],
+                       device const float* mul [[buffer(6)]],
                        uint tg [[threadgroup_position_in_grid]], uint sg [[simdgroup_index_in_threadgroup]],
                        uint lane [[thread_index_in_simdgroup]], uint nsg [[simdgroups_per_threadgroup]])
 {
-    matvec_cols(x, w, bias, res, y, p, tg * nsg + sg, lane);
+    matvec_cols(x, w, Tail{bias, mul, res}, y, p, tg * nsg + sg, lane);
 }
 kernel void matvec_bf16(device const float* x [[buffer(0)]], device const ushort* w [[buffer(1)]], device const uchar* bias [[buffer(2)]],
                        device const float* res [[buffer(3)]], device float* y [[buffer(4)]], constant kargs::Linear& p [[buffer(5)]],
+                       device const float* mul [[buffer(6)]],
                        uint tg [[threadgroup_position_in_grid]], uint sg [[simdgroup_index_in_threadgroup]],
                        uint lane [[thread_index_in_simdgroup]], uint nsg [[simdgroups_per_threadgroup]])
 {
-    matvec_cols(x, w, bias, res, y, p, tg * nsg + sg, lane);
+    matvec_cols(x, w, Tail{bias, mul, res}, y, p, tg * nsg + sg, lane);
 }

@@ -2,6 +2,8 @@
 //   norm_layer      one threadgroup per row: mean, then variance of (x - mean), two passes over the row
 //   norm_rms_row    one threadgroup per row: RMS over the whole row (group == cols)
 //   norm_rms_group  one threadgroup per row, one simdgroup per `group` columns at a time (per-head norms)
+// The RMS kernels add the residual last (y = res + x / rms · w, gpu/backend.h); res and x may alias y: each
+// output element is written by the thread that read it, after the row's (or group's) reduction.
 // Reductions: per-thread strided partial sums, simd_sum, then the simdgroups' partials summed by lane
 // order in simdgroup 0: a fixed order for a given threadgroup size, so results do not depend on scheduling.
 #include "kernel_common.h"
@@ -43,6 +45,7 @@ kernel void norm_layer(device const float* x [[buffer(0)]], device float* y [[bu
 
 kernel void norm_rms_row(device const float* x [[buffer(0)]], device float* y [[buffer(1)]],
                          device const uchar* w [[buffer(2)]], constant kargs::Norm& p [[buffer(3)]],
+                         device const float* res [[buffer(4)]],
                          uint row [[threadgroup_position_in_grid]], uint tid [[thread_index_in_threadgroup]],
                          uint nt [[threads_per_threadgroup]], uint sg [[simdgroup_index_in_threadgroup]],
                          uint lane [[thread_index_in_simdgroup]], uint nsg [[simdgroups_per_threadgroup]])
@@ -53,20 +56,24 @@ kernel void norm_rms_row(device const float* x [[buffer(0)]], device float* y [[
     for (uint i = tid; i < p.cols; i += nt) q += xr[i] * xr[i];
     const float rstd = rsqrt(tg_sum(q, partial, sg, lane, nsg) / float(p.cols) + p.eps);
     device float* yr = y + row * p.ldy;
+    device const float* rr = res + row * p.ldr;
     for (uint i = tid; i < p.cols; i += nt) {
         float v = xr[i] * rstd;
         if (p.has_weight != 0) v = v * load_any(w, p.weight_type, i);
+        if (p.has_residual != 0) v = rr[i] + v;
         yr[i] = v;
     }
 }
 
 kernel void norm_rms_group(device const float* x [[buffer(0)]], device float* y [[buffer(1)]],
                            device const uchar* w [[buffer(2)]], constant kargs::Norm& p [[buffer(3)]],
+                           device const float* res [[buffer(4)]],
                            uint row [[threadgroup_position_in_grid]], uint sg [[simdgroup_index_in_threadgroup]],
                            uint lane [[thread_index_in_simdgroup]], uint nsg [[simdgroups_per_threadgroup]])
 {
     device const float* xr = x + row * p.ldx;
     device float* yr = y + row * p.ldy;
+    device const float* rr = res + row * p.ldr;
     const uint groups = p.cols / p.group;
     for (uint g = sg; g < groups; g += nsg) {          // uniform per simdgroup
         device const float* xg = xr + g * p.group;
@@ -76,6 +83,7 @@ kernel void norm_rms_group(device const float* x [[buffer(0)]], device float* y 
         for (uint i = lane; i < p.group; i += 32) {
             float v = xg[i] * rstd;
             if (p.has_weight != 0) v = v * load_any(w, p.weight_type, i);
+            if (p.has_residual != 0) v = rr[g * p.group + i] + v;
             yr[g * p.group + i] = v;
         }
     }

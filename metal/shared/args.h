@@ -54,24 +54,28 @@ struct Affine {
   float scale, shift;
   u32 pad0, pad1;
 };
-// y = act(clamp(clamp(x, in) · Wᵀ + bias, out)) + residual; W is [out, in] of type `w` (kernel variant).
+// y = act(clamp(clamp(x, in) · Wᵀ + bias, out)) · mul + residual; W is [out, in] of type `w` (kernel variant).
 struct Linear {
   u32 rows, in, out, ldx, ldy, ldr;
   u32 act, has_bias, bias_type, has_residual;
   float in_min, in_max, out_min, out_max;
-  u32 pad0, pad1;
+  u32 has_mul, ldm;
 };
-// LayerNorm (weight + bias) or RMSNorm over each `group` consecutive columns (group == cols: the row).
+// LayerNorm (weight + bias) or RMSNorm over each `group` consecutive columns (group == cols: the row); RMSNorm
+// then adds the residual (has_residual: f32, row stride ldr).
 struct Norm {
   u32 rows, cols, ldx, ldy, group;
   u32 has_weight, weight_type, has_bias, bias_type;
   float eps;
-  u32 pad0, pad1;
+  u32 has_residual, ldr;
 };
-// Rotary embedding in place: x [rows, heads*head_dim], cos/sin f32 [rows, head_dim].
+// Rotary embedding in place: x [rows, heads*head_dim], cos/sin f32 [rows, head_dim]; rope_norm RMS-norms each
+// head first (eps, an optional weight of any type).
 struct Rope {
   u32 rows, heads, head_dim, sections, ldx, ldc;
-  u32 pad0, pad1;
+  u32 has_weight, weight_type;
+  float eps;
+  u32 pad0, pad1, pad2;
 };
 // One attention segment: q/k/v/out bound at the segment's first row; scores scaled by `scale`.
 struct Attention {

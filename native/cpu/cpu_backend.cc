@@ -126,8 +126,9 @@ class CpuBackend final : public gpu::Backend {
                   float eps) override {
     cpu::layer_norm(ctx_, y, x, g, b, eps);
   }
-  void rms_norm(const gpu::Tensor& y, const gpu::Tensor& x, const gpu::Tensor* w, int64_t group, float eps) override {
-    cpu::rms_norm(ctx_, y, x, w, group, eps);
+  void rms_norm(const gpu::Tensor& y, const gpu::Tensor& x, const gpu::Tensor* w, int64_t group, float eps,
+                const gpu::Tensor* residual) override {
+    cpu::rms_norm(ctx_, y, x, w, group, eps, residual);
   }
   void add(const gpu::Tensor& y, const gpu::Tensor& a, const gpu::Tensor& b) override { cpu::add(ctx_, y, a, b); }
   void mul(const gpu::Tensor& y, const gpu::Tensor& a, const gpu::Tensor& b) override { cpu::mul(ctx_, y, a, b); }
@@ -136,8 +137,8 @@ class CpuBackend final : public gpu::Backend {
     cpu::affine(ctx_, y, x, sub, m, scale, shift);
   }
   void rope(const gpu::Tensor& x, const gpu::Tensor& cos, const gpu::Tensor& sin, int64_t heads, int64_t head_dim,
-            int64_t sections) override {
-    cpu::rope(ctx_, x, cos, sin, heads, head_dim, sections);
+            int64_t sections, const gpu::HeadNorm* norm) override {
+    cpu::rope(ctx_, x, cos, sin, heads, head_dim, sections, norm);
   }
   int64_t attention_query_block() const override { return ctx_.k.attention_query_block; }
   void attention(const gpu::Tensor& out, const gpu::Tensor& q, const gpu::Tensor& k, const gpu::Tensor& v,

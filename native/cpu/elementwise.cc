@@ -86,7 +86,7 @@ void affine(Context& c, const Tensor& y, const Tensor& x, const Tensor* sub, con
 }
 
 void rope(Context& c, const Tensor& x, const Tensor& cos, const Tensor& sin, int64_t heads, int64_t head_dim,
-          int64_t sections) {
+          int64_t sections, const gpu::HeadNorm* norm) {
   const char* op = "rope";
   require_tensor(x, op, "x");
   require_tensor(cos, op, "cos");
@@ -100,8 +100,11 @@ void rope(Context& c, const Tensor& x, const Tensor& cos, const Tensor& sin, int
   for (const Tensor* t : {&cos, &sin})
     require(t->rows == x.rows && t->cols == head_dim, op,
             "cos/sin must be [" + std::to_string(x.rows) + ", " + std::to_string(head_dim) + "], found " + shape(*t));
+  std::vector<float> nw;
+  if (norm && norm->weight) vector_f32(*norm->weight, head_dim, op, "norm weight", nw);
   for_rows(c, x.rows, head_dim, [&](int64_t r, float*, float*) {
-    c.k.rope_row(x.host_ptr<float>(r), cos.host_ptr<float>(r), sin.host_ptr<float>(r), heads, head_dim, sections);
+    c.k.rope_row(x.host_ptr<float>(r), cos.host_ptr<float>(r), sin.host_ptr<float>(r), heads, head_dim, sections,
+                 norm != nullptr, nw.empty() ? nullptr : nw.data(), norm ? norm->eps : 0.0f);
   });
 }
 

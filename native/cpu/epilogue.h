@@ -1,5 +1,5 @@
 // The fused tail of linear() (and the whole of activation()): bias, output clamp, activation,
-// residual, in the order of gpu::LinearArgs. The vector bodies are epilogue_t in
+// multiplier, residual, in the order of gpu::LinearArgs. The vector bodies are epilogue_t in
 // kernels_generic.inc.
 #pragma once
 

@@ -1,4 +1,4 @@
-// linear(): y = act(clamp_out(clamp_in(x)·Wᵀ + bias)) + residual, as a cache-blocked GEMM.
+// linear(): y = act(clamp_out(clamp_in(x)·Wᵀ + bias))·mul + residual, as a cache-blocked GEMM.
 //
 // Blocking (GotoBLAS/BLIS style): the weight is cut into strips (all of K for up to a few MiB of
 // output columns), a strip into K blocks, a K block into micro-panels [kc][nr] of nr output
@@ -10,9 +10,9 @@
 // (row block x column chunk) work items: each packs its MC x KC block of x (applying the input
 // clamp), runs the register-blocked micro-kernel over every nr-panel (a short tile for the ragged
 // last row panel), and, after the last K block, applies the fused epilogue (bias, output clamp,
-// activation, residual) to each of its rows, over all of its columns in one call. Partial sums live in a
-// slot-private accumulator, never in y, so y may alias the residual (and even x: x is copied
-// first in that case).
+// activation, multiplier, residual) to each of its rows, over all of its columns in one call.
+// Partial sums live in a slot-private accumulator, never in y, so y may alias the multiplier and
+// the residual (and even x: x is copied first in that case).
 #include <algorithm>
 #include <atomic>
 #include <cmath>
@@ -115,17 +115,20 @@ void linear(Context& c, const Tensor& y, const Tensor& x_in, const Tensor& w, co
               ", " + std::to_string(N) + "]");
   std::vector<float> bias;
   if (args.bias) vector_f32(*args.bias, N, op, "bias", bias);
-  const float* res_base = nullptr;
-  int64_t res_ld = 0;
-  if (args.residual) {
-    const Tensor& r = *args.residual;
-    require_tensor(r, op, "residual");
-    require(r.dtype == DType::F32 && r.rows == M && r.cols == N, op, "residual must be f32 [rows, out]");
-    require(!overlaps(r, y) || (r.buf == y.buf && r.offset == y.offset && r.ld == y.ld), op,
-            "residual partially overlaps y");
-    res_base = r.host_ptr<float>();
-    res_ld = r.ld;
-  }
+  // An element-wise operand of the epilogue ([rows, out] f32, y itself or apart from it): its base and stride.
+  auto operand = [&](const Tensor* t, const char* name, const float*& base, int64_t& ld) {
+    if (!t) return;
+    require_tensor(*t, op, name);
+    require(t->dtype == DType::F32 && t->rows == M && t->cols == N, op, std::string(name) + " must be f32 [rows, out]");
+    require(!overlaps(*t, y) || (t->buf == y.buf && t->offset == y.offset && t->ld == y.ld), op,
+            std::string(name) + " partially overlaps y");
+    base = t->host_ptr<float>();
+    ld = t->ld;
+  };
+  const float *res_base = nullptr, *mul_base = nullptr;
+  int64_t res_ld = 0, mul_ld = 0;
+  operand(args.residual, "residual", res_base, res_ld);
+  operand(args.mul, "mul", mul_base, mul_ld);
   require(!w.panel || (w.panel == c.k.nr && w.contiguous()), op,
           "weight was packed in panels of " + std::to_string(w.panel) + " rows; this kernel reads " +
               std::to_string(c.k.nr));
@@ -157,7 +160,7 @@ void linear(Context& c, const Tensor& y, const Tensor& x_in, const Tensor& w, co
     std::vector<float> zero(size_t(N), 0.0f);
     for (int64_t r = 0; r < M; ++r)
       kk.epilogue(y.host_ptr<float>(r), zero.data(), N, bias.empty() ? nullptr : bias.data(),
-                  res_base ? res_base + r * res_ld : nullptr, epi);
+                  mul_base ? mul_base + r * mul_ld : nullptr, res_base ? res_base + r * res_ld : nullptr, epi);
     return;
   }
 
@@ -240,7 +243,8 @@ void linear(Context& c, const Tensor& y, const Tensor& x_in, const Tensor& w, co
             for (int64_t r = 0; r < mrows; ++r) {
               const int64_t gr = m0 + r;
               kk.epilogue(y.host_ptr<float>(gr, n0), acc + r * ldc, n, bias.empty() ? nullptr : bias.data() + n0,
-                          res_base ? res_base + gr * res_ld + n0 : nullptr, epi);
+                          mul_base ? mul_base + gr * mul_ld + n0 : nullptr, res_base ? res_base + gr * res_ld + n0 : nullptr,
+                          epi);
             }
           }
         }

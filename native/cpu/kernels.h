@@ -45,11 +45,17 @@ struct Kernels {
   // Packs A: dst[k*mr + i] = clamp(x[i][k]) for i < rows (<= mr; zero rows after), k < kc.
   void (*pack_a)(float* dst, const float* x, int64_t ldx, int64_t rows, int64_t kc, int mr, bool clamp, float lo,
                  float hi);
-  // y[j] = act(clamp(acc[j] + bias[j])) + res[j], j < n (bias, res may be null; res may be y).
-  void (*epilogue)(float* y, const float* acc, int64_t n, const float* bias, const float* res, const Epilogue& e);
+  // y[j] = act(clamp(acc[j] + bias[j])) * mul[j] + res[j], j < n (bias, mul, res may be null, mul and
+  // res may be y).
+  void (*epilogue)(float* y, const float* acc, int64_t n, const float* bias, const float* mul, const float* res,
+                   const Epilogue& e);
   void (*layer_norm_row)(float* y, const float* x, int64_t n, const float* g, const float* b, float eps);
-  void (*rms_norm_row)(float* y, const float* x, int64_t n, int64_t group, const float* w, float eps);
-  void (*rope_row)(float* x, const float* cos, const float* sin, int64_t heads, int64_t head_dim, int64_t sections);
+  // y = res + x / rms · w per group of one row (w, res may be null; res may be y, and so may x).
+  void (*rms_norm_row)(float* y, const float* x, int64_t n, int64_t group, const float* w, const float* res, float eps);
+  // Rotary embedding in place on one row; with `norm`, each head RMS-normed first (weight nw, may be null:
+  // weightless), as rms_norm_row over head_dim groups would, bit for bit.
+  void (*rope_row)(float* x, const float* cos, const float* sin, int64_t heads, int64_t head_dim, int64_t sections,
+                   bool norm, const float* nw, float eps);
   // Flash attention for one job; scratch holds attention_scratch(nk, hd) floats.
   void (*attention)(const AttnJob& job, float* scratch);
   size_t (*attention_scratch)(int64_t nk, int64_t hd);

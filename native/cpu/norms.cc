@@ -35,8 +35,9 @@ void layer_norm(Context& c, const Tensor& y, const Tensor& x, const Tensor& gamm
   }, 8);
 }
 
-// Per group of `group` columns: y = x / sqrt(mean(x^2) + eps) * weight (weight as stored).
-void rms_norm(Context& c, const Tensor& y, const Tensor& x, const Tensor* weight, int64_t group, float eps) {
+// Per group of `group` columns: y = residual + x / sqrt(mean(x^2) + eps) * weight (weight as stored).
+void rms_norm(Context& c, const Tensor& y, const Tensor& x, const Tensor* weight, int64_t group, float eps,
+              const Tensor* residual) {
   const char* op = "rms_norm";
   require_tensor(y, op, "y");
   require_tensor(x, op, "x");
@@ -45,12 +46,20 @@ void rms_norm(Context& c, const Tensor& y, const Tensor& x, const Tensor* weight
           "group " + std::to_string(group) + " does not divide " + std::to_string(x.cols) + " columns");
   std::vector<float> w;
   if (weight) vector_f32(*weight, group, op, "weight", w);
+  if (residual) {
+    require_tensor(*residual, op, "residual");
+    require(residual->dtype == DType::F32 && residual->rows == x.rows && residual->cols == x.cols, op,
+            "residual must be f32 [" + std::to_string(x.rows) + ", " + std::to_string(x.cols) + "], is " +
+                dtype_name(residual->dtype) + " [" + std::to_string(residual->rows) + ", " +
+                std::to_string(residual->cols) + "]");
+  }
   const int64_t n = x.cols;
   c.pool.parallel_for(size_t(x.rows), [&](size_t r0, size_t r1) {
     std::vector<float> tmp(static_cast<size_t>(n));
     for (size_t r = r0; r < r1; ++r) {
       const float* xr = row_f32(x, int64_t(r), tmp.data());
-      c.k.rms_norm_row(y.host_ptr<float>(int64_t(r)), xr, n, group, w.empty() ? nullptr : w.data(), eps);
+      c.k.rms_norm_row(y.host_ptr<float>(int64_t(r)), xr, n, group, w.empty() ? nullptr : w.data(),
+                       residual ? residual->host_ptr<float>(int64_t(r)) : nullptr, eps);
     }
   }, 8);
 }

@@ -28,13 +28,14 @@ bool pack_weight(Context& c, Tensor& w);
 void attention(Context& c, const Tensor& out, const Tensor& q, const Tensor& k, const Tensor& v, int64_t heads,
                int64_t head_dim, float scale, const std::vector<Segment>& segments);
 void layer_norm(Context& c, const Tensor& y, const Tensor& x, const Tensor& gamma, const Tensor& beta, float eps);
-void rms_norm(Context& c, const Tensor& y, const Tensor& x, const Tensor* weight, int64_t group, float eps);
+void rms_norm(Context& c, const Tensor& y, const Tensor& x, const Tensor* weight, int64_t group, float eps,
+              const Tensor* residual);
 void add(Context& c, const Tensor& y, const Tensor& a, const Tensor& b);
 void mul(Context& c, const Tensor& y, const Tensor& a, const Tensor& b);
 void affine(Context& c, const Tensor& y, const Tensor& x, const Tensor* sub, const Tensor* mul, float scale,
             float shift);
 void rope(Context& c, const Tensor& x, const Tensor& cos, const Tensor& sin, int64_t heads, int64_t head_dim,
-          int64_t sections);
+          int64_t sections, const gpu::HeadNorm* norm);
 void gather_sum(Context& c, const Tensor& y, const Tensor& table, const void* lookup, size_t lookup_bytes,
                 int64_t taps, bool accumulate);
 int64_t count_nonfinite(Context& c, const Tensor& x, int64_t* first);

@@ -55,16 +55,27 @@ Tensor make_tensor(Buffer* buf, size_t offset, DType dtype, int64_t rows, int64_
 
 enum class Act { None, GeluTanh, GeluErf };
 
-// y = act(clamp_out(clamp_in(x) · Wᵀ + bias)) + residual. Weight W is [out, in] as stored in
-// checkpoints. The clamps are Gemma 4's clippable linears (infinite bounds = no clamp).
+// y = act(clamp_out(clamp_in(x) · Wᵀ + bias)) · mul + residual, evaluated in exactly that order
+// (each step rounded to f32; absent steps skipped, not computed as · 1 or + 0). Weight W is [out, in]
+// as stored in checkpoints. The clamps are Gemma 4's clippable linears (infinite bounds = no clamp).
+// `mul` is the gated MLP's other branch: Gemma 4's GEGLU gelu(CL_gate(h)) ⊙ CL_up(h) runs as the up
+// linear with mul = the gate linear's output, which saves the separate element-wise pass (f32
+// multiplication commutes, so CL_up(h) · gate is HF's gate · CL_up(h) bit for bit).
 struct LinearArgs {
   const Tensor* bias = nullptr;      // [1, out], any dtype
   Act act = Act::None;
+  const Tensor* mul = nullptr;       // [rows, out] f32; may alias y
   const Tensor* residual = nullptr;  // [rows, out] f32; may alias y
   float in_min = -std::numeric_limits<float>::infinity();
   float in_max = std::numeric_limits<float>::infinity();
   float out_min = -std::numeric_limits<float>::infinity();
   float out_max = std::numeric_limits<float>::infinity();
+};
+
+// rope()'s optional first step: an RMS norm over each head (x_h / sqrt(mean(x_h²) + eps) · weight).
+struct HeadNorm {
+  const Tensor* weight = nullptr;  // [1, head_dim], any dtype; null: weightless
+  float eps = 0;
 };
 
 // A run of rows that attend to each other (one image frame). Attention never crosses segments.
@@ -108,8 +119,12 @@ class Backend {
   virtual void layer_norm(const Tensor& y, const Tensor& x, const Tensor& gamma, const Tensor& beta,
                           float eps) = 0;
   // RMS norm over each consecutive `group` columns of a row (group == cols: the whole row; group
-  // == head_dim: per head). weight is [1, group] or null (weightless).
-  virtual void rms_norm(const Tensor& y, const Tensor& x, const Tensor* weight, int64_t group, float eps) = 0;
+  // == head_dim: per head), then the residual added: y = residual + (x / sqrt(mean(x²) + eps)) · weight,
+  // in that order (each step rounded to f32; absent steps skipped). weight is [1, group] or null
+  // (weightless); residual is [rows, cols] f32 or null, and may alias y (x may too). The residual is
+  // Gemma 4's post-norms: `x += N_post(h)` in one pass instead of a norm and an add.
+  virtual void rms_norm(const Tensor& y, const Tensor& x, const Tensor* weight, int64_t group, float eps,
+                        const Tensor* residual) = 0;
   virtual void add(const Tensor& y, const Tensor& a, const Tensor& b) = 0;
   virtual void mul(const Tensor& y, const Tensor& a, const Tensor& b) = 0;
   // y = ((x - shift - sub) * mul) * scale, sub/mul per column ([1, cols], either may be null),
@@ -120,8 +135,13 @@ class Backend {
   // Each head is split into `sections` equal parts (Qwen 1, Gemma 2 axes); within a part of size
   // s, lanes j and j+s/2 rotate together: x_j' = x_j cos_j - x_{j+s/2} sin_j,
   // x_{j+s/2}' = x_{j+s/2} cos_{j+s/2} + x_j sin_{j+s/2}.
+  // With `norm`, each head is first RMS-normed (exactly rms_norm(x, x, norm->weight, head_dim, eps,
+  // null), bit for bit on the CPU) and the normed values rotated: Gemma 4's q and k, rope(N_q(q)),
+  // in one pass instead of two. The norm lives here rather than in rms_norm or a third op because
+  // rope already is the in-place per-head op over x, and in every tower a per-head norm of q or k
+  // is followed by it; its group is always rope's head, so only a weight and eps are new.
   virtual void rope(const Tensor& x, const Tensor& cos, const Tensor& sin, int64_t heads, int64_t head_dim,
-                    int64_t sections) = 0;
+                    int64_t sections, const HeadNorm* norm) = 0;
   // out = softmax(q kᵀ · scale) v per head and segment; q, k, v, out: [rows, heads*head_dim].
   // Tiled with an online softmax: memory O(rows * head_dim), never rows * rows. out may alias q
   // (the towers write it over q's columns of the qkv buffer); it must not overlap k or v.

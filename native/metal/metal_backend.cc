@@ -49,8 +49,9 @@ class MetalBackend final : public gpu::Backend {
   void layer_norm(const gpu::Tensor& y, const gpu::Tensor& x, const gpu::Tensor& g, const gpu::Tensor& b, float eps) override {
     rec([&] { encode_layer_norm(*ex_, y, x, g, b, eps); });
   }
-  void rms_norm(const gpu::Tensor& y, const gpu::Tensor& x, const gpu::Tensor* w, int64_t group, float eps) override {
-    rec([&] { encode_rms_norm(*ex_, y, x, w, group, eps); });
+  void rms_norm(const gpu::Tensor& y, const gpu::Tensor& x, const gpu::Tensor* w, int64_t group, float eps,
+                const gpu::Tensor* residual) override {
+    rec([&] { encode_rms_norm(*ex_, y, x, w, group, eps, residual); });
   }
   void add(const gpu::Tensor& y, const gpu::Tensor& a, const gpu::Tensor& b) override { rec([&] { encode_add(*ex_, y, a, b); }); }
   void mul(const gpu::Tensor& y, const gpu::Tensor& a, const gpu::Tensor& b) override { rec([&] { encode_mul(*ex_, y, a, b); }); }
@@ -58,8 +59,9 @@ class MetalBackend final : public gpu::Backend {
               float shift) override {
     rec([&] { encode_affine(*ex_, y, x, sub, m, scale, shift); });
   }
-  void rope(const gpu::Tensor& x, const gpu::Tensor& c, const gpu::Tensor& s, int64_t heads, int64_t hd, int64_t sections) override {
-    rec([&] { encode_rope(*ex_, x, c, s, heads, hd, sections); });
+  void rope(const gpu::Tensor& x, const gpu::Tensor& c, const gpu::Tensor& s, int64_t heads, int64_t hd, int64_t sections,
+            const gpu::HeadNorm* norm) override {
+    rec([&] { encode_rope(*ex_, x, c, s, heads, hd, sections, norm); });
   }
   void attention(const gpu::Tensor& out, const gpu::Tensor& q, const gpu::Tensor& k, const gpu::Tensor& v, int64_t heads, int64_t hd, float scale,
                  const std::vector<gpu::Segment>& segments) override {

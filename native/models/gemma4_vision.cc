@@ -2,6 +2,7 @@
 //   embed:     x = (2·(pixels − 0.5))·W_patchᵀ + (Tab_x[x] + Tab_y[y])
 //   block l:   x += N_pa(CL_o(attn(rope(N_q(CL_q(N1 x))), rope(N_k(CL_k(N1 x))), N_v(CL_v(N1 x)))))
 //              x += N_pf(CL_down(gelu_tanh(CL_gate(N2 x)) ⊙ CL_up(N2 x)))        [· out_scale]
+//              (the ⊙ in CL_up's epilogue: gpu::LinearArgs::mul)
 //   pooled:    3x3 average by position, · √D, (− std_bias) · std_scale when standardising
 //   projected: RMSNorm (no weight) over D, then W_proj
 // CL = clippable linear (input clamp, matmul, output clamp); N = RMSNorm with the weight as stored.
@@ -341,7 +342,7 @@ void Gemma4Vision::upload_inputs(const PixelInput& in, const std::vector<int64_t
 // Attention needs k and v of every token of an image, so they are whole; everything else in a
 // block works token by token and runs one row chunk at a time (kRowChunk; the attention phase in
 // Plan::attn_chunk rows), q included:
-//   1. per chunk: N1, then k and v; then their norms and k's rope over all rows;
+//   1. per chunk: N1, then k and v; then over all rows k's norm with its rope (one op), and v's norm;
 //   2. per chunk: N1 again (the same bits as in 1), q, its norm and rope, attention of the chunk's
 //      query rows against all keys of their image, the o projection and the residual add. A chunk's
 //      rows of x change only after k and v of every row are made, and q reads only its own rows.
@@ -353,21 +354,20 @@ void Gemma4Vision::run_block(const StageWeights& w, const Tensors& t, const std:
   const gpu::LinearArgs cq = clamps(w, kAttnQ), ck = clamps(w, kAttnK), cv = clamps(w, kAttnV);
   for_row_chunks(n, t.hq.rows, [&](int64_t r0, int64_t rows) {
     const gpu::Tensor h = t.hq.rows_view(0, rows);
-    backend_.rms_norm(h, t.x.rows_view(r0, rows), &w.get("input_layernorm.weight"), D, d_.eps);
+    backend_.rms_norm(h, t.x.rows_view(r0, rows), &w.get("input_layernorm.weight"), D, d_.eps, nullptr);
     backend_.linear(t.k.rows_view(r0, rows), h, w.get(linear_weight(kAttnK)), ck);
     backend_.linear(t.v.rows_view(r0, rows), h, w.get(linear_weight(kAttnV)), cv);
   });
-  backend_.rms_norm(t.k, t.k, &w.get("self_attn.k_norm.weight"), hd, d_.eps);
-  backend_.rms_norm(t.v, t.v, nullptr, hd, d_.eps);
-  backend_.rope(t.k, t.cos, t.sin, d_.heads, hd, 2);
+  const gpu::HeadNorm k_norm{&w.get("self_attn.k_norm.weight"), d_.eps}, q_norm{&w.get("self_attn.q_norm.weight"), d_.eps};
+  backend_.rope(t.k, t.cos, t.sin, d_.heads, hd, 2, &k_norm);  // rope(N_k(k)) in one pass
+  backend_.rms_norm(t.v, t.v, nullptr, hd, d_.eps, nullptr);
 
   const gpu::LinearArgs co = clamps(w, kAttnO);
   for_row_chunks(n, t.hq.rows, [&](int64_t r0, int64_t rows) {
     const gpu::Tensor x = t.x.rows_view(r0, rows), h = t.hq.rows_view(0, rows), q = t.q.rows_view(0, rows);
-    backend_.rms_norm(h, x, &w.get("input_layernorm.weight"), D, d_.eps);
+    backend_.rms_norm(h, x, &w.get("input_layernorm.weight"), D, d_.eps, nullptr);
     backend_.linear(q, h, w.get(linear_weight(kAttnQ)), cq);
-    backend_.rms_norm(q, q, &w.get("self_attn.q_norm.weight"), hd, d_.eps);
-    backend_.rope(q, t.cos.rows_view(r0, rows), t.sin.rows_view(r0, rows), d_.heads, hd, 2);
+    backend_.rope(q, t.cos.rows_view(r0, rows), t.sin.rows_view(r0, rows), d_.heads, hd, 2, &q_norm);  // rope(N_q(q))
     // Images never attend to each other: the chunk's rows of each image, against all that image's
     // keys (the op's one-segment form, gpu/backend.h). The output overwrites q (allowed: each
     // query row is read before it is written).
@@ -379,11 +379,10 @@ void Gemma4Vision::run_block(const StageWeights& w, const Tensors& t, const std:
                          hd, 1.0f, {gpu::Segment{0, s.length}});
     }
     backend_.linear(h, q, w.get(linear_weight(kAttnO)), co);
-    backend_.rms_norm(h, h, &w.get("post_attention_layernorm.weight"), D, d_.eps);
-    backend_.add(x, x, h);
+    backend_.rms_norm(x, h, &w.get("post_attention_layernorm.weight"), D, d_.eps, &x);  // x += N_pa(h)
   });
 
-  const gpu::LinearArgs cu = clamps(w, kMlpUp), cd = clamps(w, kMlpDown);
+  const gpu::LinearArgs cd = clamps(w, kMlpDown), cu = clamps(w, kMlpUp);
   gpu::LinearArgs cg = clamps(w, kMlpGate);
   cg.act = gpu::Act::GeluTanh;  // after the output clamp, as HF: act(CL_gate(m))
   const bool scaled = w.find("out_scale") != nullptr;
@@ -391,13 +390,13 @@ void Gemma4Vision::run_block(const StageWeights& w, const Tensors& t, const std:
   for_row_chunks(n, t.h.rows, [&](int64_t r0, int64_t rows) {
     const gpu::Tensor x = t.x.rows_view(r0, rows), h = t.h.rows_view(0, rows);
     const gpu::Tensor gate = t.gate.rows_view(0, rows), up = t.up.rows_view(0, rows);
-    backend_.rms_norm(h, x, &w.get("pre_feedforward_layernorm.weight"), D, d_.eps);
+    backend_.rms_norm(h, x, &w.get("pre_feedforward_layernorm.weight"), D, d_.eps, nullptr);
     backend_.linear(gate, h, w.get(linear_weight(kMlpGate)), cg);
-    backend_.linear(up, h, w.get(linear_weight(kMlpUp)), cu);
-    backend_.mul(gate, gate, up);
-    backend_.linear(h, gate, w.get(linear_weight(kMlpDown)), cd);
-    backend_.rms_norm(h, h, &w.get("post_feedforward_layernorm.weight"), D, d_.eps);
-    backend_.add(x, x, h);
+    gpu::LinearArgs geglu = cu;  // the GEGLU product in the up linear's epilogue: up = CL_up(h) ⊙ gelu(CL_gate(h))
+    geglu.mul = &gate;
+    backend_.linear(up, h, w.get(linear_weight(kMlpUp)), geglu);
+    backend_.linear(h, up, w.get(linear_weight(kMlpDown)), cd);
+    backend_.rms_norm(x, h, &w.get("post_feedforward_layernorm.weight"), D, d_.eps, &x);  // x += N_pf(h)
     // A GGUF's per-block output scale (not in HF 5.17 checkpoints; Ollama multiplies the block output).
     if (scaled) backend_.affine(x, x, nullptr, nullptr, out_scale, 0.0f);
   });
@@ -462,7 +461,7 @@ void Gemma4Vision::encode(const PixelInput& in, const EncodeControl& ctl, Encode
     }
     if (stage.kind == "projector") {
       // #projector: weightless RMSNorm over D, then the projection (Ollama's reversed order is not HF's).
-      backend_.rms_norm(t.normed, t.pooled, nullptr, D, d_.eps);
+      backend_.rms_norm(t.normed, t.pooled, nullptr, D, d_.eps, nullptr);
       backend_.linear(t.projected, t.normed, w.get(projection_weight()), clamps(w, kProjection));
       projected_done = true;
       return {t.projected, RowKind::Token};

@@ -219,8 +219,8 @@ void QwenVision::run_block(const StageWeights& w, const Tensors& t, const std::v
     backend_.linear(t.qkv.rows_view(r0, rows), h, w.get(kQkvWeight), a);
   });
   gpu::Tensor q = t.qkv.cols_view(0, D), k = t.qkv.cols_view(D, D), v = t.qkv.cols_view(2 * D, D);
-  backend_.rope(q, t.cos, t.sin, d_.heads, d_.head_dim, 1);
-  backend_.rope(k, t.cos, t.sin, d_.heads, d_.head_dim, 1);
+  // q and k side by side in qkv are 2·heads heads with the same angles per row: one rope for both
+  backend_.rope(t.qkv.cols_view(0, 2 * D), t.cos, t.sin, 2 * d_.heads, d_.head_dim, 1, nullptr);
   const gpu::Tensor& attn = q;  // the output overwrites q (each query row is read before it is written)
   backend_.attention(attn, q, k, v, d_.heads, d_.head_dim, float(1.0 / std::sqrt(double(d_.head_dim))), segments);
   gpu::LinearArgs proj;

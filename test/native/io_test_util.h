@@ -26,11 +26,11 @@ class NoOpsBackend : public gpu::Backend {
   void download(void*, const gpu::Tensor&) override {}
   void linear(const gpu::Tensor&, const gpu::Tensor&, const gpu::Tensor&, const gpu::LinearArgs&) override {}
   void layer_norm(const gpu::Tensor&, const gpu::Tensor&, const gpu::Tensor&, const gpu::Tensor&, float) override {}
-  void rms_norm(const gpu::Tensor&, const gpu::Tensor&, const gpu::Tensor*, int64_t, float) override {}
+  void rms_norm(const gpu::Tensor&, const gpu::Tensor&, const gpu::Tensor*, int64_t, float, const gpu::Tensor*) override {}
   void add(const gpu::Tensor&, const gpu::Tensor&, const gpu::Tensor&) override {}
   void mul(const gpu::Tensor&, const gpu::Tensor&, const gpu::Tensor&) override {}
   void affine(const gpu::Tensor&, const gpu::Tensor&, const gpu::Tensor*, const gpu::Tensor*, float, float) override {}
-  void rope(const gpu::Tensor&, const gpu::Tensor&, const gpu::Tensor&, int64_t, int64_t, int64_t) override {}
+  void rope(const gpu::Tensor&, const gpu::Tensor&, const gpu::Tensor&, int64_t, int64_t, int64_t, const gpu::HeadNorm*) override {}
   void attention(const gpu::Tensor&, const gpu::Tensor&, const gpu::Tensor&, const gpu::Tensor&, int64_t, int64_t,
                  float, const std::vector<gpu::Segment>&) override {}
   void gather_sum(const gpu::Tensor&, const gpu::Tensor&, gpu::Buffer*, int64_t, bool) override {}

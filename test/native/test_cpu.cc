@@ -135,7 +135,7 @@ TEST("cpu: supported levels include scalar and the best one") {
   EXPECT(std::string(tessera::cpu::make_cpu_backend(1)->name()) == "cpu");
 }
 
-TEST("cpu: linear matches a double loop (dtypes, ragged sizes, strides, bias, activations, residual, clamps)") {
+TEST("cpu: linear matches a double loop (dtypes, ragged sizes, strides, bias, activations, mul, residual, clamps)") {
   struct Shape {
     int64_t m, k, n;
   };
@@ -150,14 +150,19 @@ TEST("cpu: linear matches a double loop (dtypes, ragged sizes, strides, bias, ac
         const Act act = Act(variant % 3);
         const bool with_bias = variant % 2 == 0, with_res = variant % 4 != 1, alias = variant % 4 == 2;
         const bool clamps = variant % 5 == 0;
+        // the multiplier: in 2 of 3 variants, y itself in some (then also the residual where that aliases y)
+        const bool with_mul = variant % 3 != 2, mul_alias = with_mul && variant % 4 >= 2;
         Mat x = env.make(rng, s.m, s.k, DType::F32, variant % 3);  // strided x for 2 of 3 variants
         Mat w = env.make(rng, s.n, s.k, wd, variant % 2);          // strided weight rows too
         Mat bias = env.make(rng, 1, s.n, wd);
-        Mat y = env.make(rng, s.m, s.n, DType::F32, 3);  // y strided; its values are the residual when aliased
+        Mat y = env.make(rng, s.m, s.n, DType::F32, 3);  // y strided; its values are the residual / mul when aliased
         Mat res = alias ? y : env.make(rng, s.m, s.n);
+        Rng mul_rng{uint32_t(variant)};  // its own stream: the other operands keep their values
+        Mat mul = mul_alias ? y : env.make(mul_rng, s.m, s.n, DType::F32, variant % 2, 0.5f, 1.5f);
         LinearArgs a;
         a.act = act;
         if (with_bias) a.bias = &bias.t;
+        if (with_mul) a.mul = &mul.t;
         if (with_res) a.residual = &res.t;
         if (clamps) a.in_min = -0.5f, a.in_max = 0.6f, a.out_min = -0.8f, a.out_max = 0.7f;
         std::vector<double> ref(size_t(s.m * s.n));
@@ -172,14 +177,16 @@ TEST("cpu: linear matches a double loop (dtypes, ragged sizes, strides, bias, ac
             if (with_bias) acc += bias.at(0, c);
             if (clamps) acc = std::min(std::max(acc, -0.800000011920929), 0.699999988079071);
             acc = ref_act(act, acc);
+            if (with_mul) acc *= mul.at(r, c);
             if (with_res) acc += res.at(r, c);
             ref[size_t(r * s.n + c)] = acc;
           }
         env.b->linear(y.t, x.t, w.t, a);
-        expect_close(env.read(y.t), ref, 2e-6,
+        // a multiplier up to 1.5 scales the accumulation's rounding error with it
+        expect_close(env.read(y.t), ref, with_mul ? 3e-6 : 2e-6,
                      std::string(tessera::cpu::simd_name(level)) + " linear " + std::to_string(s.m) + "x" +
                          std::to_string(s.k) + "x" + std::to_string(s.n) + " " + dname(wd) + " variant " +
-                         std::to_string(variant));
+                         std::to_string(variant) + (with_mul ? (mul_alias ? " mul=y" : " mul") : ""));
       }
   });
 }
@@ -286,6 +293,21 @@ TEST("cpu: linear rejects mismatched shapes with ERR_INVALID_ARGUMENT") {
     threw = e.code() == tessera::Code::InvalidArgument && std::string(e.what()).find("linear") != std::string::npos;
   }
   EXPECT(threw);
+  // a multiplier of the wrong shape, and one that partially overlaps y: named in the message
+  Mat w2 = env.make(rng, 5, 8), small = env.make(rng, 4, 4), wide = env.make(rng, 5, 6);
+  const Tensor shifted = wide.t.rows_view(1, 4).cols_view(1, 5);  // y = its rows 0..3, shifted by a row and a column
+  const Tensor y2 = wide.t.rows_view(0, 4).cols_view(0, 5);
+  for (const Tensor* bad : {static_cast<const Tensor*>(&small.t), &shifted}) {
+    LinearArgs a;
+    a.mul = bad;
+    std::string msg;
+    try {
+      env.b->linear(bad == &shifted ? y2 : y.t, x.t, w2.t, a);
+    } catch (const tessera::Error& e) {
+      if (e.code() == tessera::Code::InvalidArgument) msg = e.what();
+    }
+    EXPECT_MSG(msg.find("mul") != std::string::npos, "linear with a bad mul: '" << msg << "'");
+  }
 }
 
 namespace {
@@ -393,18 +415,72 @@ TEST("cpu: layer_norm and rms_norm (whole row, per head, weightless, bf16 parame
             for (int64_t j = 0; j < group; ++j)
               ref[size_t(r * cols + g0 + j)] = x.at(r, g0 + j) * rs * (weighted ? wt.at(0, j) : 1.0);
           }
-        env.b->rms_norm(y.t, x.t, weighted ? &wt.t : nullptr, group, 1e-6f);
+        env.b->rms_norm(y.t, x.t, weighted ? &wt.t : nullptr, group, 1e-6f, nullptr);
         expect_close(env.read(y.t), ref, 1e-5, "rms_norm group " + std::to_string(group));
       }
     }
     Mat x = env.make(rng, 2, 216), y = env.make(rng, 2, 216);
     bool threw = false;
     try {
-      env.b->rms_norm(y.t, x.t, nullptr, 64, 1e-6f);
+      env.b->rms_norm(y.t, x.t, nullptr, 64, 1e-6f, nullptr);
     } catch (const tessera::Error& e) {
       threw = e.code() == tessera::Code::InvalidArgument;
     }
     EXPECT(threw);
+  });
+}
+
+TEST("cpu: rms_norm adding a residual (row and per-head groups; residual apart, = y, and y = x = residual) is norm then add, bit for bit") {
+  each_level([&](Simd level) {
+    Env env(level);
+    Rng rng(21);
+    for (int64_t group : {216, 72, 8}) {
+      const int64_t rows = 6, cols = 216;
+      const std::string what = std::string(tessera::cpu::simd_name(level)) + " rms_norm+residual group " + std::to_string(group);
+      Mat x = env.make(rng, rows, cols, DType::F32, 2, -2, 2), res = env.make(rng, rows, cols, DType::F32, 1, -3, 3);
+      Mat wt = env.make(rng, 1, group, DType::BF16, 0, 0.5f, 1.5f);
+      std::vector<double> ref(size_t(rows * cols));
+      for (int64_t r = 0; r < rows; ++r)
+        for (int64_t g0 = 0; g0 < cols; g0 += group) {
+          double ss = 0;
+          for (int64_t j = 0; j < group; ++j) ss += x.at(r, g0 + j) * x.at(r, g0 + j);
+          const double rs = 1 / std::sqrt(ss / double(group) + 1e-6);
+          for (int64_t j = 0; j < group; ++j)
+            ref[size_t(r * cols + g0 + j)] = res.at(r, g0 + j) + x.at(r, g0 + j) * rs * wt.at(0, j);
+        }
+      // the two ops it replaces: h = N(x); y = residual + h
+      Mat h = env.make(rng, rows, cols), sum = env.make(rng, rows, cols);
+      env.b->rms_norm(h.t, x.t, &wt.t, group, 1e-6f, nullptr);
+      env.b->add(sum.t, res.t, h.t);
+      const std::vector<float> unfused = env.read(sum.t);
+      Mat y = env.make(rng, rows, cols, DType::F32, 3);
+      env.b->rms_norm(y.t, x.t, &wt.t, group, 1e-6f, &res.t);
+      const std::vector<float> got = env.read(y.t);
+      expect_close(got, ref, 1e-5, what);
+      EXPECT_MSG(std::memcmp(got.data(), unfused.data(), got.size() * 4) == 0, what << ": differs from rms_norm then add");
+      env.b->rms_norm(res.t, x.t, &wt.t, group, 1e-6f, &res.t);  // residual = y: Gemma's x += N(h)
+      EXPECT_MSG(env.read(res.t) == got, what << ": residual = y differs");
+      Mat xyz = env.make(rng, rows, cols, DType::F32, 0, -2, 2);
+      std::vector<double> self(size_t(rows * cols));
+      for (int64_t r = 0; r < rows; ++r)
+        for (int64_t g0 = 0; g0 < cols; g0 += group) {
+          double ss = 0;
+          for (int64_t j = 0; j < group; ++j) ss += xyz.at(r, g0 + j) * xyz.at(r, g0 + j);
+          const double rs = 1 / std::sqrt(ss / double(group) + 1e-6);
+          for (int64_t j = 0; j < group; ++j)
+            self[size_t(r * cols + g0 + j)] = xyz.at(r, g0 + j) * (1 + rs * wt.at(0, j));
+        }
+      env.b->rms_norm(xyz.t, xyz.t, &wt.t, group, 1e-6f, &xyz.t);  // y = x = residual
+      expect_close(env.read(xyz.t), self, 1e-5, what + " in place");
+    }
+    Mat x = env.make(rng, 2, 16), y = env.make(rng, 2, 16), bad = env.make(rng, 2, 8);
+    std::string msg;
+    try {
+      env.b->rms_norm(y.t, x.t, nullptr, 16, 1e-6f, &bad.t);
+    } catch (const tessera::Error& e) {
+      if (e.code() == tessera::Code::InvalidArgument) msg = e.what();
+    }
+    EXPECT_MSG(msg.find("residual") != std::string::npos, "rms_norm with a [2, 8] residual: '" << msg << "'");
   });
 }
 
@@ -461,9 +537,57 @@ TEST("cpu: rope with 1 and 2 sections") {
                 ref[size_t(r * w + a)] = x.at(r, a) * cs.at(r, ca) - x.at(r, b) * sn.at(r, ca);
                 ref[size_t(r * w + b)] = x.at(r, b) * cs.at(r, cb) + x.at(r, a) * sn.at(r, cb);
               }
-        env.b->rope(x.t, cs.t, sn.t, heads, hd, sections);
+        env.b->rope(x.t, cs.t, sn.t, heads, hd, sections, nullptr);
         expect_close(env.read(x.t), ref, 1e-6, "rope sections " + std::to_string(sections) + " hd " + std::to_string(hd));
       }
+  });
+}
+
+TEST("cpu: rope with a per-head norm first (weighted, weightless) is rms_norm then rope, bit for bit") {
+  each_level([&](Simd level) {
+    Env env(level);
+    Rng rng(14);
+    for (int64_t sections : {1, 2})
+      for (int64_t hd : {72, 64, 16})
+        for (bool weighted : {true, false}) {
+          const int64_t rows = 9, heads = 3, w = heads * hd;
+          const std::string what = std::string(tessera::cpu::simd_name(level)) + " rope+norm sections " +
+                                   std::to_string(sections) + " hd " + std::to_string(hd) + (weighted ? " bf16 weight" : " weightless");
+          Mat x = env.make(rng, rows, w, DType::F32, 5, -3, 3), y = env.make(rng, rows, w, DType::F32, 5);
+          Mat cs = env.make(rng, rows, hd), sn = env.make(rng, rows, hd), wt = env.make(rng, 1, hd, DType::BF16, 0, 0.5f, 1.5f);
+          std::vector<double> ref(size_t(rows * w));
+          const int64_t s = hd / sections, half = s / 2;
+          for (int64_t r = 0; r < rows; ++r)
+            for (int64_t h = 0; h < heads; ++h) {
+              double ss = 0;
+              for (int64_t j = 0; j < hd; ++j) ss += x.at(r, h * hd + j) * x.at(r, h * hd + j);
+              const double rs = 1 / std::sqrt(ss / double(hd) + 1e-6);
+              auto n = [&](int64_t j) { return x.at(r, h * hd + j) * rs * (weighted ? wt.at(0, j) : 1.0); };
+              for (int64_t p = 0; p < sections; ++p)
+                for (int64_t j = 0; j < half; ++j) {
+                  const int64_t a = p * s + j, b = a + half;
+                  ref[size_t(r * w + h * hd + a)] = n(a) * cs.at(r, a) - n(b) * sn.at(r, a);
+                  ref[size_t(r * w + h * hd + b)] = n(b) * cs.at(r, b) + n(a) * sn.at(r, b);
+                }
+            }
+          // the two ops it replaces, on a copy
+          env.b->rms_norm(y.t, x.t, weighted ? &wt.t : nullptr, hd, 1e-6f, nullptr);
+          env.b->rope(y.t, cs.t, sn.t, heads, hd, sections, nullptr);
+          const HeadNorm norm{weighted ? &wt.t : nullptr, 1e-6f};
+          env.b->rope(x.t, cs.t, sn.t, heads, hd, sections, &norm);
+          const std::vector<float> got = env.read(x.t), two = env.read(y.t);
+          expect_close(got, ref, 1e-5, what);
+          EXPECT_MSG(std::memcmp(got.data(), two.data(), got.size() * 4) == 0, what << ": differs from rms_norm then rope");
+        }
+    Mat x = env.make(rng, 2, 32), cs = env.make(rng, 2, 16), wt = env.make(rng, 1, 8);
+    const HeadNorm bad{&wt.t, 1e-6f};
+    std::string msg;
+    try {
+      env.b->rope(x.t, cs.t, cs.t, 2, 16, 1, &bad);
+    } catch (const tessera::Error& e) {
+      if (e.code() == tessera::Code::InvalidArgument) msg = e.what();
+    }
+    EXPECT_MSG(msg.find("norm weight") != std::string::npos, "rope with an [1, 8] norm weight for head_dim 16: '" << msg << "'");
   });
 }
 
@@ -697,7 +821,7 @@ TEST("cpu: property: norms at random widths") {
       }
       env.b->layer_norm(y.t, x.t, g.t, b.t, 1e-5f);
       expect_close(env.read(y.t), ln, 1e-5, "random layer_norm " + std::to_string(cols));
-      env.b->rms_norm(y.t, x.t, &wt.t, group, 1e-5f);
+      env.b->rms_norm(y.t, x.t, &wt.t, group, 1e-5f, nullptr);
       expect_close(env.read(y.t), rms, 1e-5, "random rms_norm group " + std::to_string(group));
     }
   });

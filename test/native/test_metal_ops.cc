@@ -151,7 +151,7 @@ const char* dn(DType d) { return tessera::dtype_name(d); }
 
 }  // namespace
 
-TEST("metal: linear vs cpu (matmul + matvec paths, 31/32/33 and 63/64/65 tails, f32/f16/bf16 weights, bias, act, residual, clamps, strides)") {
+TEST("metal: linear vs cpu (matmul + matvec paths, 31/32/33 and 63/64/65 tails, f32/f16/bf16 weights, bias, act, mul, residual, clamps, strides)") {
   if (!enabled()) return;
   std::mt19937 g(11);
   struct S {
@@ -167,16 +167,21 @@ TEST("metal: linear vs cpu (matmul + matvec paths, 31/32/33 and 63/64/65 tails, 
       ++variant;
       const Act act = Act(variant % 3);
       const bool bias = variant % 2 == 0, res = variant % 4 != 1, alias = variant % 4 == 2, clamps = variant % 5 == 0;
+      // the GEGLU multiplier (Gemma 4's up linear): a strided tensor of its own, or y itself
+      const bool mul = variant % 3 != 2, mul_alias = mul && variant % 4 >= 2;
       const DType bd = variant % 3 == 0 ? DType::BF16 : DType::F32;
       Case c;
       c.name = "linear " + std::to_string(s.m) + "x" + std::to_string(s.k) + "->" + std::to_string(s.n) + " w=" + dn(wd) + " act=" + std::to_string(int(act)) +
-               (bias ? " bias" : "") + (res ? (alias ? " residual=y" : " residual") : "") + (clamps ? " clamps" : "");
-      c.in = {make(g, s.m, s.k, DType::F32, variant % 3), make(g, s.n, s.k, wd), make(g, 1, s.n, bd), make(g, s.m, s.n), make(g, s.m, s.n, DType::F32, variant % 2)};
+               (bias ? " bias" : "") + (mul ? (mul_alias ? " mul=y" : " mul") : "") + (res ? (alias ? " residual=y" : " residual") : "") +
+               (clamps ? " clamps" : "");
+      c.in = {make(g, s.m, s.k, DType::F32, variant % 3), make(g, s.n, s.k, wd), make(g, 1, s.n, bd), make(g, s.m, s.n), make(g, s.m, s.n, DType::F32, variant % 2),
+              make(g, s.m, s.n, DType::F32, 1 + variant % 2, 0.5f, 1.5f)};
       c.out = 4;
       c.op = [=](Backend& b, std::vector<Tensor>& t) {
         LinearArgs a;
         a.act = act;
         if (bias) a.bias = &t[2];
+        if (mul) a.mul = mul_alias ? &t[4] : &t[5];
         if (res) a.residual = alias ? &t[4] : &t[3];
         if (clamps) a.in_min = -0.5f, a.in_max = 0.7f, a.out_min = -0.9f, a.out_max = 1.1f;
         b.linear(t[4], t[0], t[1], a);
@@ -201,7 +206,7 @@ TEST("metal: layer_norm and rms_norm vs cpu (row and per-head groups, weight dty
       r.name = "rms_norm row cols=" + std::to_string(cols) + " w=" + dn(wd) + " in place";
       r.in = {make(g, 4, cols, DType::F32, 0, -2, 3), make(g, 1, cols, wd, 0, 0.5f, 1.5f)};
       r.out = 0;
-      r.op = [](Backend& b, std::vector<Tensor>& t) { b.rms_norm(t[0], t[0], &t[1], t[0].cols, 1e-6f); };
+      r.op = [](Backend& b, std::vector<Tensor>& t) { b.rms_norm(t[0], t[0], &t[1], t[0].cols, 1e-6f, nullptr); };
       check(r);
     }
   for (int64_t group : {16, 64, 72})
@@ -210,7 +215,19 @@ TEST("metal: layer_norm and rms_norm vs cpu (row and per-head groups, weight dty
       c.name = "rms_norm group=" + std::to_string(group) + (weighted ? " weighted bf16" : " weightless");
       c.in = {make(g, 7, group * 5, DType::F32, 2, -2, 2), make(g, 1, group, DType::BF16, 0, 0.5f, 1.5f), make(g, 7, group * 5)};
       c.out = 2;
-      c.op = [weighted](Backend& b, std::vector<Tensor>& t) { b.rms_norm(t[2], t[0], weighted ? &t[1] : nullptr, t[1].cols, 1e-6f); };
+      c.op = [weighted](Backend& b, std::vector<Tensor>& t) { b.rms_norm(t[2], t[0], weighted ? &t[1] : nullptr, t[1].cols, 1e-6f, nullptr); };
+      check(c);
+    }
+  // a residual added last (Gemma 4's post-norms x += N(h)): strided and apart, or the output itself
+  for (int64_t group : {300, 72})
+    for (int alias = 0; alias < 2; alias++) {
+      const int64_t cols = group == 300 ? 300 : 5 * group;  // the row kernel, then the per-group one
+      Case c;
+      c.name = "rms_norm group=" + std::to_string(group) + " cols=" + std::to_string(cols) + " + residual" + (alias ? "=y" : " (strided)");
+      c.in = {make(g, 6, cols, DType::F32, 1, -2, 2), make(g, 1, group, DType::BF16, 0, 0.5f, 1.5f), make(g, 6, cols, DType::F32, 3, -3, 3),
+              make(g, 6, cols)};
+      c.out = alias ? 2 : 3;
+      c.op = [alias](Backend& b, std::vector<Tensor>& t) { b.rms_norm(t[alias ? 2 : 3], t[0], &t[1], t[1].cols, 1e-6f, &t[2]); };
       check(c);
     }
 }
@@ -252,7 +269,24 @@ TEST("metal: rope vs cpu (Qwen 1 section, Gemma 2 sections; head_dim 16, 64, 72;
       const int64_t heads = 3, rows = 33;
       c.in = {make(g, rows, 3 * heads * hd), make(g, rows, hd), make(g, rows, hd)};
       c.out = 0;
-      c.op = [=](Backend& b, std::vector<Tensor>& t) { b.rope(t[0].cols_view(heads * hd, heads * hd), t[1], t[2], heads, hd, sections); };
+      c.op = [=](Backend& b, std::vector<Tensor>& t) { b.rope(t[0].cols_view(heads * hd, heads * hd), t[1], t[2], heads, hd, sections, nullptr); };
+      check(c);
+    }
+  // each head RMS-normed first (Gemma 4's q and k): weighted (f32, bf16) and weightless; 9 heads: more heads
+  // than the kernel's 8 simdgroups, so a simdgroup takes a second head
+  for (int64_t hd : {16, 64, 72, 80})
+    for (int weight = 0; weight < 3; weight++) {
+      const int64_t sections = hd == 80 ? 1 : 2, heads = hd == 72 ? 9 : 3, rows = 17;
+      Case c;
+      c.name = "rope+norm hd=" + std::to_string(hd) + " sections=" + std::to_string(sections) + " heads=" + std::to_string(heads) +
+               (weight == 0 ? " weightless" : weight == 1 ? " f32 weight" : " bf16 weight");
+      c.in = {make(g, rows, 2 * heads * hd, DType::F32, 1, -3, 3), make(g, rows, hd), make(g, rows, hd),
+              make(g, 1, hd, weight == 2 ? DType::BF16 : DType::F32, 0, 0.5f, 1.5f)};
+      c.out = 0;
+      c.op = [=](Backend& b, std::vector<Tensor>& t) {
+        const HeadNorm norm{weight ? &t[3] : nullptr, 1e-6f};
+        b.rope(t[0].cols_view(heads * hd, heads * hd), t[1], t[2], heads, hd, sections, &norm);
+      };
       check(c);
     }
 }
@@ -342,6 +376,15 @@ TEST("metal: count_nonfinite and bad arguments are coded errors") {
     b->linear(x, x, w, LinearArgs{});
   } catch (const tessera::Error& e) {
     threw = e.code() == tessera::Code::InvalidArgument && std::string(e.what()).find("linear") != std::string::npos;
+  }
+  EXPECT(threw);
+  threw = false;
+  try {  // a GEGLU multiplier of the wrong shape
+    LinearArgs a;
+    a.mul = &w;
+    b->linear(make_tensor(buf, 0, DType::F32, 3, 2), x.cols_view(0, 3), w, a);
+  } catch (const tessera::Error& e) {
+    threw = e.code() == tessera::Code::InvalidArgument && std::string(e.what()).find("mul") != std::string::npos;
   }
   EXPECT(threw);
   threw = false;
@@ -449,17 +492,19 @@ TEST("metal counts: traffic: GEMM within 2x of the 64x64-tile ideal, attention w
   }
 }
 
-TEST("metal: a pipeline allowing fewer threads: norms adapt, matmul refuses with ERR_GPU") {
+TEST("metal: a pipeline allowing fewer threads: norms and rope's norm adapt, matmul refuses with ERR_GPU") {
   if (!enabled() || on_gpu()) return;
   std::mt19937 g(17);
   Case c;
-  c.name = "layer_norm + rms_norm with pipelines of 64 threads";
-  c.in = {make(g, 3, 300, DType::F32, 0, -2, 3), make(g, 1, 300), make(g, 1, 300), make(g, 3, 300)};
+  c.name = "layer_norm + rms_norm + rope with a head norm, pipelines of 64 threads";
+  c.in = {make(g, 3, 300, DType::F32, 0, -2, 3), make(g, 1, 300), make(g, 1, 300), make(g, 3, 300), make(g, 3, 60), make(g, 3, 60), make(g, 1, 60)};
   c.out = 3;
   c.op = [](Backend& b, std::vector<Tensor>& t) {
     b.layer_norm(t[3], t[0], t[1], t[2], 1e-6f);
-    b.rms_norm(t[3], t[3], &t[1], 300, 1e-6f);
-    b.rms_norm(t[3], t[3], nullptr, 30, 1e-6f);
+    b.rms_norm(t[3], t[3], &t[1], 300, 1e-6f, nullptr);
+    b.rms_norm(t[3], t[3], nullptr, 30, 1e-6f, nullptr);
+    const HeadNorm norm{&t[6], 1e-6f};
+    b.rope(t[3], t[4], t[5], 5, 60, 2, &norm);  // 5 heads for 2 simdgroups
   };
   auto cpu = tessera::cpu::make_cpu_backend(1);
   const std::vector<float> ref = run_on(*cpu, c);

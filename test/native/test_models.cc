@@ -179,8 +179,9 @@ class CountingBackend final : public gpu::Backend {
                   float eps) override {
     in->layer_norm(y, x, g, b, eps);
   }
-  void rms_norm(const gpu::Tensor& y, const gpu::Tensor& x, const gpu::Tensor* w, int64_t g, float eps) override {
-    in->rms_norm(y, x, w, g, eps);
+  void rms_norm(const gpu::Tensor& y, const gpu::Tensor& x, const gpu::Tensor* w, int64_t g, float eps,
+                const gpu::Tensor* residual) override {
+    in->rms_norm(y, x, w, g, eps, residual);
   }
   void add(const gpu::Tensor& y, const gpu::Tensor& a, const gpu::Tensor& b) override { in->add(y, a, b); }
   void mul(const gpu::Tensor& y, const gpu::Tensor& a, const gpu::Tensor& b) override { in->mul(y, a, b); }
@@ -189,8 +190,8 @@ class CountingBackend final : public gpu::Backend {
     in->affine(y, x, s, m, k, shift);
   }
   void rope(const gpu::Tensor& x, const gpu::Tensor& c, const gpu::Tensor& s, int64_t h, int64_t hd,
-            int64_t sec) override {
-    in->rope(x, c, s, h, hd, sec);
+            int64_t sec, const gpu::HeadNorm* norm) override {
+    in->rope(x, c, s, h, hd, sec, norm);
   }
   void attention(const gpu::Tensor& o, const gpu::Tensor& q, const gpu::Tensor& k, const gpu::Tensor& v, int64_t h,
                  int64_t hd, float sc, const std::vector<gpu::Segment>& seg) override {

@@ -106,9 +106,9 @@ int main() {
       cases.push_back(c);
     }
   cases.push_back({"layer_norm", {make(g, 5, 70), make(g, 1, 70, DType::BF16), make(g, 1, 70, DType::F16)}, [](Backend& b, std::vector<Tensor>& t) { b.layer_norm(t[0], t[0], t[1], t[2], 1e-6f); }, 0});
-  cases.push_back({"rms_norm row + per-head", {make(g, 5, 64), make(g, 1, 64), make(g, 1, 16)}, [](Backend& b, std::vector<Tensor>& t) {
-                     b.rms_norm(t[0], t[0], &t[1], 64, 1e-6f);
-                     b.rms_norm(t[0], t[0], &t[2], 16, 1e-6f);
+  cases.push_back({"rms_norm row + per-head adding a residual", {make(g, 5, 64), make(g, 1, 64), make(g, 1, 16)}, [](Backend& b, std::vector<Tensor>& t) {
+                     b.rms_norm(t[0], t[0], &t[1], 64, 1e-6f, nullptr);
+                     b.rms_norm(t[0], t[0], &t[2], 16, 1e-6f, &t[0]);
                    }, 0});
   cases.push_back({"add, mul, affine", {make(g, 9, 33), make(g, 9, 33), make(g, 1, 33, DType::F16)}, [](Backend& b, std::vector<Tensor>& t) {
                      b.affine(t[0], t[0], nullptr, nullptr, 2.0f, 0.5f);
@@ -116,11 +116,13 @@ int main() {
                      b.mul(t[0], t[0], t[1]);
                      b.affine(t[0], t[0], &t[2], &t[2], 1.5f, 0.0f);
                    }, 0});
-  cases.push_back({"rope (2 sections) + attention (2 segments)", {make(g, 20, 3 * 64), make(g, 20, 32), make(g, 20, 32), make(g, 20, 64)},
+  cases.push_back({"rope (2 sections; k with a head norm) + attention (2 segments)",
+                   {make(g, 20, 3 * 64), make(g, 20, 32), make(g, 20, 32), make(g, 20, 64), make(g, 1, 32)},
                    [](Backend& b, std::vector<Tensor>& t) {
                      Tensor q = t[0].cols_view(0, 64), k = t[0].cols_view(64, 64), v = t[0].cols_view(128, 64);
-                     b.rope(q, t[1], t[2], 2, 32, 2);
-                     b.rope(k, t[1], t[2], 2, 32, 2);
+                     const HeadNorm k_norm{&t[4], 1e-6f};
+                     b.rope(q, t[1], t[2], 2, 32, 2, nullptr);
+                     b.rope(k, t[1], t[2], 2, 32, 2, &k_norm);
                      b.attention(t[3], q, k, v, 2, 32, 0.2f, {{0, 7}, {7, 13}});
                    }, 3});
   {

@@ -1,6 +1,8 @@
-// linear: y = act(clamp_out(clamp_in(x) · Wᵀ + bias)) + residual (gpu/backend.h). Kernel per weight type;
+// linear: y = act(clamp_out(clamp_in(x) · Wᵀ + bias)) · mul + residual (gpu/backend.h). Kernel per weight type;
 // the tiled simdgroup-matrix path (kGemmBM x kGemmBN tiles, metal/shared/args.h), or the GEMV path when there
 // are at most kMatvecMaxRows rows (few tokens).
+#include <utility>
+
 #include "common/error.h"
 #include "metal/ops.h"
 #include "tessera_kargs.h"  // metal/shared/args.h (build/metal, generated)
@@ -21,10 +23,11 @@ void encode_linear(Executor& ex, const gpu::Tensor& y, const gpu::Tensor& x, con
     require_tensor(*a.bias, op, "bias");
     require(a.bias->rows * a.bias->cols == w.rows && a.bias->contiguous(), op, "bias is " + shape(*a.bias) + ", expected [1, " + std::to_string(w.rows) + "]");
   }
-  if (a.residual) {
-    require_f32(*a.residual, op, "residual");
-    require_shape(*a.residual, y.rows, y.cols, op, "residual");
-  }
+  for (const auto& [t, name] : {std::pair{a.mul, "mul"}, std::pair{a.residual, "residual"}})
+    if (t) {
+      require_f32(*t, op, name);
+      require_shape(*t, y.rows, y.cols, op, name);
+    }
   if (x.rows == 0 || w.rows == 0) return;
   kargs::Linear p{};
   p.rows = u32(x.rows, op, "rows");
@@ -37,6 +40,8 @@ void encode_linear(Executor& ex, const gpu::Tensor& y, const gpu::Tensor& x, con
   p.has_bias = a.bias != nullptr;
   p.bias_type = a.bias ? uint32_t(a.bias->dtype) : 0;
   p.has_residual = a.residual != nullptr;
+  p.has_mul = a.mul != nullptr;
+  p.ldm = a.mul ? u32(a.mul->ld, op, "mul.ld") : 0;
   p.in_min = a.in_min;
   p.in_max = a.in_max;
   p.out_min = a.out_min;
@@ -50,6 +55,7 @@ void encode_linear(Executor& ex, const gpu::Tensor& y, const gpu::Tensor& x, con
   d.bind(3, a.residual ? *a.residual : x, Access::Read);  // likewise
   d.bind(4, y, Access::Write);
   d.args(5, p);
+  d.bind(6, a.mul ? *a.mul : x, Access::Read);  // likewise
   const uint32_t nt = kargs::kGemmThreads;  // 4 simdgroups: the kernels' layout, not a tuning knob
   d.threads = {nt, 1, 1};
   if (vec) d.groups = {div_up(p.out, nt / 32), 1, 1};  // one output column per simdgroup

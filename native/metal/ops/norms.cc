@@ -1,4 +1,5 @@
-// layer_norm and rms_norm (whole row, or per `group` columns: Gemma's per-head q/k/v norms).
+// layer_norm and rms_norm (whole row, or per `group` columns: Gemma's per-head q/k/v norms; an optional residual
+// added last: Gemma's post-norms).
 #include <algorithm>
 
 #include "metal/ops.h"
@@ -48,13 +49,18 @@ void encode_layer_norm(Executor& ex, const gpu::Tensor& y, const gpu::Tensor& x,
   submit(ex, d);
 }
 
-void encode_rms_norm(Executor& ex, const gpu::Tensor& y, const gpu::Tensor& x, const gpu::Tensor* weight, int64_t group, float eps) {
+void encode_rms_norm(Executor& ex, const gpu::Tensor& y, const gpu::Tensor& x, const gpu::Tensor* weight, int64_t group, float eps,
+                     const gpu::Tensor* residual) {
   const char* op = "rms_norm";
   require_f32(x, op, "x");
   require_f32(y, op, "y");
   require_shape(y, x.rows, x.cols, op, "y");
   require(group > 0 && x.cols % group == 0, op, "group " + std::to_string(group) + " does not divide the " + std::to_string(x.cols) + " columns");
   if (weight) require_vector(*weight, group, op, "weight");
+  if (residual) {
+    require_f32(*residual, op, "residual");
+    require_shape(*residual, x.rows, x.cols, op, "residual");
+  }
   if (x.rows == 0 || x.cols == 0) return;
   kargs::Norm p{};
   p.rows = u32(x.rows, op, "rows");
@@ -65,12 +71,15 @@ void encode_rms_norm(Executor& ex, const gpu::Tensor& y, const gpu::Tensor& x, c
   p.has_weight = weight != nullptr;
   p.weight_type = weight ? uint32_t(weight->dtype) : 0;
   p.eps = eps;
+  p.has_residual = residual != nullptr;
+  p.ldr = residual ? u32(residual->ld, op, "residual.ld") : 0;
   const bool row = group == x.cols;
   Dispatch d(row ? "norm_rms_row" : "norm_rms_group");
   d.bind(0, x, Access::Read);
   d.bind(1, y, Access::Write);
   d.bind(2, weight ? *weight : x, Access::Read);  // placeholder when weightless: never read
   d.args(3, p);
+  d.bind(4, residual ? *residual : x, Access::Read);  // likewise
   d.threads = {row ? row_threads(ex, d, x.cols) : row_threads(ex, d, (x.cols / group) * 32), 1, 1};
   d.groups = {p.rows, 1, 1};
   submit(ex, d);

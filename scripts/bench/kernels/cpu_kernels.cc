@@ -154,8 +154,7 @@ int main(int argc, char** argv) {
           {"qkv 1152->3456 +bias", 2 * n * D * 3 * D, [&] { b.linear(qkv, h, next(wq), aq); }},
           {"rope q, k (sections 1)", 0,
            [&] {
-             b.rope(qkv.cols_view(0, D), cosv, sinv, H, HD, 1);
-             b.rope(qkv.cols_view(D, D), cosv, sinv, H, HD, 1);
+             b.rope(qkv.cols_view(0, 2 * D), cosv, sinv, 2 * H, HD, 1, nullptr);  // q and k in one, as the tower
            }},
           {attn_name.c_str(), 4 * n * n * D,
            [&] {

@@ -93,8 +93,7 @@ int main(int argc, char** argv) {
         a.bias = &k.qkv_b;
         b.linear(qkv, h, k.qkv, a);
         Tensor q = qkv.cols_view(0, D), kk = qkv.cols_view(D, D), v = qkv.cols_view(2 * D, D);
-        b.rope(q, cs, sn, HEADS, HD, 1);
-        b.rope(kk, cs, sn, HEADS, HD, 1);
+        b.rope(qkv.cols_view(0, 2 * D), cs, sn, 2 * HEADS, HD, 1, nullptr);  // q and k in one, as the tower
         b.attention(attn, q, kk, v, HEADS, HD, float(1.0 / std::sqrt(double(HD))), seg);
         gpu::LinearArgs p;
         p.bias = &k.proj_b;
