@@ -1,6 +1,7 @@
-// Bench piece: ort-peer (ort-peer.mjs) with tessera held to its AVX2 kernels (TESSERA_SIMD=avx2),
-// for the many x86 machines without AVX-512; each row states its ISA and its % of that ISA's FMA
-// peak. On a host whose widest ISA is AVX2 the ort-peer piece already measures this.
+// Bench piece: ort-peer (ort-peer.mjs) with both engines held to AVX2 on an AVX-512 host, for the
+// many x86 machines without AVX-512: tessera by TESSERA_SIMD=avx2, onnxruntime by a patched copy of
+// its library (ort/ort-held.mjs); each row states its ISA and its % of that ISA's FMA peak. On a host
+// whose widest ISA is AVX2 the ort-peer piece already measures this.
 //   npm run bench -- ort-peer-avx2      (flags as for ort-peer: --ort-peer-ns=..., --ort-peer-runs=...)
 import { fileURLToPath } from 'node:url';
 import { section as ortPeer } from './ort-peer.mjs';

@@ -19,5 +19,8 @@ export function fmaPeak() {
   const bin = join(out, 'fma-peak');
   const cc = spawnSync('c++', ['-O2', '-std=c++17', '-pthread', join(here, 'fma-peak.cc'), '-o', bin], { encoding: 'utf8' });
   if (cc.error || cc.status !== 0) return null;
-  return (threads, isa) => JSON.parse(spawnSync(bin, [String(threads), '1', ...(isa ? [isa] : [])], { encoding: 'utf8' }).stdout.trim());
+  // A peak is a maximum: the best of 3 one-second readings, so that a busy second on this shared
+  // machine does not read as a lower ceiling (which would put engines above 100 % of it).
+  const once = (threads, isa) => JSON.parse(spawnSync(bin, [String(threads), '1', ...(isa ? [isa] : [])], { encoding: 'utf8' }).stdout.trim());
+  return (threads, isa) => [once(threads, isa), once(threads, isa), once(threads, isa)].reduce((a, b) => ((b.gflops ?? 0) > (a.gflops ?? 0) ? b : a));
 }
