@@ -439,15 +439,20 @@ TEST("cpu: rms_norm adding a residual (row and per-head groups; residual apart, 
       const std::string what = std::string(tessera::cpu::simd_name(level)) + " rms_norm+residual group " + std::to_string(group);
       Mat x = env.make(rng, rows, cols, DType::F32, 2, -2, 2), res = env.make(rng, rows, cols, DType::F32, 1, -3, 3);
       Mat wt = env.make(rng, 1, group, DType::BF16, 0, 0.5f, 1.5f);
-      std::vector<double> ref(size_t(rows * cols));
-      for (int64_t r = 0; r < rows; ++r)
-        for (int64_t g0 = 0; g0 < cols; g0 += group) {
-          double ss = 0;
-          for (int64_t j = 0; j < group; ++j) ss += x.at(r, g0 + j) * x.at(r, g0 + j);
-          const double rs = 1 / std::sqrt(ss / double(group) + 1e-6);
-          for (int64_t j = 0; j < group; ++j)
-            ref[size_t(r * cols + g0 + j)] = res.at(r, g0 + j) + x.at(r, g0 + j) * rs * wt.at(0, j);
-        }
+      // residual + N(x)·w in double, per group of each row
+      auto reference = [&](const Mat& xm, const Mat& rm) {
+        std::vector<double> out(size_t(rows * cols));
+        for (int64_t r = 0; r < rows; ++r)
+          for (int64_t g0 = 0; g0 < cols; g0 += group) {
+            double ss = 0;
+            for (int64_t j = 0; j < group; ++j) ss += xm.at(r, g0 + j) * xm.at(r, g0 + j);
+            const double rs = 1 / std::sqrt(ss / double(group) + 1e-6);
+            for (int64_t j = 0; j < group; ++j)
+              out[size_t(r * cols + g0 + j)] = rm.at(r, g0 + j) + xm.at(r, g0 + j) * rs * wt.at(0, j);
+          }
+        return out;
+      };
+      const std::vector<double> ref = reference(x, res);
       // the two ops it replaces: h = N(x); y = residual + h
       Mat h = env.make(rng, rows, cols), sum = env.make(rng, rows, cols);
       env.b->rms_norm(h.t, x.t, &wt.t, group, 1e-6f, nullptr);
@@ -461,15 +466,7 @@ TEST("cpu: rms_norm adding a residual (row and per-head groups; residual apart, 
       env.b->rms_norm(res.t, x.t, &wt.t, group, 1e-6f, &res.t);  // residual = y: Gemma's x += N(h)
       EXPECT_MSG(env.read(res.t) == got, what << ": residual = y differs");
       Mat xyz = env.make(rng, rows, cols, DType::F32, 0, -2, 2);
-      std::vector<double> self(size_t(rows * cols));
-      for (int64_t r = 0; r < rows; ++r)
-        for (int64_t g0 = 0; g0 < cols; g0 += group) {
-          double ss = 0;
-          for (int64_t j = 0; j < group; ++j) ss += xyz.at(r, g0 + j) * xyz.at(r, g0 + j);
-          const double rs = 1 / std::sqrt(ss / double(group) + 1e-6);
-          for (int64_t j = 0; j < group; ++j)
-            self[size_t(r * cols + g0 + j)] = xyz.at(r, g0 + j) * (1 + rs * wt.at(0, j));
-        }
+      const std::vector<double> self = reference(xyz, xyz);
       env.b->rms_norm(xyz.t, xyz.t, &wt.t, group, 1e-6f, &xyz.t);  // y = x = residual
       expect_close(env.read(xyz.t), self, 1e-5, what + " in place");
     }
