@@ -9,8 +9,8 @@
 // where the library reads XCR0: each test of the AVX-512 state bits (masks 0xe0 and 0xe6, after
 // each `xgetbv`) is widened to bit 3 too, the MPX bound-register state, which Linux has never
 // enabled since it dropped MPX (5.6) and AMD CPUs do not have: the test then says "no OS support
-// for AVX-512", exactly what an AVX2-only CPU or a VM hiding AVX-512 makes it say, and MLAS,
-// ORT's own CPUIDInfo and cpuinfo all take their AVX2 paths. Nothing else in the library changes.
+// for AVX-512", exactly what an AVX2-only CPU or a VM hiding AVX-512 makes it say, and MLAS
+// (and the library's other CPU-feature probes) take their AVX2 paths. Nothing else in the library changes.
 // The bench checks the result (ort-peer.mjs: a held ORT row above the AVX2 FMA peak is refused).
 import { cpSync, existsSync, mkdirSync, readFileSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
 import { createRequire } from 'node:module';
