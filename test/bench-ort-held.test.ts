@@ -2,13 +2,13 @@
 // the XCR0 tests it names, inside the window after an xgetbv, and the patched library still loads
 // and computes. (Which kernels it then runs is checked by the bench itself:
 // a held row above the AVX2 FMA peak is refused; docs/cpu.md records the disassembly check.)
-import { existsSync, mkdtempSync, readFileSync, readdirSync, rmSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 // @ts-expect-error: a bench script in plain JS, without declarations
-import { ortHeldToAvx2, patchAvx512Checks } from '../scripts/bench/ort/ort-held.mjs';
+import { linuxX64Library, ortHeldToAvx2, patchAvx512Checks } from '../scripts/bench/ort/ort-held.mjs';
 
 const require = createRequire(import.meta.url);
 const XGETBV = [0x0f, 0x01, 0xd0];
@@ -47,12 +47,8 @@ describe.runIf(linuxX64)('ortHeldToAvx2 on the installed onnxruntime-node', () =
     const held = ortHeldToAvx2(out);
     expect(held.why).toBeUndefined();
     expect(held.sites.some((s: { test: string }) => s.test.endsWith('0xe0'))).toBe(true); // MLAS's own
-    const rel = (dir: string) => {
-      const napi = readdirSync(join(dir, 'bin')).find((d) => existsSync(join(dir, 'bin', d, 'linux', 'x64', 'libonnxruntime.so.1')));
-      return join(dir, 'bin', napi!, 'linux', 'x64', 'libonnxruntime.so.1');
-    };
-    const original = readFileSync(rel(dirname(require.resolve('onnxruntime-node/package.json'))));
-    const patched = readFileSync(rel(held.dir));
+    const original = readFileSync(linuxX64Library(dirname(require.resolve('onnxruntime-node/package.json'))));
+    const patched = readFileSync(linuxX64Library(held.dir));
     expect(patched.length).toBe(original.length);
     const changed: number[] = [];
     for (let i = 0; i < original.length; i++) if (original[i] !== patched[i]) changed.push(i);

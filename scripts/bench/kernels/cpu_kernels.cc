@@ -109,22 +109,24 @@ int main(int argc, char** argv) {
   for (cpu::Simd level : levels) {
     auto be = cpu::make_cpu_backend(threads, level);
     Backend& b = *be;
-    // copies x (qkv, proj, fc1, fc2); a linear's call takes the next copy of its weight.
-    std::vector<Tensor> wq, wp, wu, wd;
+    // copies x (qkv, proj, fc1, fc2); each call of a linear takes the next copy of its weight.
+    struct Copies {
+      std::vector<Tensor> w;
+      size_t turn = 0;
+      const Tensor& next() { return w[turn++ % w.size()]; }
+    } wq, wp, wu, wd;
     for (int c = 0; c < copies; ++c) {
-      wq.push_back(random_tensor(b, 3 * D, D, wdt, 0.03f, 1));
-      wp.push_back(random_tensor(b, D, D, wdt, 0.03f, 3));
-      wu.push_back(random_tensor(b, F, D, wdt, 0.03f, 5));
-      wd.push_back(random_tensor(b, D, F, wdt, 0.015f, 7));
+      wq.w.push_back(random_tensor(b, 3 * D, D, wdt, 0.03f, 1));
+      wp.w.push_back(random_tensor(b, D, D, wdt, 0.03f, 3));
+      wu.w.push_back(random_tensor(b, F, D, wdt, 0.03f, 5));
+      wd.w.push_back(random_tensor(b, D, F, wdt, 0.015f, 7));
     }
-    size_t turn = 0;
-    auto next = [&](std::vector<Tensor>& w) -> const Tensor& { return w[turn++ % w.size()]; };
     Tensor bqkv = random_tensor(b, 1, 3 * D, wdt, 0.02f, 2), bproj = random_tensor(b, 1, D, wdt, 0.02f, 4);
     Tensor b1 = random_tensor(b, 1, F, wdt, 0.02f, 6), b2 = random_tensor(b, 1, D, wdt, 0.02f, 8);
     Tensor g = random_tensor(b, 1, D, DType::F32, 1.0f, 9), beta = random_tensor(b, 1, D, DType::F32, 0.1f, 10);
     if (!per_call)
-      for (auto* set : {&wq, &wp, &wu, &wd})
-        for (Tensor& w : *set) b.pack_weight(w);
+      for (Copies* set : {&wq, &wp, &wu, &wd})
+        for (Tensor& w : set->w) b.pack_weight(w);
     for (int64_t N : rows_list) {
       Tensor x = random_tensor(b, N, D, DType::F32, 1.0f, 11), h = random_tensor(b, N, D, DType::F32, 1.0f, 12);
       Tensor qkv = random_tensor(b, N, 3 * D, DType::F32, 1.0f, 13), attn = random_tensor(b, N, D, DType::F32, 1.0f, 14);
@@ -151,7 +153,7 @@ int main(int argc, char** argv) {
       const double n = double(N);
       std::vector<Row> rows = {
           {"layer_norm", 0, [&] { b.layer_norm(h, x, g, beta, 1e-6f); }},
-          {"qkv 1152->3456 +bias", 2 * n * D * 3 * D, [&] { b.linear(qkv, h, next(wq), aq); }},
+          {"qkv 1152->3456 +bias", 2 * n * D * 3 * D, [&] { b.linear(qkv, h, wq.next(), aq); }},
           {"rope q, k (sections 1)", 0,
            [&] {
              b.rope(qkv.cols_view(0, 2 * D), cosv, sinv, 2 * H, HD, 1, nullptr);  // q and k in one, as the tower
@@ -161,9 +163,9 @@ int main(int argc, char** argv) {
              b.attention(attn, qkv.cols_view(0, D), qkv.cols_view(D, D), qkv.cols_view(2 * D, D), H, HD,
                          1.0f / std::sqrt(float(HD)), segs);
            }},
-          {"proj 1152->1152 +bias+res", 2 * n * D * D, [&] { b.linear(x, attn, next(wp), ap); }},
-          {"fc1 1152->4304 +bias+gelu", 2 * n * D * F, [&] { b.linear(mlp, h, next(wu), a1); }},
-          {"fc2 4304->1152 +bias+res", 2 * n * F * D, [&] { b.linear(x, mlp, next(wd), a2); }},
+          {"proj 1152->1152 +bias+res", 2 * n * D * D, [&] { b.linear(x, attn, wp.next(), ap); }},
+          {"fc1 1152->4304 +bias+gelu", 2 * n * D * F, [&] { b.linear(mlp, h, wu.next(), a1); }},
+          {"fc2 4304->1152 +bias+res", 2 * n * F * D, [&] { b.linear(x, mlp, wd.next(), a2); }},
       };
       double total_ms = 0, total_cpu = 0, total_flop = 0;
       std::printf("== %s, %d threads, N=%lld, weights %s, %s, %d cop%s\n", cpu::simd_name(level), nthreads, (long long)N,

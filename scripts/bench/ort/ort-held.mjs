@@ -14,7 +14,7 @@
 // The bench checks the result (ort-peer.mjs: a held ORT row above the AVX2 FMA peak is refused).
 import { cpSync, existsSync, mkdirSync, readFileSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
 import { createRequire } from 'node:module';
-import { dirname, join } from 'node:path';
+import { dirname, join, relative } from 'node:path';
 
 const require = createRequire(import.meta.url);
 const XGETBV = Buffer.from([0x0f, 0x01, 0xd0]);
@@ -51,6 +51,12 @@ export function patchAvx512Checks(lib) {
   return sites;
 }
 
+/** Where a copy of onnxruntime-node at pkgDir keeps its linux-x64 library, or null without one. */
+export function linuxX64Library(pkgDir) {
+  const napi = readdirSync(join(pkgDir, 'bin')).find((d) => existsSync(join(pkgDir, 'bin', d, 'linux', 'x64', 'libonnxruntime.so.1')));
+  return napi ? join(pkgDir, 'bin', napi, 'linux', 'x64', 'libonnxruntime.so.1') : null;
+}
+
 /**
  * Makes (once) a copy of onnxruntime-node under outDir whose library sees no AVX-512, for linux-x64.
  * Returns { dir, sites, version } (dir: what to require) or { dir: null, why }.
@@ -62,15 +68,15 @@ export function ortHeldToAvx2(outDir) {
   // In a node_modules folder of its own, beside its one dependency, so that its imports resolve
   // wherever outDir is.
   const dir = join(outDir, `ort-held-avx2-${version}`, 'node_modules', 'onnxruntime-node');
-  const napi = readdirSync(join(src, 'bin')).find((d) => existsSync(join(src, 'bin', d, 'linux', 'x64', 'libonnxruntime.so.1')));
-  if (!napi) return { dir: null, why: 'onnxruntime-node has no linux-x64 libonnxruntime.so.1' };
-  const libRel = join('bin', napi, 'linux', 'x64', 'libonnxruntime.so.1');
+  const srcLib = linuxX64Library(src);
+  if (!srcLib) return { dir: null, why: 'onnxruntime-node has no linux-x64 libonnxruntime.so.1' };
+  const libRel = relative(src, srcLib), x64 = dirname(srcLib);
   const stamp = join(dir, 'held-avx2.json');
   if (existsSync(stamp)) return { dir, ...JSON.parse(readFileSync(stamp, 'utf8')), version };
   rmSync(dirname(dir), { recursive: true, force: true });
   mkdirSync(dir, { recursive: true });
   // The package without its other platforms' binaries.
-  cpSync(src, dir, { recursive: true, filter: (p) => !p.startsWith(join(src, 'bin')) || join(src, libRel).startsWith(p) || p.startsWith(join(src, 'bin', napi, 'linux', 'x64')) });
+  cpSync(src, dir, { recursive: true, filter: (p) => !p.startsWith(join(src, 'bin')) || x64.startsWith(p) || p.startsWith(x64) });
   let common = createRequire(join(src, 'package.json')).resolve('onnxruntime-common'); // its exports hide package.json
   while (!(common.endsWith('onnxruntime-common') && existsSync(join(common, 'package.json'))) && common !== dirname(common)) common = dirname(common);
   cpSync(common, join(dirname(dir), 'onnxruntime-common'), { recursive: true });
