@@ -741,6 +741,41 @@ TEST("cpu: property: linear at every tile edge (short tiles, ragged panels, bf16
   });
 }
 
+// The micro-kernel runs its k loop in chunks, one prefetch of the next weight panel's slice per
+// chunk: whatever the slice (none, fewer lines than k steps, more), every k step runs once, in
+// order, so the bits equal the unchunked loop's; at every tile height (short tiles too) and dtype.
+TEST("cpu: property: the GEMM micro-kernel's prefetch slices leave its bits unchanged") {
+  each_level([&](Simd level) {
+    const tessera::cpu::Kernels& kk = tessera::cpu::kernels_for(level);
+    const int mr = kk.mr, nr = kk.nr;
+    Rng rng(uint32_t(91 + mr));
+    for (int64_t kc : {1, 5, 256, 300}) {
+      std::vector<float> a(size_t(kc * mr)), c0(size_t(mr * nr)), c1(size_t(mr * nr));
+      std::vector<uint16_t> b(size_t(kc * nr * 2));  // f32 panels take two slots a value
+      for (float& v : a) v = rng.uniform();
+      for (size_t i = 0; i < b.size(); ++i)  // finite values in every dtype: exponent bits never all set
+        b[i] = uint16_t((rng.range(0, 0xFFFF) & 0xBFFF) | 0x2000);
+      for (float& v : c0) v = rng.uniform();
+      std::vector<char> pf(size_t(64 * (4 * kc + 8)));
+      std::vector<tessera::cpu::Kernels::GemmMicro> micros(kk.gemm_micro.begin(), kk.gemm_micro.end());
+      for (const auto& t : kk.gemm_tail)
+        if (t.rows) micros.insert(micros.end(), t.micro.begin(), t.micro.end());
+      for (size_t u = 0; u < micros.size(); ++u)
+        for (bool accumulate : {false, true}) {
+          std::vector<float> ref = c0;
+          micros[u](kc, a.data(), b.data(), ref.data(), nr, accumulate, nullptr, 0);
+          for (int64_t lines : {int64_t(1), int64_t(3), kc - 1, kc, kc + 5, 4 * kc}) {
+            c1 = c0;
+            micros[u](kc, a.data(), b.data(), c1.data(), nr, accumulate, pf.data(), lines);
+            EXPECT_MSG(std::memcmp(c1.data(), ref.data(), c1.size() * 4) == 0,
+                       tessera::cpu::simd_name(level) << " micro " << u << " kc " << kc << " prefetch lines " << lines
+                                                       << (accumulate ? " accumulate" : ""));
+          }
+        }
+    }
+  });
+}
+
 TEST("cpu: attention's cross form: a chunk of query rows against one segment's keys gives those rows' bits") {
   each_level([&](Simd level) {
     Env env(level);
