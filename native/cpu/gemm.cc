@@ -238,11 +238,12 @@ void linear(Context& c, const Tensor& y, const Tensor& x_in, const Tensor& w, co
             // from memory, and its panel's first call would otherwise wait on it (docs/cpu.md).
             const int64_t nk0 = p + 1 < p1 ? k0 : k0 + kc, nkc = std::min(kKc, K - nk0);
             const char* next = nk0 < K ? static_cast<const char*>(panel(p + 1 < p1 ? p + 1 : p0, nk0, nkc)) : nullptr;
-            const int64_t next_lines = next ? (nkc * nr * int64_t(w_es) + 63) / 64 : 0;
+            constexpr int64_t line = Kernels::kPrefetchLine;
+            const int64_t next_lines = next ? (nkc * nr * int64_t(w_es) + line - 1) / line : 0;
             for (int64_t ip = 0; ip < mpanels; ++ip) {
               const int64_t l0 = ip * next_lines / mpanels, l1 = (ip + 1) * next_lines / mpanels;
               const Kernels::GemmMicro run = ip + 1 < mpanels ? micro : last_micro;
-              run(kc, apack + ip * mr * kc, bp, acc + ip * mr * ldc + col, ldc, k0 > 0, next ? next + l0 * 64 : nullptr, l1 - l0);
+              run(kc, apack + ip * mr * kc, bp, acc + ip * mr * ldc + col, ldc, k0 > 0, next ? next + l0 * line : nullptr, l1 - l0);
             }
           }
           if (last) {  // the item's rows, each over all of its columns in one call (the call costs more than 2 vectors' work)

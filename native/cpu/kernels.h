@@ -26,9 +26,10 @@ struct Kernels {
   // GEMM micro-kernel: C[0..mr)[0..nr) (row stride ldc) = (accumulate ? C : 0) + A·B, where A is
   // packed k-major [kc][mr] f32 and B is a weight panel k-major [kc][nr] in the weight's own
   // dtype, widened in registers (free next to the FMAs, and half the bytes for bf16/f16).
-  // Indexed by DType (F32, F16, BF16). While it runs, it fetches `prefetch_lines` cache lines
-  // from `prefetch` into L2, spread over its k loop: the driver passes a slice of the weight panel
-  // it uses next, which otherwise comes from memory while the FMAs wait.
+  // Indexed by DType (F32, F16, BF16). While it runs, it fetches `prefetch_lines` lines of
+  // kPrefetchLine bytes from `prefetch` into L2, spread over its k loop: the driver passes a slice
+  // of the weight panel it uses next, which otherwise comes from memory while the FMAs wait.
+  static constexpr int64_t kPrefetchLine = 64;  // bytes: x86-64's line (Apple's 128-byte line is fetched twice)
   int mr, nr;
   using GemmMicro = void (*)(int64_t kc, const float* a, const void* b, float* c, int64_t ldc, bool accumulate,
                             const void* prefetch, int64_t prefetch_lines);

@@ -756,7 +756,7 @@ TEST("cpu: property: the GEMM micro-kernel's prefetch slices leave its bits unch
       for (size_t i = 0; i < b.size(); ++i)  // finite values in every dtype: exponent bits never all set
         b[i] = uint16_t((rng.range(0, 0xFFFF) & 0xBFFF) | 0x2000);
       for (float& v : c0) v = rng.uniform();
-      std::vector<char> pf(size_t(64 * (4 * kc + 8)));
+      std::vector<char> pf(size_t(tessera::cpu::Kernels::kPrefetchLine * (4 * kc + 8)));
       std::vector<tessera::cpu::Kernels::GemmMicro> micros(kk.gemm_micro.begin(), kk.gemm_micro.end());
       for (const auto& t : kk.gemm_tail)
         if (t.rows) micros.insert(micros.end(), t.micro.begin(), t.micro.end());
