@@ -7,7 +7,8 @@
 // front to back. A weight pack_weight() rearranged at load is read where it lies; otherwise (a
 // mapping, a stream slot) each strip is packed per call into shared scratch. A packed weight's
 // last rows (out % nr: no whole panel) stay row-major and are packed per call. Threads then take
-// (row block x column chunk) work items: each packs its MC x KC block of x (applying the input
+// (row block x column chunk) work items, those of all strips read in place from one counter (one
+// parallel region, not one per strip: no wait at each strip's end): each packs its MC x KC block of x (applying the input
 // clamp), runs the register-blocked micro-kernel over every nr-panel (a short tile for the ragged
 // last row panel), and, after the last K block, applies the fused epilogue (bias, output clamp,
 // activation, multiplier, residual) to each of its rows, over all of its columns in one call.
@@ -180,85 +181,106 @@ void linear(Context& c, const Tensor& y, const Tensor& x_in, const Tensor& w, co
   // strip by strip, as strip_offset() says).
   const int64_t in_place = w.panel ? N / nr : 0;
 
+  // A strip: sp panels from panel sp0; its first first_packed are read in place, the rest from
+  // bpack, packed for this call. Its work items: (row block x column chunk), as split() cuts them.
+  struct Strip {
+    int64_t sp0, sp, first_packed;
+    const char* bpack;
+    Split sl;
+  };
+  // The [kc][nr] block of strip-local panel p at K offset k0: the in-place panels of a packed
+  // weight form a strip of first_packed panels at the strip's start (all of its rows).
+  auto panel = [&](const Strip& s, int64_t p, int64_t k0, int64_t kc) -> const void* {
+    if (p < s.first_packed)
+      return w_base + (size_t(s.sp0) * size_t(nr) * size_t(K) + strip_offset(s.first_packed, p, k0, kc, nr)) * w_es;
+    return s.bpack + strip_offset(s.sp - s.first_packed, p - s.first_packed, k0, kc, nr) * w_es;
+  };
+  // One work item: rows [m0, m0 + mrows) against column chunk ch of strip s, over all of K.
+  auto run_item = [&](const Strip& s, int64_t mb, int64_t ch, float* apack, float* acc) {
+    const int64_t chunk_panels = s.sl.chunk_panels, ldc = chunk_panels * nr;
+    const int64_t m0 = mb * mc, mrows = std::min(mc, M - m0);
+    const int64_t mpanels = (mrows + mr - 1) / mr;
+    const Kernels::GemmMicro last_micro = micro_for(mrows - (mpanels - 1) * mr);
+    const int64_t p0 = ch * chunk_panels, p1 = std::min(s.sp, p0 + chunk_panels);
+    for (int64_t k0 = 0; k0 < K; k0 += kKc) {
+      const int64_t kc = std::min(kKc, K - k0);
+      // Pack A: micro-panel ip holds rows [ip*mr, ip*mr+mr) as [kc][mr], zero past M.
+      for (int64_t ip = 0; ip < mpanels; ++ip)
+        kk.pack_a(apack + ip * mr * kc, x_base + (m0 + ip * mr) * x_ld + k0, x_ld, std::min<int64_t>(mr, mrows - ip * mr),
+                  kc, mr, clamp_in, in_lo, in_hi);
+      for (int64_t p = p0; p < p1; ++p) {
+        const void* bp = panel(s, p, k0, kc);
+        const int64_t col = (p - p0) * nr;
+        // The panel used after this one (the next K block's first after the chunk's last) is
+        // fetched into L2 while this one is used, a slice per row panel's call: a weight comes
+        // from memory, and its panel's first call would otherwise wait on it (docs/cpu.md).
+        const int64_t nk0 = p + 1 < p1 ? k0 : k0 + kc, nkc = std::min(kKc, K - nk0);
+        const char* next = nk0 < K ? static_cast<const char*>(panel(s, p + 1 < p1 ? p + 1 : p0, nk0, nkc)) : nullptr;
+        constexpr int64_t line = Kernels::kPrefetchLine;
+        const int64_t next_lines = next ? (nkc * nr * int64_t(w_es) + line - 1) / line : 0;
+        for (int64_t ip = 0; ip < mpanels; ++ip) {
+          const int64_t l0 = ip * next_lines / mpanels, l1 = (ip + 1) * next_lines / mpanels;
+          const Kernels::GemmMicro run = ip + 1 < mpanels ? micro : last_micro;
+          run(kc, apack + ip * mr * kc, bp, acc + ip * mr * ldc + col, ldc, k0 > 0, next ? next + l0 * line : nullptr, l1 - l0);
+        }
+      }
+    }
+    // The item's rows, each over all of its columns in one call (the call costs more than 2 vectors' work).
+    const int64_t n0 = (s.sp0 + p0) * nr, n = std::min<int64_t>((p1 - p0) * nr, N - n0);
+    for (int64_t r = 0; r < mrows; ++r) {
+      const int64_t gr = m0 + r;
+      kk.epilogue(y.host_ptr<float>(gr, n0), acc + r * ldc, n, bias.empty() ? nullptr : bias.data() + n0,
+                  mul_base ? mul_base + gr * mul_ld + n0 : nullptr, res_base ? res_base + gr * res_ld + n0 : nullptr, epi);
+    }
+  };
+  // The items of a run of strips in one parallel region, handed out in order: strips read in
+  // place share a region, so a thread done with one strip's items goes on to the next strip's
+  // instead of waiting for the others at the strip's end.
+  std::vector<Strip> strips;
+  auto run_strips = [&] {
+    int64_t items = 0, widest = 0;  // items; the widest column chunk, in panels
+    for (const Strip& s : strips) items += s.sl.items, widest = std::max(widest, s.sl.chunk_panels);
+    std::atomic<int64_t> next{0};
+    c.pool.run_tasks(size_t(std::min<int64_t>(T, items)), [&](size_t slot) {
+      DenormalGuard ftz;
+      float* apack = c.ws.slot(int(slot), Scratch::PackA, size_t(mc) * size_t(kKc));
+      float* acc = c.ws.slot(int(slot), Scratch::Accum, size_t(mc) * size_t(widest * nr));
+      size_t si = 0;
+      for (int64_t it, first = 0; (it = next.fetch_add(1)) < items;) {
+        for (; it - first >= strips[si].sl.items; ++si) first += strips[si].sl.items;  // items only increase
+        const Strip& s = strips[si];
+        run_item(s, (it - first) / s.sl.nchunks, (it - first) % s.sl.nchunks, apack, acc);
+      }
+    });
+    strips.clear();
+  };
+
+  const int64_t kblocks = (K + kKc - 1) / kKc;
   for (int64_t sp0 = 0; sp0 < panels_total; sp0 += strip_panels) {
     const int64_t sp = std::min(strip_panels, panels_total - sp0);  // panels in this strip
     const int64_t first_packed = std::clamp<int64_t>(in_place - sp0, 0, sp);  // strip-local
-    const int64_t packed_cols = (sp - first_packed) * nr;
-    const int64_t kblocks = (K + kKc - 1) / kKc;
-    char* bpack = nullptr;
-    if (packed_cols > 0) {  // pack this strip's other panels: one item per (K block, panel)
-      bpack = reinterpret_cast<char*>(c.ws.shared((size_t(K) * size_t(packed_cols) * w_es + 3) / 4));
-      const int64_t np = sp - first_packed;
-      c.pool.parallel_for(size_t(kblocks * np), [&](size_t b, size_t e) {
-        for (size_t it = b; it < e; ++it) {
-          int64_t kb = int64_t(it) / np, p = int64_t(it) % np;
-          int64_t k0 = kb * kKc, kc = std::min(kKc, K - k0);
-          int64_t n0 = (sp0 + first_packed + p) * nr, n = std::min<int64_t>(nr, N - n0);
-          kk.pack_b(bpack + strip_offset(np, p, k0, kc, nr) * w_es,
-                    w_base + (size_t(n0) * size_t(w.ld) + size_t(k0)) * w_es, w.dtype, w.ld, n, kc, nr);
-        }
-      }, 4);
+    const int64_t np = sp - first_packed;
+    if (np == 0) {  // read in place: joins the run
+      strips.push_back({sp0, sp, first_packed, nullptr, split(mblocks, sp, T)});
+      continue;
     }
-    // The [kc][nr] block of strip-local panel p at K offset k0: the in-place panels of a packed
-    // weight form a strip of first_packed panels at the strip's start (all of its rows).
-    auto panel = [&](int64_t p, int64_t k0, int64_t kc) -> const void* {
-      if (p < first_packed)
-        return w_base + (size_t(sp0) * size_t(nr) * size_t(K) + strip_offset(first_packed, p, k0, kc, nr)) * w_es;
-      return bpack + strip_offset(sp - first_packed, p - first_packed, k0, kc, nr) * w_es;
-    };
-
-    const Split sl = split(mblocks, sp, T);
-    const int64_t nchunks = sl.nchunks, chunk_panels = sl.chunk_panels, items = sl.items;
-    std::atomic<int64_t> next{0};
-    const int tasks = int(std::min<int64_t>(T, items));
-
-    c.pool.run_tasks(size_t(tasks), [&](size_t slot) {
-      DenormalGuard ftz;
-      const int64_t ldc = chunk_panels * nr;
-      float* apack = c.ws.slot(int(slot), Scratch::PackA, size_t(mc) * size_t(kKc));
-      float* acc = c.ws.slot(int(slot), Scratch::Accum, size_t(mc) * size_t(ldc));
-      for (int64_t it; (it = next.fetch_add(1)) < items;) {
-        const int64_t mb = it / nchunks, ch = it % nchunks;
-        const int64_t m0 = mb * mc, mrows = std::min(mc, M - m0);
-        const int64_t mpanels = (mrows + mr - 1) / mr;
-        const Kernels::GemmMicro last_micro = micro_for(mrows - (mpanels - 1) * mr);
-        const int64_t p0 = ch * chunk_panels, p1 = std::min(sp, p0 + chunk_panels);
-        for (int64_t k0 = 0; k0 < K; k0 += kKc) {
-          const int64_t kc = std::min(kKc, K - k0);
-          const bool last = k0 + kc == K;
-          // Pack A: micro-panel ip holds rows [ip*mr, ip*mr+mr) as [kc][mr], zero past M.
-          for (int64_t ip = 0; ip < mpanels; ++ip)
-            kk.pack_a(apack + ip * mr * kc, x_base + (m0 + ip * mr) * x_ld + k0, x_ld,
-                      std::min<int64_t>(mr, mrows - ip * mr), kc, mr, clamp_in, in_lo, in_hi);
-          for (int64_t p = p0; p < p1; ++p) {
-            const void* bp = panel(p, k0, kc);
-            const int64_t col = (p - p0) * nr;
-            // The panel used after this one (the next K block's first after the chunk's last) is
-            // fetched into L2 while this one is used, a slice per row panel's call: a weight comes
-            // from memory, and its panel's first call would otherwise wait on it (docs/cpu.md).
-            const int64_t nk0 = p + 1 < p1 ? k0 : k0 + kc, nkc = std::min(kKc, K - nk0);
-            const char* next = nk0 < K ? static_cast<const char*>(panel(p + 1 < p1 ? p + 1 : p0, nk0, nkc)) : nullptr;
-            constexpr int64_t line = Kernels::kPrefetchLine;
-            const int64_t next_lines = next ? (nkc * nr * int64_t(w_es) + line - 1) / line : 0;
-            for (int64_t ip = 0; ip < mpanels; ++ip) {
-              const int64_t l0 = ip * next_lines / mpanels, l1 = (ip + 1) * next_lines / mpanels;
-              const Kernels::GemmMicro run = ip + 1 < mpanels ? micro : last_micro;
-              run(kc, apack + ip * mr * kc, bp, acc + ip * mr * ldc + col, ldc, k0 > 0, next ? next + l0 * line : nullptr, l1 - l0);
-            }
-          }
-          if (last) {  // the item's rows, each over all of its columns in one call (the call costs more than 2 vectors' work)
-            const int64_t n0 = (sp0 + p0) * nr, n = std::min<int64_t>((p1 - p0) * nr, N - n0);
-            for (int64_t r = 0; r < mrows; ++r) {
-              const int64_t gr = m0 + r;
-              kk.epilogue(y.host_ptr<float>(gr, n0), acc + r * ldc, n, bias.empty() ? nullptr : bias.data() + n0,
-                          mul_base ? mul_base + gr * mul_ld + n0 : nullptr, res_base ? res_base + gr * res_ld + n0 : nullptr,
-                          epi);
-            }
-          }
-        }
+    // Packed per call, into the one shared strip: the run so far goes first, this strip alone.
+    // One pack item per (K block, panel).
+    if (!strips.empty()) run_strips();
+    char* bpack = reinterpret_cast<char*>(c.ws.shared((size_t(K) * size_t(np * nr) * w_es + 3) / 4));
+    c.pool.parallel_for(size_t(kblocks * np), [&](size_t b, size_t e) {
+      for (size_t it = b; it < e; ++it) {
+        int64_t kb = int64_t(it) / np, p = int64_t(it) % np;
+        int64_t k0 = kb * kKc, kc = std::min(kKc, K - k0);
+        int64_t n0 = (sp0 + first_packed + p) * nr, n = std::min<int64_t>(nr, N - n0);
+        kk.pack_b(bpack + strip_offset(np, p, k0, kc, nr) * w_es,
+                  w_base + (size_t(n0) * size_t(w.ld) + size_t(k0)) * w_es, w.dtype, w.ld, n, kc, nr);
       }
-    });
+    }, 4);
+    strips.push_back({sp0, sp, first_packed, bpack, split(mblocks, sp, T)});
+    run_strips();
   }
+  if (!strips.empty()) run_strips();
 }
 
 bool pack_weight(Context& c, Tensor& w) {
