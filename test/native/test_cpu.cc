@@ -220,13 +220,16 @@ TEST("cpu: pack_weight rearranges a weight in place; linear then gives the very 
   each_level([&](Simd level) {
     const int nr = tessera::cpu::kernels_for(level).nr;
     // (rows m, in k, out n, dtype): whole panels, a ragged last panel, fewer rows than a panel,
-    // and a weight spanning several strips (k * n above the strip budget) with a ragged K block.
+    // and a weight spanning several strips (k * n above the strip budget) with a ragged K block:
+    // with a ragged last panel (its strip packed per call, alone), and with whole panels only (all
+    // strips read in place, their items, of two chunk widths, from one counter on 2 threads).
     struct Case {
       int64_t m, k, n;
       DType dt;
     };
     for (const Case& c : {Case{7, 40, 3 * nr, DType::F32}, Case{13, 300, 2 * nr + 5, DType::BF16},
                           Case{5, 33, nr - 1, DType::F16}, Case{3, 1501, 2100, DType::BF16},
+                          Case{200, 1501, 2112 / nr * nr, DType::BF16},
                           Case{30, 17, nr + 1, DType::F16}}) {
       Env env(level);
       Rng rng(uint32_t(c.k * 131 + c.n));
@@ -249,6 +252,9 @@ TEST("cpu: pack_weight rearranges a weight in place; linear then gives the very 
       const std::vector<char> raw_after(w.t.host_ptr<char>(), w.t.host_ptr<char>() + wbytes);
       EXPECT_MSG((raw_after != raw_before) == did, what << ": bytes " << (did ? "unchanged" : "changed"));
       EXPECT_MSG(!env.b->pack_weight(packed), what << ": packed twice");
+      // y starts as NaN, so that a column the packed path skips cannot keep the first call's value.
+      const std::vector<float> nan(size_t(y.t.rows * y.t.ld), std::nanf(""));
+      env.b->upload(y.buf, 0, nan.data(), nan.size() * 4);
       env.b->linear(y.t, x.t, packed, a);
       const std::vector<float> after = env.read(y.t);
       EXPECT_MSG(std::memcmp(before.data(), after.data(), before.size() * 4) == 0, what << ": results differ");
