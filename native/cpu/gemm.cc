@@ -8,10 +8,11 @@
 // mapping, a stream slot) each strip is packed per call into shared scratch. A packed weight's
 // last rows (out % nr: no whole panel) stay row-major and are packed per call. Threads then take
 // (row block x column chunk) work items, those of all strips read in place from one counter (one
-// parallel region, not one per strip: no wait at each strip's end): each packs its MC x KC block of x (applying the input
-// clamp), runs the register-blocked micro-kernel over every nr-panel (a short tile for the ragged
-// last row panel), and, after the last K block, applies the fused epilogue (bias, output clamp,
-// activation, multiplier, residual) to each of its rows, over all of its columns in one call.
+// parallel region, not one per strip: no wait at each strip's end). An item packs its MC x KC
+// block of x (applying the input clamp), runs the register-blocked micro-kernel over every
+// nr-panel (a short tile for the ragged last row panel), and, after the last K block, applies the
+// fused epilogue (bias, output clamp, activation, multiplier, residual) to each of its rows, over
+// all of its columns in one call.
 // Partial sums live in a slot-private accumulator, never in y, so y may alias the multiplier and
 // the residual (and even x: x is copied first in that case).
 #include <algorithm>
