@@ -207,8 +207,8 @@ void linear(Context& c, const Tensor& y, const Tensor& x_in, const Tensor& w, co
       const int64_t kc = std::min(kKc, K - k0);
       // Pack A: micro-panel ip holds rows [ip*mr, ip*mr+mr) as [kc][mr], zero past M.
       for (int64_t ip = 0; ip < mpanels; ++ip)
-        kk.pack_a(apack + ip * mr * kc, x_base + (m0 + ip * mr) * x_ld + k0, x_ld, std::min<int64_t>(mr, mrows - ip * mr),
-                  kc, mr, clamp_in, in_lo, in_hi);
+        kk.pack_a(apack + ip * mr * kc, x_base + (m0 + ip * mr) * x_ld + k0, x_ld,
+                  std::min<int64_t>(mr, mrows - ip * mr), kc, mr, clamp_in, in_lo, in_hi);
       for (int64_t p = p0; p < p1; ++p) {
         const void* bp = panel(s, p, k0, kc);
         const int64_t col = (p - p0) * nr;
@@ -226,12 +226,13 @@ void linear(Context& c, const Tensor& y, const Tensor& x_in, const Tensor& w, co
         }
       }
     }
-    // The item's rows, each over all of its columns in one call (the call costs more than 2 vectors' work).
+    // The item's rows, each over all of its columns in one call (a call costs more than 2 vectors' work).
     const int64_t n0 = (s.sp0 + p0) * nr, n = std::min<int64_t>((p1 - p0) * nr, N - n0);
     for (int64_t r = 0; r < mrows; ++r) {
       const int64_t gr = m0 + r;
       kk.epilogue(y.host_ptr<float>(gr, n0), acc + r * ldc, n, bias.empty() ? nullptr : bias.data() + n0,
-                  mul_base ? mul_base + gr * mul_ld + n0 : nullptr, res_base ? res_base + gr * res_ld + n0 : nullptr, epi);
+                  mul_base ? mul_base + gr * mul_ld + n0 : nullptr, res_base ? res_base + gr * res_ld + n0 : nullptr,
+                  epi);
     }
   };
   // The items of a run of strips in one parallel region, handed out in order: strips read in
