@@ -70,11 +70,13 @@ export interface NativeOpenOptions {
 export interface Addon {
   openTower(spec: TowerSpec, options: NativeOpenOptions): Promise<NativeTower>;
   simdLevel: string;
-  /** What each residency holds of the weights (native/io/weight_store_factory.h). */
+  /** How the AVX2 kernels widen bf16 weights, 'unpack' or 'shift' (native/common/cpu_features.h). */
+  bf16Widening: string;
   /** Element-wise dtype conversion with common/dtype.h's rounding (tessera pack --dtype). */
   convertDtype(src: Uint8Array, from: string, to: string): Uint8Array;
   /** The weights file's stage and tensor alignments (native/io/weight_alignment.h). */
   weightAlignment: { stage: number; tensor: number };
+  /** What each residency holds of the weights (native/io/weight_store_factory.h). */
   weightMemory(spec: TowerSpec, slots: number): { resident: number; slot: number; stream: number; fileBytes: number };
   [binding: string]: unknown;
 }

@@ -338,6 +338,7 @@ void RegisterTower(Napi::Env env, Napi::Object exports) {
   exports.Set("NativeTower", NativeTower::Define(env));
   exports.Set("openTower", Napi::Function::New(env, OpenTower));
   exports.Set("simdLevel", Napi::String::New(env, simd_level()));
+  exports.Set("bf16Widening", Napi::String::New(env, bf16_widening()));
 }
 
 }  // namespace tessera::addon

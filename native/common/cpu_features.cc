@@ -13,6 +13,8 @@ static CpuFeatures detect() {
   CpuFeatures f;
 #if defined(__x86_64__) || defined(_M_X64)
   unsigned a, b, c, d;
+  if (!__get_cpuid(0, &a, &b, &c, &d)) return f;
+  const bool intel = b == 0x756e6547 && d == 0x49656e69 && c == 0x6c65746e;  // "Genu" "ineI" "ntel"
   if (!__get_cpuid(1, &a, &b, &c, &d)) return f;
   bool osxsave = c & (1u << 27), fma = c & (1u << 12), f16c = c & (1u << 29);
   unsigned long long xcr0 = 0;
@@ -27,6 +29,7 @@ static CpuFeatures detect() {
   bool avx512 = (b & (1u << 16)) && (b & (1u << 17)) && (b & (1u << 30)) && (b & (1u << 31));  // F DQ BW VL
   f.avx2_fma = ymm && avx2 && fma && f16c;
   f.avx512 = f.avx2_fma && zmm && avx512;
+  f.bf16_unpack = intel;
 #elif defined(__aarch64__)
   f.neon = true;
 #endif
@@ -34,6 +37,10 @@ static CpuFeatures detect() {
   if (const char* cap = std::getenv("TESSERA_SIMD")) {
     if (!std::strcmp(cap, "scalar")) f = CpuFeatures{};
     else if (!std::strcmp(cap, "avx2")) f.avx512 = false;
+  }
+  if (const char* w = std::getenv("TESSERA_BF16_WIDEN")) {
+    if (!std::strcmp(w, "unpack")) f.bf16_unpack = true;
+    else if (!std::strcmp(w, "shift")) f.bf16_unpack = false;
   }
   return f;
 }
@@ -50,5 +57,7 @@ const char* simd_level() {
   if (f.neon) return "neon";
   return "scalar";
 }
+
+const char* bf16_widening() { return cpu_features().bf16_unpack ? "unpack" : "shift"; }
 
 }  // namespace tessera

@@ -8,10 +8,17 @@ struct CpuFeatures {
   bool avx2_fma = false;   // AVX2 + FMA + F16C (x86-64)
   bool avx512 = false;     // AVX-512 F/BW/VL/DQ with OS support for ZMM state
   bool neon = false;       // arm64 (always)
+  // How the AVX2 kernels widen a pair of bf16 weight vectors (kernels_avx2.cc): by two unpacks
+  // with zero on Intel cores, whose vector shifts share ports 0 and 1 with the FMAs while the
+  // unpacks run on port 5; by a shift and a mask elsewhere (AMD's Zen cores, where shifts have a
+  // pipe of their own). TESSERA_BF16_WIDEN=unpack|shift overrides it (tests run both).
+  bool bf16_unpack = false;
 };
 
 const CpuFeatures& cpu_features();
 // "avx512", "avx2", "neon" or "scalar": the best path this machine runs; TESSERA_SIMD lowers it.
 const char* simd_level();
+// "unpack" or "shift": CpuFeatures::bf16_unpack, as TESSERA_BF16_WIDEN spells it.
+const char* bf16_widening();
 
 }  // namespace tessera

@@ -70,7 +70,8 @@ const Kernels& kernels_for(Simd level);
 
 // Per-ISA tables (kernels_<isa>.cc); null where the ISA is not compiled in.
 const Kernels* scalar_kernels();
-const Kernels* avx2_kernels();
+const Kernels* avx2_kernels();  // the table of CpuFeatures::bf16_unpack
+const Kernels* avx2_kernels(bool bf16_unpack);  // either AVX2 table (tests compare them)
 const Kernels* avx512_kernels();
 const Kernels* neon_kernels();
 

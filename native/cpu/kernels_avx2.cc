@@ -2,6 +2,7 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "common/cpu_features.h"
 #include "cpu/kernels.h"
 
 #if defined(__x86_64__)
@@ -33,6 +34,7 @@ namespace {
 #define TESSERA_AVX2_ATTN_PV_NV 3
 #endif
 
+template <bool Unpack>
 struct V256 {
   using R = __m256;
   static constexpr int L = 8, kAcc = 12, kAttnNvk = TESSERA_AVX2_ATTN_NVK, kAttnBk = TESSERA_AVX2_ATTN_BK,
@@ -77,19 +79,39 @@ struct V256 {
     return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16));
   }
   static R load_f16(const uint16_t* p) { return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p))); }
-  // 16 bf16 values interleaved as panel_col lays them out: the low halves of the 32-bit lanes
-  // are the first vector (shifted up), the high halves the second (masked).
   static constexpr bool kBf16Pairs = TESSERA_BF16_PAIRS;
   static constexpr bool kFmaLane = false;
+  // A pair of bf16 weight vectors (columns 0-7 and 8-15 of a group) in one 256-bit load, widened
+  // in two ALU ops, laid out for the widening this table uses (CpuFeatures::bf16_unpack):
+  //  - Unpack: two unpacks with zero (port 5 on Intel, off the FMA ports). An unpack works per
+  //    128-bit half, so the first vector's columns 0-3 / 4-7 sit at 16-bit slots 0-3 / 8-11
+  //    and the second's at 4-7 / 12-15.
+  //  - shift and mask: the first vector in the low halves of the 32-bit lanes (shifted up), the
+  //    second in the high halves (masked): slots 2i and 2i + 1.
+  static constexpr int pair_slot(int i) {  // the 16-bit slot of column i < 16 (panel_col)
+    if constexpr (Unpack) return i < 8 ? (i < 4 ? i : i + 4) : (i < 12 ? i - 4 : i);
+    else return i < 8 ? 2 * i : 2 * (i - 8) + 1;
+  }
   static void load_bf16_pair(const uint16_t* p, R& lo, R& hi) {
     const __m256i x = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p));
-    lo = _mm256_castsi256_ps(_mm256_slli_epi32(x, 16));
-    hi = _mm256_and_ps(_mm256_castsi256_ps(x), _mm256_castsi256_ps(_mm256_set1_epi32(int32_t(0xFFFF0000u))));
+    if constexpr (Unpack) {
+      const __m256i z = _mm256_setzero_si256();
+      lo = _mm256_castsi256_ps(_mm256_unpacklo_epi16(z, x));
+      hi = _mm256_castsi256_ps(_mm256_unpackhi_epi16(z, x));
+    } else {
+      lo = _mm256_castsi256_ps(_mm256_slli_epi32(x, 16));
+      hi = _mm256_and_ps(_mm256_castsi256_ps(x), _mm256_castsi256_ps(_mm256_set1_epi32(int32_t(0xFFFF0000u))));
+    }
   }
   // store_hi16 of two vectors into one, interleaved: load_bf16_pair's inverse.
   static void store_pair16(uint16_t* p, R lo, R hi) {
-    const __m256i v = _mm256_or_si256(_mm256_srli_epi32(_mm256_castps_si256(lo), 16),
-                                      _mm256_and_si256(_mm256_castps_si256(hi), _mm256_set1_epi32(int32_t(0xFFFF0000u))));
+    __m256i v;
+    if constexpr (Unpack) {
+      v = _mm256_packus_epi32(_mm256_srli_epi32(_mm256_castps_si256(lo), 16), _mm256_srli_epi32(_mm256_castps_si256(hi), 16));
+    } else {
+      v = _mm256_or_si256(_mm256_srli_epi32(_mm256_castps_si256(lo), 16),
+                          _mm256_and_si256(_mm256_castps_si256(hi), _mm256_set1_epi32(int32_t(0xFFFF0000u))));
+    }
     _mm256_storeu_si256(reinterpret_cast<__m256i*>(p), v);
   }
   static void store_hi16(uint16_t* p, R v) {  // lanes >> 16 fit 16 bits: the unsigned-saturating pack is exact
@@ -121,12 +143,22 @@ struct V256 {
 #include "cpu/kernels_generic.inc"
 
 constexpr int kMr = TESSERA_AVX2_MR, kNv = TESSERA_AVX2_NV;  // 6 x 16 tile: 12 accumulators, 2 B vectors, 1 broadcast
-const Kernels kTable{Simd::Avx2,           kMr,
-                     kNv * V256::L,        gemm_micros<V256, kMr, kNv>(), gemm_tails<V256, kMr, kNv>(),
-                     pack_b_transposed<V256>, pack_a_transposed<V256>,       epilogue_t<V256>,
-                     layer_norm_row_t<V256>,
-                     rms_norm_row_t<V256>, rope_row_t<V256>, attention_task_t<V256>,
-                     attention_scratch_t<V256>, AttnShape<V256>::BQ};
+// A table whose GEMM packs and widens bf16 weight pairs as V does; the other kernels never touch
+// weight panels, so both tables share one copy of them.
+template <class V>
+constexpr Kernels table() {
+  using S = V256<false>;
+  return Kernels{Simd::Avx2,           kMr,
+                 kNv * V::L,           gemm_micros<V, kMr, kNv>(), gemm_tails<V, kMr, kNv>(),
+                 pack_b_transposed<V>, pack_a_transposed<S>,       epilogue_t<S>,
+                 layer_norm_row_t<S>,
+                 rms_norm_row_t<S>,    rope_row_t<S>,              attention_task_t<S>,
+                 attention_scratch_t<S>, AttnShape<S>::BQ};
+}
+// The two differ only in the layout and widening of bf16 weight panels. A weight packed at load
+// keeps the layout of the table that packed it, so the choice is made once per process.
+const Kernels kShiftTable = table<V256<false>>();
+const Kernels kUnpackTable = table<V256<true>>();
 
 }  // namespace
 }  // namespace tessera::cpu
@@ -134,11 +166,13 @@ const Kernels kTable{Simd::Avx2,           kMr,
 #pragma GCC pop_options
 
 namespace tessera::cpu {
-const Kernels* avx2_kernels() { return &kTable; }
+const Kernels* avx2_kernels(bool bf16_unpack) { return bf16_unpack ? &kUnpackTable : &kShiftTable; }
+const Kernels* avx2_kernels() { return avx2_kernels(cpu_features().bf16_unpack); }
 }  // namespace tessera::cpu
 
 #else
 namespace tessera::cpu {
+const Kernels* avx2_kernels(bool) { return nullptr; }
 const Kernels* avx2_kernels() { return nullptr; }
 }  // namespace tessera::cpu
 #endif

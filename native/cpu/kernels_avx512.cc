@@ -68,6 +68,7 @@ struct V512 {
   static R load_f16(const uint16_t* p) { return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p))); }
   static constexpr bool kBf16Pairs = TESSERA_BF16_PAIRS;  // see kernels_avx2.cc
   static constexpr bool kFmaLane = false;
+  static constexpr int pair_slot(int i) { return i < 16 ? 2 * i : 2 * (i - 16) + 1; }
   static void load_bf16_pair(const uint16_t* p, R& lo, R& hi) {
     const __m512i x = _mm512_loadu_si512(p);
     lo = _mm512_castsi512_ps(_mm512_slli_epi32(x, 16));

@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "common/cpu_features.h"
 #include "common/error.h"
 #include "cpu/cpu_backend.h"
 #include "cpu/kernels.h"
@@ -745,6 +746,65 @@ TEST("cpu: property: linear at every tile edge (short tiles, ragged panels, bf16
                        std::to_string(k) + "x" + std::to_string(n) + " " + dname(wd) + (pack ? " packed" : " per call"));
     }
   });
+}
+
+// The AVX2 tables pack a bf16 pair of weight vectors for the widening the process chose
+// (TESSERA_BF16_WIDEN, else the CPU's vendor: cpu_features.h); the runs of test/native-tables.test.ts
+// cover both, and every GEMM test above then runs on that table.
+TEST("cpu: AVX2 lays a bf16 weight pair out for its widening (unpacks on Intel, else shift and mask)") {
+  for (Simd level : tessera::cpu::supported_simd()) {
+    if (level != Simd::Avx2) continue;
+    const tessera::cpu::Kernels& kk = tessera::cpu::kernels_for(level);
+    EXPECT(kk.nr == 16);
+    const int64_t K = 8;
+    std::vector<uint16_t> w(size_t(16 * K)), dst(size_t(16 * K));
+    for (size_t i = 0; i < w.size(); ++i) w[i] = uint16_t(0x4000 + i);  // distinct bits; packing only moves them
+    kk.pack_b(dst.data(), w.data(), DType::BF16, K, 16, K, 16);
+    const bool unpack = std::string(tessera::bf16_widening()) == "unpack";
+    static const int kUnpackSlot[16] = {0, 1, 2, 3, 8, 9, 10, 11, 4, 5, 6, 7, 12, 13, 14, 15};
+    static const int kShiftSlot[16] = {0, 2, 4, 6, 8, 10, 12, 14, 1, 3, 5, 7, 9, 11, 13, 15};
+    for (int64_t k = 0; k < K; ++k)
+      for (int j = 0; j < 16; ++j)
+        EXPECT_MSG(dst[size_t(k * 16 + (unpack ? kUnpackSlot : kShiftSlot)[j])] == w[size_t(j * K + k)],
+                   tessera::bf16_widening() << " column " << j << " k " << k);
+  }
+}
+
+// Either AVX2 table, on the same bf16 weights: each packs them in its own layout, and its
+// micro-kernels (full and short tiles) give the same bits, so the vendor's choice changes speed only.
+TEST("cpu: the two AVX2 tables (bf16 widened by unpacks or by shift and mask) give the same bits") {
+  const tessera::cpu::Kernels* sh = tessera::cpu::avx2_kernels(false);
+  const tessera::cpu::Kernels* up = tessera::cpu::avx2_kernels(true);
+  bool avx2 = false;
+  for (Simd level : tessera::cpu::supported_simd()) avx2 |= level == Simd::Avx2;
+  if (!avx2) return;  // not an x86 machine with AVX2: neither table can run
+  EXPECT(sh && up && sh != up && sh->nr == up->nr && sh->mr == up->mr);
+  const int mr = sh->mr, nr = sh->nr;
+  Rng rng(5);
+  for (int64_t kc : {1, 9, 256}) {
+    for (int64_t n : {int64_t(nr), int64_t(nr - 3)}) {
+      std::vector<uint16_t> w(size_t(n * kc)), bs(size_t(nr * kc)), bu(size_t(nr * kc));
+      for (uint16_t& v : w) v = tessera::f32_to_bf16(rng.uniform());
+      sh->pack_b(bs.data(), w.data(), DType::BF16, kc, n, kc, nr);
+      up->pack_b(bu.data(), w.data(), DType::BF16, kc, n, kc, nr);
+      EXPECT_MSG(bs != bu, "the layouts differ (kc " << kc << ")");  // else this test compares a table with itself
+      std::vector<float> a(size_t(kc * mr)), cs(size_t(mr * nr)), cu(size_t(mr * nr));
+      for (float& v : a) v = rng.uniform(-2, 2);
+      std::vector<std::pair<tessera::cpu::Kernels::GemmMicro, tessera::cpu::Kernels::GemmMicro>> micros = {
+          {sh->gemm_micro[size_t(DType::BF16)], up->gemm_micro[size_t(DType::BF16)]}};
+      for (size_t t = 0; t < sh->gemm_tail.size(); ++t)
+        if (sh->gemm_tail[t].rows)
+          micros.push_back({sh->gemm_tail[t].micro[size_t(DType::BF16)], up->gemm_tail[t].micro[size_t(DType::BF16)]});
+      for (const auto& [ms, mu] : micros) {
+        std::fill(cs.begin(), cs.end(), 0.0f);
+        std::fill(cu.begin(), cu.end(), 0.0f);
+        ms(kc, a.data(), bs.data(), cs.data(), nr, false, nullptr, 0);
+        mu(kc, a.data(), bu.data(), cu.data(), nr, false, nullptr, 0);
+        EXPECT_MSG(std::memcmp(cs.data(), cu.data(), cs.size() * 4) == 0, "kc " << kc << " n " << n);
+        EXPECT_MSG(std::any_of(cs.begin(), cs.end(), [](float v) { return v != 0.0f; }), "kc " << kc << " n " << n);
+      }
+    }
+  }
 }
 
 // The micro-kernel runs its k loop in chunks, one prefetch of the next weight panel's slice per
