@@ -51,11 +51,12 @@ for (const f of pieces) {
 const cpu = cpus()[0]?.model ?? 'unknown CPU';
 const machine = `${cpu}, ${cpus().length} logical cores, ${(totalmem() / 2 ** 30).toFixed(0)} GiB, ${process.platform}/${process.arch}, Node ${process.version}`;
 const { addon } = await import(join(root, 'dist', 'native.js'));
+const widening = addon().bf16Widening === 'unpack' ? 'unpacks' : 'a shift and a mask';
 const text = `# Benchmarks
 
 Produced by \`npm run bench\` (scripts/bench.mjs); each section says when its piece last ran (\`npm run bench -- <piece>\`
 reruns one piece and keeps the others). Latest run: ${new Date().toISOString().slice(0, 16).replace('T', ' ')} UTC, pieces: ${pieces.map((f) => f.replace(/\.mjs$/, '')).join(', ')}.
-Machine: ${machine}; SIMD path: ${addon().simdLevel}; the AVX2 kernels widen bf16 weights by ${addon().bf16Widening === 'unpack' ? 'unpacks' : 'a shift and a mask'} on this CPU.
+Machine: ${machine}; SIMD path: ${addon().simdLevel}; the AVX2 kernels widen bf16 weights by ${widening} on this CPU.
 Nothing here is asserted by a test; the figures are measurements of this machine at that time (a shared
 2-core VM: expect ±10 % between runs). Metal figures need a Mac (\`npm run bench -- --backend metal\`): none are
 claimed here.

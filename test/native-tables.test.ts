@@ -21,7 +21,8 @@ const RUNS: { name: string; env: Record<string, string> }[] = LEVELS.map((level)
 }));
 if (LEVELS.includes('avx2')) {
   const other = addon().bf16Widening === 'unpack' ? 'shift' : 'unpack';
-  RUNS.push({ name: `SIMD level avx2, bf16 widened by ${other}`, env: { TESSERA_SIMD: 'avx2', TESSERA_BF16_WIDEN: other } });
+  const env = { TESSERA_SIMD: 'avx2', TESSERA_BF16_WIDEN: other };
+  RUNS.push({ name: `SIMD level avx2, bf16 widened by ${other}`, env });
 }
 
 describe('native table tests', () => {

@@ -107,7 +107,8 @@ struct V256 {
   static void store_pair16(uint16_t* p, R lo, R hi) {
     __m256i v;
     if constexpr (Unpack) {
-      v = _mm256_packus_epi32(_mm256_srli_epi32(_mm256_castps_si256(lo), 16), _mm256_srli_epi32(_mm256_castps_si256(hi), 16));
+      v = _mm256_packus_epi32(_mm256_srli_epi32(_mm256_castps_si256(lo), 16),  // per 128-bit half: 4 of lo,
+                              _mm256_srli_epi32(_mm256_castps_si256(hi), 16));  // then 4 of hi (pair_slot)
     } else {
       v = _mm256_or_si256(_mm256_srli_epi32(_mm256_castps_si256(lo), 16),
                           _mm256_and_si256(_mm256_castps_si256(hi), _mm256_set1_epi32(int32_t(0xFFFF0000u))));
