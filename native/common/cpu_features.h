@@ -10,8 +10,8 @@ struct CpuFeatures {
   bool neon = false;       // arm64 (always)
   // How the AVX2 kernels widen a pair of bf16 weight vectors (kernels_avx2.cc): by two unpacks
   // with zero on Intel cores, whose vector shifts share ports 0 and 1 with the FMAs while the
-  // unpacks run on port 5; by a shift and a mask elsewhere (AMD's Zen cores, where shifts have a
-  // pipe of their own). TESSERA_BF16_WIDEN=unpack|shift overrides it (tests run both).
+  // unpacks run on port 5; by a shift and a mask elsewhere (level with the unpacks on AMD's Zen 5;
+  // docs/cpu.md says why it stays for Zen 1-3). TESSERA_BF16_WIDEN=unpack|shift overrides it.
   bool bf16_unpack = false;
 };
 
