@@ -1,6 +1,8 @@
 // Builds and runs scripts/bench/kernels/cpu_kernels.cc (the CPU backend's ops at real Qwen3.5 tower shapes,
 // GFLOP/s per op and SIMD level). Not part of npm test. Arguments go to the benchmark:
 //   node scripts/bench-kernels.mjs [--threads T] [--simd avx512] [--rows 1120,4096] [--reps 3] [--dtype bf16]
+// With --widening-ab first, it builds and runs scripts/bench/kernels/widening_ab.cc instead: the two
+// AVX2 bf16 widenings taking turns in one process (see that file for its options).
 import { execFileSync } from 'node:child_process';
 import { mkdirSync, readdirSync } from 'node:fs';
 import { join, relative } from 'node:path';
@@ -10,13 +12,14 @@ const root = fileURLToPath(new URL('..', import.meta.url));
 const sources = [];
 for (const dir of ['native/common', 'native/gpu', 'native/cpu'])
   for (const f of readdirSync(join(root, dir)).sort()) if (f.endsWith('.cc')) sources.push(join(dir, f));
-sources.push('scripts/bench/kernels/cpu_kernels.cc');
+const ab = process.argv[2] === '--widening-ab';
+sources.push(`scripts/bench/kernels/${ab ? 'widening_ab' : 'cpu_kernels'}.cc`);
 mkdirSync(join(root, 'build'), { recursive: true });
-const exe = join(root, 'build', 'bench-kernels');
+const exe = join(root, 'build', ab ? 'bench-widening-ab' : 'bench-kernels');
 // The same flags as binding.gyp (no -march: kernels pick their ISA at run time).
 execFileSync('g++', ['-std=c++20', '-O3', '-ffp-contract=off', '-Inative', ...sources, '-lpthread', '-o', exe], {
   cwd: root,
   stdio: 'inherit',
 });
-execFileSync(exe, process.argv.slice(2), { stdio: 'inherit' });
+execFileSync(exe, process.argv.slice(ab ? 3 : 2), { stdio: 'inherit' });
 console.log(`(built ${relative(root, exe)})`);

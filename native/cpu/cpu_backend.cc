@@ -69,7 +69,7 @@ struct HostBuffer : gpu::Buffer {
 
 class CpuBackend final : public gpu::Backend {
  public:
-  CpuBackend(int threads, Simd level) : pool_(threads), ws_(pool_.size()), ctx_{pool_, kernels_for(level), ws_} {}
+  CpuBackend(int threads, const Kernels& k) : pool_(threads), ws_(pool_.size()), ctx_{pool_, k, ws_} {}
   ~CpuBackend() override {
     for (gpu::Buffer* b : live_) delete b;
   }
@@ -195,7 +195,12 @@ class CpuBackend final : public gpu::Backend {
 }  // namespace
 
 std::unique_ptr<gpu::Backend> make_cpu_backend(int threads, Simd level) {
-  return std::make_unique<CpuBackend>(threads, level);
+  return std::make_unique<CpuBackend>(threads, kernels_for(level));
+}
+
+std::unique_ptr<gpu::Backend> make_cpu_backend_avx2(int threads, bool bf16_unpack) {
+  kernels_for(Simd::Avx2);  // ERR_INVALID_ARGUMENT where AVX2 does not run
+  return std::make_unique<CpuBackend>(threads, *avx2_kernels(bf16_unpack));
 }
 
 std::unique_ptr<gpu::Backend> make_cpu_backend(int threads) { return make_cpu_backend(threads, best_simd()); }

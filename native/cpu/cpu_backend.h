@@ -22,6 +22,10 @@ std::vector<Simd> supported_simd();
 std::unique_ptr<gpu::Backend> make_cpu_backend(int threads);
 // The same with the kernels forced to `level` (ERR_INVALID_ARGUMENT if this machine cannot run it).
 std::unique_ptr<gpu::Backend> make_cpu_backend(int threads, Simd level);
+// The AVX2 level with the given bf16 widening (common/cpu_features.h: CpuFeatures::bf16_unpack),
+// whatever this CPU's vendor: for running both tables side by side in one process (tests,
+// scripts/bench/kernels/widening_ab.cc). ERR_INVALID_ARGUMENT without AVX2.
+std::unique_ptr<gpu::Backend> make_cpu_backend_avx2(int threads, bool bf16_unpack);
 
 // ---- the backend's own scratch (packed weight strips, per-thread GEMM and attention buffers)
 // It grows to the largest op run so far and is kept for the backend's lifetime, so a model's

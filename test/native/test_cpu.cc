@@ -50,6 +50,7 @@ struct Env {
   Simd level;
   std::vector<Buffer*> bufs;
   Env(Simd l, int threads = 2) : b(tessera::cpu::make_cpu_backend(threads, l)), level(l) {}
+  Env(std::unique_ptr<Backend> backend, Simd l) : b(std::move(backend)), level(l) {}
   ~Env() {
     for (Buffer* x : bufs) b->release(x);
   }
@@ -803,6 +804,38 @@ TEST("cpu: the two AVX2 tables (bf16 widened by unpacks or by shift and mask) gi
         EXPECT_MSG(std::memcmp(cs.data(), cu.data(), cs.size() * 4) == 0, "kc " << kc << " n " << n);
         EXPECT_MSG(std::any_of(cs.begin(), cs.end(), [](float v) { return v != 0.0f; }), "kc " << kc << " n " << n);
       }
+    }
+  }
+}
+
+// The same end to end: an AVX2 backend made with each widening (make_cpu_backend_avx2) packs the same
+// bf16 weight in its own layout and gives a linear the same bits, packed at load or per call, over
+// ragged panels and several weight strips.
+TEST("cpu: AVX2 backends with either bf16 widening give a linear the same bits, packed and not") {
+  bool avx2 = false;
+  for (Simd level : tessera::cpu::supported_simd()) avx2 |= level == Simd::Avx2;
+  if (!avx2) return;  // not an x86 machine with AVX2
+  Env sh(tessera::cpu::make_cpu_backend_avx2(2, false), Simd::Avx2);
+  Env up(tessera::cpu::make_cpu_backend_avx2(2, true), Simd::Avx2);
+  struct Shape {
+    int64_t m, k, n;
+  };
+  for (const Shape& s : {Shape{7, 33, 40}, Shape{50, 300, 1501}, Shape{100, 1152, 3456}}) {
+    for (bool pack : {true, false}) {
+      Rng rs(9), ru(9);  // the same values on both sides
+      Mat xs = sh.make(rs, s.m, s.k), ws = sh.make(rs, s.n, s.k, DType::BF16), ys = sh.make(rs, s.m, s.n);
+      Mat xu = up.make(ru, s.m, s.k), wu = up.make(ru, s.n, s.k, DType::BF16), yu = up.make(ru, s.m, s.n);
+      const std::string what = std::to_string(s.m) + "x" + std::to_string(s.k) + "x" + std::to_string(s.n) +
+                               (pack ? " packed" : " per call");
+      if (pack) {
+        EXPECT(sh.b->pack_weight(ws.t) && up.b->pack_weight(wu.t));
+        EXPECT_MSG(std::memcmp(ws.t.host_ptr<char>(), wu.t.host_ptr<char>(), size_t(16 * s.k * 2)) != 0,
+                   what << ": the two layouts differ");  // else both backends ran one table
+      }
+      sh.b->linear(ys.t, xs.t, ws.t, LinearArgs{});
+      up.b->linear(yu.t, xu.t, wu.t, LinearArgs{});
+      const std::vector<float> a = sh.read(ys.t), b = up.read(yu.t);
+      EXPECT_MSG(std::memcmp(a.data(), b.data(), a.size() * 4) == 0, what);
     }
   }
 }

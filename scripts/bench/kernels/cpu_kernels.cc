@@ -24,6 +24,7 @@
 #include "common/dtype.h"
 #include "common/thread_pool.h"
 #include "cpu/cpu_backend.h"
+#include "random_tensor.h"
 
 using namespace tessera;
 using namespace tessera::gpu;
@@ -51,24 +52,6 @@ Timing best_of(int reps, const std::function<void()>& fn) {
     t.wall = std::min(t.wall, std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
   }
   return t;
-}
-
-Tensor random_tensor(Backend& b, int64_t rows, int64_t cols, DType dt, float scale, uint32_t seed) {
-  std::mt19937 g(seed);
-  std::normal_distribution<float> d(0.0f, scale);
-  size_t n = size_t(rows * cols), es = dtype_size(dt);
-  std::vector<char> host(n * es);
-  for (size_t i = 0; i < n; ++i) {
-    float v = d(g);
-    if (dt == DType::F32) std::memcpy(&host[i * 4], &v, 4);
-    else {
-      uint16_t h = dt == DType::BF16 ? f32_to_bf16(v) : f32_to_f16(v);
-      std::memcpy(&host[i * 2], &h, 2);
-    }
-  }
-  Buffer* buf = b.alloc(host.size());
-  b.upload(buf, 0, host.data(), host.size());
-  return make_tensor(buf, 0, dt, rows, cols);
 }
 
 }  // namespace
