@@ -128,6 +128,11 @@ void each_level(F f) {
   for (Simd s : tessera::cpu::supported_simd()) f(s);
 }
 
+bool runs(Simd level) {
+  const std::vector<Simd> levels = tessera::cpu::supported_simd();
+  return std::find(levels.begin(), levels.end(), level) != levels.end();
+}
+
 }  // namespace
 
 TEST("cpu: supported levels include scalar and the best one") {
@@ -753,22 +758,20 @@ TEST("cpu: property: linear at every tile edge (short tiles, ragged panels, bf16
 // (TESSERA_BF16_WIDEN, else the CPU's vendor: cpu_features.h); the runs of test/native-tables.test.ts
 // cover both, and every GEMM test above then runs on that table.
 TEST("cpu: AVX2 lays a bf16 weight pair out for its widening (unpacks on Intel, else shift and mask)") {
-  for (Simd level : tessera::cpu::supported_simd()) {
-    if (level != Simd::Avx2) continue;
-    const tessera::cpu::Kernels& kk = tessera::cpu::kernels_for(level);
-    EXPECT(kk.nr == 16);
-    const int64_t K = 8;
-    std::vector<uint16_t> w(size_t(16 * K)), dst(size_t(16 * K));
-    for (size_t i = 0; i < w.size(); ++i) w[i] = uint16_t(0x4000 + i);  // distinct bits; packing only moves them
-    kk.pack_b(dst.data(), w.data(), DType::BF16, K, 16, K, 16);
-    const bool unpack = std::string(tessera::bf16_widening()) == "unpack";
-    static const int kUnpackSlot[16] = {0, 1, 2, 3, 8, 9, 10, 11, 4, 5, 6, 7, 12, 13, 14, 15};
-    static const int kShiftSlot[16] = {0, 2, 4, 6, 8, 10, 12, 14, 1, 3, 5, 7, 9, 11, 13, 15};
-    for (int64_t k = 0; k < K; ++k)
-      for (int j = 0; j < 16; ++j)
-        EXPECT_MSG(dst[size_t(k * 16 + (unpack ? kUnpackSlot : kShiftSlot)[j])] == w[size_t(j * K + k)],
-                   tessera::bf16_widening() << " column " << j << " k " << k);
-  }
+  if (!runs(Simd::Avx2)) return;  // not an x86 machine with AVX2
+  const tessera::cpu::Kernels& kk = tessera::cpu::kernels_for(Simd::Avx2);
+  EXPECT(kk.nr == 16);
+  const int64_t K = 8;
+  std::vector<uint16_t> w(size_t(16 * K)), dst(size_t(16 * K));
+  for (size_t i = 0; i < w.size(); ++i) w[i] = uint16_t(0x4000 + i);  // distinct bits; packing only moves them
+  kk.pack_b(dst.data(), w.data(), DType::BF16, K, 16, K, 16);
+  const bool unpack = std::string(tessera::bf16_widening()) == "unpack";
+  static const int kUnpackSlot[16] = {0, 1, 2, 3, 8, 9, 10, 11, 4, 5, 6, 7, 12, 13, 14, 15};
+  static const int kShiftSlot[16] = {0, 2, 4, 6, 8, 10, 12, 14, 1, 3, 5, 7, 9, 11, 13, 15};
+  for (int64_t k = 0; k < K; ++k)
+    for (int j = 0; j < 16; ++j)
+      EXPECT_MSG(dst[size_t(k * 16 + (unpack ? kUnpackSlot : kShiftSlot)[j])] == w[size_t(j * K + k)],
+                 tessera::bf16_widening() << " column " << j << " k " << k);
 }
 
 // Either AVX2 table, on the same bf16 weights: each packs them in its own layout, and its
@@ -776,9 +779,7 @@ TEST("cpu: AVX2 lays a bf16 weight pair out for its widening (unpacks on Intel, 
 TEST("cpu: the two AVX2 tables (bf16 widened by unpacks or by shift and mask) give the same bits") {
   const tessera::cpu::Kernels* sh = tessera::cpu::avx2_kernels(false);
   const tessera::cpu::Kernels* up = tessera::cpu::avx2_kernels(true);
-  bool avx2 = false;
-  for (Simd level : tessera::cpu::supported_simd()) avx2 |= level == Simd::Avx2;
-  if (!avx2) return;  // not an x86 machine with AVX2: neither table can run
+  if (!runs(Simd::Avx2)) return;  // not an x86 machine with AVX2: neither table can run
   EXPECT(sh && up && sh != up && sh->nr == up->nr && sh->mr == up->mr);
   const int mr = sh->mr, nr = sh->nr;
   Rng rng(5);
@@ -812,9 +813,7 @@ TEST("cpu: the two AVX2 tables (bf16 widened by unpacks or by shift and mask) gi
 // bf16 weight in its own layout and gives a linear the same bits, packed at load or per call, over
 // ragged panels and several weight strips.
 TEST("cpu: AVX2 backends with either bf16 widening give a linear the same bits, packed and not") {
-  bool avx2 = false;
-  for (Simd level : tessera::cpu::supported_simd()) avx2 |= level == Simd::Avx2;
-  if (!avx2) return;  // not an x86 machine with AVX2
+  if (!runs(Simd::Avx2)) return;  // not an x86 machine with AVX2
   Env sh(tessera::cpu::make_cpu_backend_avx2(2, false), Simd::Avx2);
   Env up(tessera::cpu::make_cpu_backend_avx2(2, true), Simd::Avx2);
   struct Shape {

@@ -24,7 +24,7 @@
 #include "common/dtype.h"
 #include "common/thread_pool.h"
 #include "cpu/cpu_backend.h"
-#include "random_tensor.h"
+#include "bench_inputs.h"
 
 using namespace tessera;
 using namespace tessera::gpu;
@@ -74,14 +74,8 @@ int main(int argc, char** argv) {
     else if (a == "--copies") copies = std::max(1, std::atoi(v.c_str()));
     else if (a == "--only") only = v;
     else if (a == "--dtype") parse_dtype(v, &wdt);
-    else if (a == "--rows") {
-      rows_list.clear();
-      for (size_t p = 0; p < v.size();) {
-        size_t q = v.find(',', p);
-        rows_list.push_back(std::atoll(v.substr(p, q - p).c_str()));
-        p = q == std::string::npos ? v.size() : q + 1;
-      }
-    } else if (a == "--simd") {
+    else if (a == "--rows") rows_list = int_list(v);
+    else if (a == "--simd") {
       levels.clear();
       for (cpu::Simd s : cpu::supported_simd())
         if (v == cpu::simd_name(s)) levels.push_back(s);

@@ -18,7 +18,7 @@
 
 #include "common/cpu_features.h"
 #include "cpu/cpu_backend.h"
-#include "random_tensor.h"
+#include "bench_inputs.h"
 
 using namespace tessera;
 using namespace tessera::gpu;
@@ -87,14 +87,7 @@ int main(int argc, char** argv) {
     if (a == "--threads") threads = std::atoi(v.c_str());
     else if (a == "--reps") reps = std::max(1, std::atoi(v.c_str()));
     else if (a == "--copies") copies = std::max(1, std::atoi(v.c_str()));
-    else if (a == "--rows") {
-      rows_list.clear();
-      for (size_t p = 0; p < v.size();) {
-        const size_t q = v.find(',', p);
-        rows_list.push_back(std::atoll(v.substr(p, q - p).c_str()));
-        p = q == std::string::npos ? v.size() : q + 1;
-      }
-    }
+    else if (a == "--rows") rows_list = int_list(v);
   }
   std::printf("AVX2 bf16 widening, shift and mask vs unpacks; this CPU's choice: %s\n", bf16_widening());
   for (const int64_t N : rows_list) {

@@ -1,14 +1,28 @@
-// The kernel benchmarks' inputs: a tensor of normally distributed values in the given dtype,
-// uploaded to a backend (the same seed gives the same values on every backend).
+// The kernel benchmarks' inputs: their row counts from the command line, and tensors of normally
+// distributed values (the same seed gives the same values on every backend).
 #pragma once
 #include <cstdint>
+#include <cstdlib>
 #include <cstring>
 #include <random>
+#include <string>
 #include <vector>
 
 #include "common/dtype.h"
 #include "gpu/backend.h"
 
+// "256,1120" -> {256, 1120} (the --rows option).
+inline std::vector<int64_t> int_list(const std::string& v) {
+  std::vector<int64_t> out;
+  for (size_t p = 0; p < v.size();) {
+    const size_t q = v.find(',', p);
+    out.push_back(std::atoll(v.substr(p, q - p).c_str()));
+    p = q == std::string::npos ? v.size() : q + 1;
+  }
+  return out;
+}
+
+// rows x cols values drawn from N(0, scale), in dtype dt, uploaded to b.
 inline tessera::gpu::Tensor random_tensor(tessera::gpu::Backend& b, int64_t rows, int64_t cols, tessera::DType dt,
                                           float scale, uint32_t seed) {
   using tessera::DType;
