@@ -7,6 +7,7 @@ import { execFileSync } from 'node:child_process';
 import { mkdirSync, readdirSync } from 'node:fs';
 import { join, relative } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { addonCxxFlags } from './gyp-sources.mjs';
 
 const root = fileURLToPath(new URL('..', import.meta.url));
 const sources = [];
@@ -16,8 +17,8 @@ const ab = process.argv[2] === '--widening-ab';
 sources.push(`scripts/bench/kernels/${ab ? 'widening_ab' : 'cpu_kernels'}.cc`);
 mkdirSync(join(root, 'build'), { recursive: true });
 const exe = join(root, 'build', ab ? 'bench-widening-ab' : 'bench-kernels');
-// The same flags as binding.gyp (no -march: kernels pick their ISA at run time).
-execFileSync('g++', ['-std=c++20', '-O3', '-ffp-contract=off', '-Inative', ...sources, '-lpthread', '-o', exe], {
+// binding.gyp's flags (no -march: kernels pick their ISA at run time).
+execFileSync('g++', [...addonCxxFlags(), '-Inative', ...sources, '-lpthread', '-o', exe], {
   cwd: root,
   stdio: 'inherit',
 });

@@ -5,7 +5,7 @@
 import { spawnSync } from 'node:child_process';
 import { describe, expect, it } from 'vitest';
 // @ts-expect-error: a bench script in plain JS, without declarations
-import { findMca, hotLoop, kernelLoops, mcaInput, model } from '../scripts/bench/cpu-loop-model.mjs';
+import { findMca, fullTile, hotLoop, kernelLoops, mcaInput, model } from '../scripts/bench/cpu-loop-model.mjs';
 
 type Ins = { addr: number; text: string };
 type Loop = { name: string; steps: number; loop: { seg: Ins[]; fmas: number }; asm: string };
@@ -39,6 +39,16 @@ describe('hotLoop / mcaInput on a disassembly', () => {
 
   it('gives llvm-mca the loop with its branch to a label and the fused compare left out', () => {
     expect(mcaInput(hotLoop(dis, SYM)).split('\n')).toEqual(['L1:', ...body.slice(2, 6), 'jne L1', '']);
+  });
+
+  it("takes the full tile (rows = the panel's rows) of the asked widening and dtype, not a short one", () => {
+    const micro = (unpack: boolean, mr: number, dt: number) =>
+      `gemm_micro_t<tessera::cpu::(anonymous namespace)::V256<${unpack}>, ${mr}, 2, ${dt}, 6>(long, float const*)`;
+    const d = [micro(false, 4, 2), micro(true, 6, 2), micro(false, 6, 0), micro(false, 6, 2)].map((n) => fn(n, ['ret'])).join('\n\n');
+    const sym = (unpack: boolean, mr: number, dt: number) => micro(unpack, mr, dt).slice(0, micro(unpack, mr, dt).indexOf('(long') + 1);
+    expect(fullTile(d, { unpack: false, dtype: 2 })).toEqual({ sym: sym(false, 6, 2), rows: 6, vectors: 2 });
+    expect(fullTile(d, { unpack: true, dtype: 2 })).toEqual({ sym: sym(true, 6, 2), rows: 6, vectors: 2 });
+    expect(() => fullTile(d, { unpack: true, dtype: 0 })).toThrow(/no full-tile micro-kernel V256<true> of dtype 0/);
   });
 
   it('names a missing function or loop', () => {

@@ -2,8 +2,8 @@
 // scheduling models (a model, not a measurement: docs/cpu.md#the-k-loops-own-cost). The kernels are
 // compiled as the addon compiles them (g++, binding.gyp's flags); the innermost loop of each micro-kernel
 // is taken from the object's disassembly and llvm-mca reports its cycles per iteration on each core's
-// model, next to the same count of FMAs alone (the FMA bound). Both cores' fused compare-and-branch is
-// modelled by leaving the compare out (llvm-mca would issue it as an op of its own).
+// model, next to the same count of FMAs alone (the FMA bound). These cores fuse a compare with the branch
+// after it; llvm-mca would issue them as two ops, so the compare is left out.
 //
 //   npm run bench -- cpu-loop-model                 (writes its section of BENCHMARKS.md)
 //   node scripts/bench/cpu-loop-model.mjs [--src DIR]   (prints the table for another checkout, e.g. an older one)
@@ -12,21 +12,30 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { addonCxxFlags } from '../gyp-sources.mjs';
 
 const ROOT = fileURLToPath(new URL('../..', import.meta.url));
 const CXX = process.env['CXX'] ?? 'g++';
-const FLAGS = ['-std=c++20', '-O3', '-ffp-contract=off'];  // binding.gyp's cflags_cc that shape code
 const ITERATIONS = 1000;
 
-// The tile of kernels_avx2.cc: 6 rows x 16 columns, 12 FMAs a k step.
-const TILE = { rows: 6, vectors: 2 };
-const SYM = (unpack, dtype) =>
-  `gemm_micro_t<tessera::cpu::(anonymous namespace)::V256<${unpack}>, ${TILE.rows}, ${TILE.vectors}, ${dtype}, ${TILE.rows}>(`;
+// The micro-kernels modelled: gemm_micro_t<V256<unpack>, MR, NV, dtype, LDA> with MR = LDA (the full
+// tile, whatever kernels_avx2.cc makes it), dtype in DType's order (F32 0, F16 1, BF16 2).
 const LOOPS = [
-  { name: 'bf16, shift and mask (AMD, others)', sym: SYM(false, 2) },
-  { name: 'bf16, unpacks (Intel)', sym: SYM(true, 2) },
-  { name: 'f32 (for comparison: no widening, twice the bytes)', sym: SYM(false, 0) },
+  { name: 'bf16, shift and mask (AMD, others)', unpack: false, dtype: 2 },
+  { name: 'bf16, unpacks (Intel)', unpack: true, dtype: 2 },
+  { name: 'f32 (for comparison: no widening, twice the bytes)', unpack: false, dtype: 0 },
 ];
+const MICRO = /gemm_micro_t<tessera::cpu::\(anonymous namespace\)::V256<(true|false)>, (\d+), (\d+), (\d), (\d+)>\(/;
+
+/** The full tile's function name for a loop of LOOPS, and its rows and vectors, from the disassembly. */
+export function fullTile(disassembly, { unpack, dtype }) {
+  for (const line of disassembly.split('\n')) {
+    const m = line.endsWith('>:') ? MICRO.exec(line) : null;
+    if (m && m[1] === String(unpack) && Number(m[4]) === dtype && m[2] === m[5])
+      return { sym: m[0], rows: Number(m[2]), vectors: Number(m[3]) };
+  }
+  throw new Error(`no full-tile micro-kernel V256<${unpack}> of dtype ${dtype} in the object`);
+}
 // Cores with AVX2 and no AVX-512 (or whose AVX2 path matters), by llvm-mca's model names. Skylake-class
 // client cores rename 4 ops a cycle; LLVM's model lets 6 through, so it is held to 4 here.
 const CORES = [
@@ -91,16 +100,17 @@ function cycles(mca, asm, core) {
   return Number(m[1]) / ITERATIONS;
 }
 
-/** Each micro-kernel's hot loop, compiled from the checkout at srcRoot: { name, steps (k steps a pass), loop, asm }. */
+/** Each micro-kernel's hot loop, compiled from the checkout at srcRoot: { name, tile, steps (k steps a pass), loop, asm }. */
 export function kernelLoops(srcRoot = ROOT) {
   const dir = mkdtempSync(join(tmpdir(), 'tessera-loop-model-'));
   try {
     const obj = join(dir, 'kernels_avx2.o');
-    run(CXX, [...FLAGS, '-I', join(srcRoot, 'native'), '-c', join(srcRoot, 'native', 'cpu', 'kernels_avx2.cc'), '-o', obj]);
+    run(CXX, [...addonCxxFlags(), '-I', join(srcRoot, 'native'), '-c', join(srcRoot, 'native', 'cpu', 'kernels_avx2.cc'), '-o', obj]);
     const dis = run('objdump', ['-d', '--no-show-raw-insn', '-C', obj]);
     return LOOPS.map((l) => {
-      const loop = hotLoop(dis, l.sym);
-      return { ...l, steps: loop.fmas / (TILE.rows * TILE.vectors), loop, asm: mcaInput(loop) };
+      const tile = fullTile(dis, l);
+      const loop = hotLoop(dis, tile.sym);
+      return { name: l.name, tile, steps: loop.fmas / (tile.rows * tile.vectors), loop, asm: mcaInput(loop) };
     });
   } finally {
     rmSync(dir, { recursive: true, force: true });
@@ -115,7 +125,7 @@ export function model(srcRoot = ROOT) {
     const fmas = Array.from({ length: l.loop.fmas }, (_, i) => `vfmadd231ps %ymm0, %ymm1, %ymm${2 + (i % 14)}`);
     const fmaOnly = `L1:\n${fmas.join('\n')}\njne L1\n`;
     return {
-      name: l.name, steps: l.steps, instructions: l.loop.seg.length,
+      name: l.name, tile: l.tile, steps: l.steps,
       cores: CORES.map((c) => {
         const perStep = cycles(mca, l.asm, c) / l.steps;
         return { ...c, perStep, ofBound: cycles(mca, fmaOnly, c) / l.steps / perStep };
@@ -126,7 +136,7 @@ export function model(srcRoot = ROOT) {
 
 export function table(rows) {
   const lines = [
-    `| micro-kernel (6 × 16, AVX2) | k steps a loop pass | ${CORES.map((c) => c.name).join(' | ')} |`,
+    `| micro-kernel (${rows[0].tile.rows} × ${8 * rows[0].tile.vectors}, AVX2) | k steps a loop pass | ${CORES.map((c) => c.name).join(' | ')} |`,
     `| --- | --- | ${CORES.map(() => '---').join(' | ')} |`,
   ];
   for (const r of rows)
@@ -138,7 +148,7 @@ export async function section() {
   const rows = model();
   const version = run(findMca(), ['--version']).match(/LLVM version ([\d.]+)/)?.[1] ?? '?';
   const body = [
-    `**A model, not a measurement.** Cycles per k step of the AVX2 GEMM micro-kernel's inner loop (12 FMAs a step) by llvm-mca ${version}'s scheduling model of each core, and in brackets the FMA bound's share of them (the same number of FMAs alone on the same model: 100 % = the loop issues as fast as its FMAs). Compiled by ${CXX} as the addon is (${FLAGS.join(' ')}), the loop taken from the object. llvm-mca models ports, latencies and the issue width; it does not model the caches (operands are taken to be in L1), and its models of these cores are LLVM's, not checked by this project on the hardware. A fused compare-and-branch is counted as one op. Skylake is held to 4 ops a cycle (its rename width). Why the loop is written as it is: docs/cpu.md#the-k-loops-own-cost.`,
+    `**A model, not a measurement.** Cycles per k step of the AVX2 GEMM micro-kernel's inner loop (${rows[0].tile.rows * rows[0].tile.vectors} FMAs a step) by llvm-mca ${version}'s scheduling model of each core, and in brackets the FMA bound's share of them (the same number of FMAs alone on the same model: 100 % = the loop issues as fast as its FMAs). Compiled by ${CXX} with the addon's flags (binding.gyp), the loop taken from the object. llvm-mca models ports, latencies and the issue width; it does not model the caches (operands are taken to be in L1), and its models of these cores are LLVM's, not checked by this project on the hardware. A fused compare-and-branch is counted as one op. Skylake is held to 4 ops a cycle (its rename width). Why the loop is written as it is: docs/cpu.md#the-k-loops-own-cost.`,
     '',
     table(rows),
   ];

@@ -10,6 +10,7 @@ import { mkdirSync, readFileSync, readdirSync } from 'node:fs';
 import { cpus } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { addonCxxFlags } from '../gyp-sources.mjs';
 import { fmaPeak } from './ort/fma-peak.mjs';
 import { waitQuiet } from './ort/quiet.mjs';
 
@@ -27,7 +28,7 @@ function compile() {
     const r = spawnSync('c++', args, { encoding: 'utf8' });
     if (r.error || r.status !== 0) throw new Error(`scaling: c++ failed: ${r.stderr || r.error}`);
   };
-  cc(['-O3', '-std=c++20', '-ffp-contract=off', '-pthread', `-I${join(root, 'native')}`, join(here, 'scaling', 'block.cc'), ...srcs, '-o', bin]);
+  cc([...addonCxxFlags(), '-pthread', `-I${join(root, 'native')}`, join(here, 'scaling', 'block.cc'), ...srcs, '-o', bin]);
   const peak = fmaPeak();
   if (!peak) throw new Error('scaling: could not build ort/fma-peak.cc');
   return { bin, peak };
