@@ -36,6 +36,7 @@ export function fullTile(disassembly, { unpack, dtype }) {
   }
   throw new Error(`no full-tile micro-kernel V256<${unpack}> of dtype ${dtype} in the object`);
 }
+
 // Cores with AVX2 and no AVX-512 (or whose AVX2 path matters), by llvm-mca's model names, and Zen 5, the one
 // core here to hold a model against. Skylake-class client cores rename 4 ops a cycle; LLVM's model lets 6
 // through, so it is held to 4 here.
