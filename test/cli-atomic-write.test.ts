@@ -1,4 +1,4 @@
-// The CLI's one file writer (src/cli/atomic-file.ts): the target is replaced whole or not at all,
+// The CLI's one file writer (src/io/atomic-file.ts): the target is replaced whole or not at all,
 // only a regular file (or nothing) is ever replaced, and every failure removes the temporary file
 // and is a TesseraError.
 import { execFileSync } from 'node:child_process';
@@ -7,7 +7,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { TesseraError } from '../src/errors.js';
-import { writeFileAtomic } from '../src/cli/atomic-file.js';
+import { writeFileAtomic } from '../src/io/atomic-file.js';
 import { SafetensorsWriter } from '../src/cli/safetensors-writer.js';
 
 let dir: string;

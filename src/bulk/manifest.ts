@@ -7,7 +7,7 @@
 import { open, readFile, type FileHandle } from 'node:fs/promises';
 import { join } from 'node:path';
 import { ioError } from '../io/io-error.js';
-import { writeFileAtomic } from '../cli/atomic-file.js';
+import { writeFileAtomic } from '../io/atomic-file.js';
 
 export const MANIFEST_NAME = 'manifest.jsonl';
 

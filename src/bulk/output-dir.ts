@@ -20,7 +20,7 @@ import { TesseraError } from '../errors.js';
 import { ioError } from '../io/io-error.js';
 import type { Family } from '../spec/types.js';
 import type { EncodeOptions, EncodeResult, VisionTower } from '../tower.js';
-import { temporaryFileOwner, writeFileAtomic } from '../cli/atomic-file.js';
+import { temporaryFileOwner, writeFileAtomic } from '../io/atomic-file.js';
 import { npyBytes } from './formats/npy.js';
 import { readSafetensorsMetadata, safetensorsBytes } from './formats/safetensors.js';
 import { toSglangItemJson } from './formats/sglang.js';

@@ -2,12 +2,13 @@
 // hidden 64) with RANDOM weights, generated deterministically on first use into <package>/demo/
 // (or the temp folder when the package folder is read-only). It exercises the whole pipeline —
 // decode, PIL-exact preprocessing, the tower, the output file — but its embeddings mean nothing.
-import { existsSync, readFileSync } from 'node:fs';
+import { existsSync } from 'node:fs';
 import { mkdir, rename, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { packageRoot } from '../package-root.js';
 import { writeQwenFolder, type QwenVisionSize } from '../synthetic.js';
+import { tesseraVersion } from '../version.js';
 
 export const DEMO_NAME = 'qwen3_5-random';
 const VISION: QwenVisionSize = { depth: 2, hidden_size: 64, num_heads: 4, intermediate_size: 128, out_hidden_size: 64 };
@@ -17,14 +18,6 @@ const BUDGET = { minPixels: 65536, maxPixels: 1048576 };
 export const DEMO_NOTICE =
   'note: no --model given: using the built-in demo tower (Qwen3.5-shaped, 2 blocks, hidden 64) whose weights are RANDOM; ' +
   'its embeddings mean nothing. Pass --model <path> to encode with a real checkpoint.';
-
-export function tesseraVersion(): string {
-  try {
-    return (JSON.parse(readFileSync(join(packageRoot(), 'package.json'), 'utf8')) as { version: string }).version;
-  } catch {
-    return 'unknown';
-  }
-}
 
 async function generate(dir: string): Promise<void> {
   const tmp = `${dir}.tmp-${process.pid}`;

@@ -28,7 +28,8 @@ import {
 import { Manifest } from '../bulk/manifest.js';
 import { patchesOf, resultTensors } from '../bulk/formats/tensors.js';
 import { ioError } from '../io/io-error.js';
-import { DEMO_NOTICE, demoTowerPath, tesseraVersion } from './demo.js';
+import { tesseraVersion } from '../version.js';
+import { DEMO_NOTICE, demoTowerPath } from './demo.js';
 import { EXIT_INTERRUPTED, EXIT_OK, EXIT_SOME_FAILED, EXIT_USAGE, formatBytes, type CliIo } from './io.js';
 import { ProgressBar } from './progress.js';
 import { MemoryReclaimer } from './reclaim.js';

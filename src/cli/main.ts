@@ -5,7 +5,7 @@
 import { realpathSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import { packCommand } from './pack.js';
-import { tesseraVersion } from './demo.js';
+import { tesseraVersion } from '../version.js';
 import { encodeCommand } from './encode.js';
 import { inspectCommand } from './inspect.js';
 import { EXIT_OK, EXIT_USAGE, processIo, type CliIo } from './io.js';

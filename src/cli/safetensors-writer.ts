@@ -6,7 +6,7 @@ import { open } from 'node:fs/promises';
 import { TesseraError } from '../errors.js';
 import { ioError } from '../io/io-error.js';
 import { safetensorsHeader } from '../bulk/formats/safetensors.js';
-import { AtomicFile, checkOutputTarget, createScratchFile } from './atomic-file.js';
+import { AtomicFile, checkOutputTarget, createScratchFile } from '../io/atomic-file.js';
 
 type Dtype = 'F32' | 'I64' | 'I32';
 interface Entry {

@@ -18,7 +18,7 @@ import type { Redis } from 'ioredis';
 import { TesseraError, toTesseraError, type ErrorCode } from '../errors.js';
 import { ioError } from '../io/io-error.js';
 import { VisionTower, type OpenOptions } from '../tower.js';
-import { tesseraVersion } from '../cli/demo.js';
+import { tesseraVersion } from '../version.js';
 import { connectRedis } from './connection.js';
 import { WorkerCounters } from './counters.js';
 import { fetchInput, type FetchLimits } from './fetch-input.js';

@@ -1,10 +1,10 @@
-// The one way the CLI writes a file: a temporary file beside the target (same directory, so the
-// rename cannot cross filesystems), written, fsync'ed, then renamed over the target, and the
-// directory fsync'ed. Readers see the old file or the whole new one, never a half-written one.
-// A target that exists and is not a regular file (a device, FIFO, directory, socket) is refused
-// before anything is created: renaming over it would replace a device node with a file. Every
-// failure removes the temporary file and is a TesseraError (ERR_IO for the system's refusals:
-// ENOSPC, EACCES, EROFS, ...).
+// The one way tessera writes a file (the CLI's --out, the --out-dir outputs, the manifest): a
+// temporary file beside the target (same directory, so the rename cannot cross filesystems),
+// written, fsync'ed, then renamed over the target, and the directory fsync'ed. Readers see the old
+// file or the whole new one, never a half-written one. A target that exists and is not a regular
+// file (a device, FIFO, directory, socket) is refused before anything is created: renaming over it
+// would replace a device node with a file. Every failure removes the temporary file and is a
+// TesseraError (ERR_IO for the system's refusals: ENOSPC, EACCES, EROFS, ...).
 import { randomBytes } from 'node:crypto';
 import { constants } from 'node:fs';
 import { open, rename, stat, unlink, type FileHandle } from 'node:fs/promises';
