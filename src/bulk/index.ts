@@ -1,10 +1,11 @@
-// Bulk jobs (tessera encode over folders, --out-dir, and other workers that write the same
-// outputs): inputs, the per-image writer and its formats, the manifest.
+// Bulk jobs (tessera encode over folders, --out-dir, and the fleet's workers, which write the same
+// outputs): inputs, the one job runner, the per-image writer and its formats, the manifest.
 export { collectInputs, IMAGE_EXTENSIONS, type BulkInput, type CollectOptions } from './inputs.js';
 export {
   OUTPUT_FORMATS,
   OUTPUT_LAYOUT_VERSION,
   checkDistinctOutputs,
+  findUpToDate,
   isUpToDate,
   upToDateRecord,
   outputJob,
@@ -12,11 +13,23 @@ export {
   recordPath,
   removeStaleTemporaries,
   stampInput,
+  stampOfBytes,
   writeImageOutputs,
   type InputStamp,
+  type UpToDateOutput,
   type OutputFormat,
   type OutputJob,
   type WrittenOutput,
 } from './output-dir.js';
+export {
+  runBulk,
+  loadFile,
+  openOutputDir,
+  manifestEntry,
+  type BulkOutcome,
+  type BulkRunOptions,
+  type InputLoader,
+  type LoadedInput,
+} from './runner.js';
 export { Manifest, MANIFEST_NAME, type ManifestEntry } from './manifest.js';
 export { resultTensors, type OutputTensor } from './formats/tensors.js';

@@ -2,7 +2,7 @@
 // replaced>, each file written to a temporary file beside it, fsync'ed and renamed (atomic-file.ts),
 // so a file is whole or absent. This module is the one writer of those outputs: `tessera encode
 // --out-dir` and any other worker that encodes images (the fleet) call writeImageOutputs and
-// isUpToDate, so their files are the same byte for byte.
+// findUpToDate (through the one job runner, runner.ts), so their files are the same byte for byte.
 //
 // Per format (stem = DIR/<rel without extension>):
 //   safetensors  stem.safetensors                (tensors of formats/tensors.ts; __metadata__ = the record)
@@ -11,7 +11,7 @@
 //   sglang       stem.sglang.json                + stem.tessera.json
 // The record says what the output was made from: the model, the options, the format, the input's
 // size and mtime (and SHA-256 with hashInputs). A rerun skips an image whose record matches
-// (isUpToDate) and redoes one whose record differs or is missing.
+// (findUpToDate) and redoes one whose record differs or is missing.
 import { createHash } from 'node:crypto';
 import { createReadStream } from 'node:fs';
 import { mkdir, readdir, readFile, stat, unlink } from 'node:fs/promises';
@@ -114,6 +114,11 @@ export async function stampInput(path: string, hash: boolean): Promise<InputStam
   return stamp;
 }
 
+/** The stamp of an input read as bytes (a fetched URL): its size and SHA-256; it has no mtime. */
+export function stampOfBytes(bytes: Uint8Array): InputStamp {
+  return { size: bytes.byteLength, mtimeMs: 0, sha256: createHash('sha256').update(bytes).digest('hex') };
+}
+
 /** The compared part of a record, as one string. */
 function fingerprint(job: OutputJob, input: BulkInput, stamp: InputStamp): string {
   return JSON.stringify({
@@ -190,6 +195,15 @@ export function checkDistinctOutputs(job: OutputJob, inputs: readonly BulkInput[
   }
 }
 
+/** An image's outputs found up to date: their record, and every file of them, the record's last. */
+export interface UpToDateOutput {
+  record: Record<string, string>;
+  primary: string;
+  files: string[];
+  tokens: number;
+  width: number;
+}
+
 async function readRecord(job: OutputJob, input: BulkInput): Promise<{ record: Record<string, string>; files: string[] } | undefined> {
   const path = recordPath(job, input);
   if (job.format === 'safetensors') {
@@ -199,26 +213,32 @@ async function readRecord(job: OutputJob, input: BulkInput): Promise<{ record: R
   try {
     const r = JSON.parse(await readFile(path, 'utf8')) as { record?: Record<string, string>; files?: string[] };
     if (!r.record || !Array.isArray(r.files)) return undefined;
-    return { record: r.record, files: r.files.map((f) => join(dirname(path), f)) };
+    return { record: r.record, files: [...r.files.map((f) => join(dirname(path), f)), path] };
   } catch {
     return undefined;
   }
 }
 
 /**
- * The record of the image's outputs when they exist and it matches this job and this input (the
- * image can be skipped), else undefined.
+ * The one up-to-date check: the image's outputs when every file of them exists and their record
+ * matches this job and this input (the image can be skipped), else undefined.
  */
-export async function upToDateRecord(job: OutputJob, input: BulkInput, stamp: InputStamp): Promise<Record<string, string> | undefined> {
+export async function findUpToDate(job: OutputJob, input: BulkInput, stamp: InputStamp): Promise<UpToDateOutput | undefined> {
   const found = await readRecord(job, input);
   if (!found || found.record['tessera_output'] !== fingerprint(job, input, stamp)) return undefined;
   for (const f of found.files) if (!(await stat(f).then((s) => s.isFile(), () => false))) return undefined;
-  return found.record;
+  const { record, files } = found;
+  return { record, files, primary: primaryOutput(job, input), tokens: Number(record['tokens']), width: Number(record['width']) };
 }
 
-/** True when the image's outputs exist and their record matches this job and this input. */
+/** The record of the image's outputs when they are up to date (findUpToDate), else undefined. */
+export async function upToDateRecord(job: OutputJob, input: BulkInput, stamp: InputStamp): Promise<Record<string, string> | undefined> {
+  return (await findUpToDate(job, input, stamp))?.record;
+}
+
+/** True when the image's outputs are up to date (findUpToDate). */
 export async function isUpToDate(job: OutputJob, input: BulkInput, stamp: InputStamp): Promise<boolean> {
-  return (await upToDateRecord(job, input, stamp)) !== undefined;
+  return (await findUpToDate(job, input, stamp)) !== undefined;
 }
 
 export interface WrittenOutput {

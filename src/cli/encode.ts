@@ -6,7 +6,6 @@
 // (or was up to date), 1 when some failed (each named with its code; the others are still
 // written), 2 for usage or model errors; 130 when interrupted (SIGINT/SIGTERM: the encode stops
 // between blocks, finished --out-dir outputs stay, the partial --out file is removed).
-import { mkdir } from 'node:fs/promises';
 import { basename, relative } from 'node:path';
 import { parseArgs } from 'node:util';
 import { TesseraError, toTesseraError } from '../errors.js';
@@ -14,20 +13,10 @@ import { checkSoftTokenBudget, disableDecodeCache } from '../image/index.js';
 import { BulkOutputOptionsSchema, OpenOptionsSchema, encodeManyOptionsSchema, parseArgument, type BulkOutputOptions } from '../options.js';
 import { VisionTower, type EncodeOptions, type EncodeResult, type OpenOptions } from '../tower.js';
 import { collectInputs, type BulkInput } from '../bulk/inputs.js';
-import {
-  checkDistinctOutputs,
-  outputJob,
-  primaryOutput,
-  removeStaleTemporaries,
-  stampInput,
-  upToDateRecord,
-  writeImageOutputs,
-  type InputStamp,
-  type OutputJob,
-} from '../bulk/output-dir.js';
-import { Manifest } from '../bulk/manifest.js';
+import { checkDistinctOutputs, outputJob, type OutputJob } from '../bulk/output-dir.js';
+import type { Manifest } from '../bulk/manifest.js';
+import { openOutputDir, runBulk, type BulkOutcome } from '../bulk/runner.js';
 import { patchesOf, resultTensors } from '../bulk/formats/tensors.js';
-import { ioError } from '../io/io-error.js';
 import { tesseraVersion } from '../version.js';
 import { DEMO_NOTICE, demoTowerPath } from './demo.js';
 import { EXIT_INTERRUPTED, EXIT_OK, EXIT_SOME_FAILED, EXIT_USAGE, formatBytes, type CliIo } from './io.js';
@@ -157,13 +146,6 @@ async function addToRunFile(w: SafetensorsWriter, i: number, r: EncodeResult): P
   for (const t of resultTensors(r)) await w.add(`image.${i}.${t.name}`, t.shape, t.data);
 }
 
-/** An image handed to encodeMany, with its stamp (--out-dir) taken before it was read. */
-interface Planned {
-  input: BulkInput;
-  index: number;
-  stamp?: InputStamp;
-}
-
 export async function encodeCommand(args: readonly string[], io: CliIo): Promise<number> {
   let parsed: Parsed | 'help';
   try {
@@ -240,93 +222,34 @@ export async function encodeCommand(args: readonly string[], io: CliIo): Promise
   const failedInputs: number[] = [];
   const outName = (p: string) => (job ? relative(job.dir, p).split('\\').join('/') : p);
 
-  const reportFailure = async (index: number, input: BulkInput, err: TesseraError) => {
-    failed++;
-    failedInputs.push(index);
-    await manifest?.append({ input: input.path, output: null, status: 'failed', error: { code: err.code, message: err.message } });
-    bar.above(() => {
-      if (o.json) io.out(JSON.stringify({ type: 'image', index, file: input.path, ok: false, error: { code: err.code, message: err.message } }));
-      else {
-        io.out(cols([input.path, 'failed', err.code, '-', '-']));
-        io.err(`tessera encode: ${input.path}: ${err.code}: ${err.message}`);
-      }
-    });
-    bar.imageDone(true);
-  };
-
-  try {
-    if (job) {
-      try {
-        await mkdir(job.dir, { recursive: true });
-      } catch (e) {
-        throw ioError(job.dir, 'cannot create folder', e);
-      }
-      const stale = await removeStaleTemporaries(job.dir);
-      if (stale && !o.json) io.err(`tessera encode: removed ${stale} temporary file${stale === 1 ? '' : 's'} left in ${job.dir} by an interrupted run`);
-      manifest = await Manifest.open(job.dir);
-    } else if (o.bulk.out) writer = await SafetensorsWriter.create(o.bulk.out);
-    if (!o.json) {
-      io.out(`model: ${modelPath}${demo ? ' (demo tower, RANDOM weights)' : ''} — ${tower.info.family}, ${tower.info.depth} blocks, ` +
-        `hidden ${tower.info.hidden}, output width ${tower.info.outHidden}, backend ${tower.info.backend}, residency ${tower.info.residency}`);
-      io.out(cols(['file', 'size', 'grid', 'tokens', 'ms']));
-    }
-
-    // Feeds encodeMany lazily: with --out-dir, an image whose output is up to date is reported and
-    // not encoded; each image is stamped (size, mtime) before it is read.
-    const fed: Planned[] = [];
-    const jobNow = job;
-    async function* feed(): AsyncGenerator<string> {
-      for (const [index, input] of inputs.entries()) {
-        if (!jobNow) {
-          fed.push({ input, index });
-          yield input.path;
-          continue;
-        }
-        const stamp = await stampInput(input.path, jobNow.hashInputs).catch(() => undefined);
-        const rec = stamp && !o.bulk.force ? await upToDateRecord(jobNow, input, stamp) : undefined;
-        if (rec) {
-          skipped++;
-          const tokens = Number(rec['tokens']);
-          await manifest!.append({ input: input.path, output: outName(primaryOutput(jobNow, input)), status: 'skipped', tokens });
-          bar.above(() => {
-            if (o.json) io.out(JSON.stringify({ type: 'image', index, file: input.path, ok: true, skipped: true, tokens, output: outName(primaryOutput(jobNow, input)) }));
-            else io.out(cols([input.path, 'up to date', '-', String(tokens), '-']));
-          });
-          bar.imageDone(false);
-          continue;
-        }
-        fed.push({ input, index, ...(stamp ? { stamp } : {}) });
-        yield input.path;
-      }
-    }
-
-    disableDecodeCache();
-    const reclaimer = new MemoryReclaimer();
-    const items = tower.encodeMany(feed(), {
-      ...o.encode,
-      batch: o.batch,
-      ...(io.signal ? { signal: io.signal } : {}),
-      ...(bar.enabled ? { onProgress: (p) => bar.block(p.block, p.blocks) } : {}),
-    });
-    for await (const item of items) {
-      const { input, index, stamp } = fed[item.index]!;
-      if (item.error) {
-        await reportFailure(index, input, item.error);
-        continue;
-      }
-      const r = item.result;
-      let output: string | undefined;
-      if (job) {
-        // The stamp was taken before the read; an input that could not be stat'ed then is stamped now.
-        const written = await writeImageOutputs(job, input, r, stamp ?? (await stampInput(input.path, job.hashInputs)));
-        output = outName(written.primary);
-      } else if (writer) await addToRunFile(writer, index, r);
-      encoded++;
-      const t = r.timings;
-      const ms = { decode: t.decodeMs, preprocess: t.preprocessMs, encode: t.encodeMs, groupEncode: t.groupEncodeMs ?? t.encodeMs, groupImages: t.groupImages ?? 1 };
-      await manifest?.append({ input: input.path, output: output ?? null, status: 'encoded', tokens: r.tokens, ms: { decode: ms.decode, preprocess: ms.preprocess, encode: ms.encode } });
+  const json = o.json;
+  // One row (or JSON line) per outcome of the run.
+  const show = (o: BulkOutcome) => {
+    const { index, input } = o;
+    if (o.status === 'failed') {
+      const err = o.error;
       bar.above(() => {
-        if (o.json) {
+        if (json) io.out(JSON.stringify({ type: 'image', index, file: input.path, ok: false, error: { code: err.code, message: err.message } }));
+        else {
+          io.out(cols([input.path, 'failed', err.code, '-', '-']));
+          io.err(`tessera encode: ${input.path}: ${err.code}: ${err.message}`);
+        }
+      });
+      bar.imageDone(true);
+    } else if (o.status === 'skipped') {
+      const output = outName(o.output);
+      bar.above(() => {
+        if (json) io.out(JSON.stringify({ type: 'image', index, file: input.path, ok: true, skipped: true, tokens: o.tokens, output }));
+        else io.out(cols([input.path, 'up to date', '-', String(o.tokens), '-']));
+      });
+      bar.imageDone(false);
+    } else {
+      const r = o.result;
+      const t = r.timings;
+      const output = o.output === undefined ? undefined : outName(o.output);
+      const ms = { decode: t.decodeMs, preprocess: t.preprocessMs, encode: t.encodeMs, groupEncode: t.groupEncodeMs ?? t.encodeMs, groupImages: t.groupImages ?? 1 };
+      bar.above(() => {
+        if (json) {
           io.out(
             JSON.stringify({
               type: 'image', index, file: input.path, ok: true, width: r.decoded?.width ?? null, height: r.decoded?.height ?? null,
@@ -340,7 +263,46 @@ export async function encodeCommand(args: readonly string[], io: CliIo): Promise
         }
       });
       bar.imageDone(true);
-      reclaimer.afterImage();
+    }
+  };
+  try {
+    if (job) {
+      const opened = await openOutputDir(job.dir, { removeStale: true });
+      manifest = opened.manifest;
+      if (opened.removed && !o.json) io.err(`tessera encode: removed ${opened.removed} temporary file${opened.removed === 1 ? '' : 's'} left in ${job.dir} by an interrupted run`);
+    } else if (o.bulk.out) writer = await SafetensorsWriter.create(o.bulk.out);
+    if (!o.json) {
+      io.out(`model: ${modelPath}${demo ? ' (demo tower, RANDOM weights)' : ''} — ${tower.info.family}, ${tower.info.depth} blocks, ` +
+        `hidden ${tower.info.hidden}, output width ${tower.info.outHidden}, backend ${tower.info.backend}, residency ${tower.info.residency}`);
+      io.out(cols(['file', 'size', 'grid', 'tokens', 'ms']));
+    }
+
+    disableDecodeCache();
+    const reclaimer = new MemoryReclaimer();
+    const outcomes = runBulk(tower, inputs, {
+      ...(job ? { outputs: job } : {}),
+      ...(manifest ? { manifest } : {}),
+      force: o.bulk.force,
+      encode: {
+        ...o.encode,
+        batch: o.batch,
+        ...(io.signal ? { signal: io.signal } : {}),
+        ...(bar.enabled ? { onProgress: (p) => bar.block(p.block, p.blocks) } : {}),
+      },
+    });
+    for await (const outcome of outcomes) {
+      // A write that fails (a full disk, a read-only folder) ends the run: the next would fail too.
+      if (outcome.status === 'failed' && outcome.during === 'write') throw outcome.error;
+      if (outcome.status === 'failed') {
+        failed++;
+        failedInputs.push(outcome.index);
+      } else if (outcome.status === 'skipped') skipped++;
+      else {
+        if (writer) await addToRunFile(writer, outcome.index, outcome.result);
+        encoded++;
+      }
+      show(outcome);
+      if (outcome.status === 'encoded') reclaimer.afterImage();
     }
     bar.clear();
     await manifest?.compact(inputs.map((i) => i.path));

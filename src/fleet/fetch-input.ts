@@ -2,8 +2,15 @@
 // Content-Length over the limit is refused before the body is read, and a body that runs past it
 // is cut off. Failures are TesseraErrors classified for the retry policy (src/fleet/job.ts): what
 // is about the input (a 4xx answer: the image is not there; too large) is permanent, what may pass
-// (a network error, a timeout, 5xx, 408, 429) is ERR_IO and retried.
+// (a network error, a timeout, 5xx, 408, 429) is ERR_IO and retried. loadJobInput is the bulk
+// runner's loader for a job's inputs: a URL is fetched and stamped by its bytes, a path is a file.
+import { loadFile, stampOfBytes, type InputLoader } from '../bulk/index.js';
 import { TesseraError } from '../errors.js';
+
+/** Whether a job input is an http(s) URL (fetched) rather than a path (read from shared storage). */
+export function isHttpUrl(input: string): boolean {
+  return /^https?:\/\//i.test(input);
+}
 
 /** 64 MiB: far above any page scan, far below what would hurt a worker's memory. */
 export const DEFAULT_MAX_FETCH_BYTES = 64 * 1024 * 1024;
@@ -54,4 +61,13 @@ export async function fetchInput(url: string, limits: FetchLimits = {}): Promise
     throw new TesseraError('ERR_IO', `cannot fetch image ${url}: the body broke off after ${total} bytes (${(e as Error).message})`, { cause: e });
   }
   return Buffer.concat(chunks, total);
+}
+
+/** The runner's loader for job inputs (src/bulk/runner.ts): URLs fetched within `limits`, paths read as files. */
+export function loadJobInput(limits: FetchLimits = {}): InputLoader {
+  return async (input, how) => {
+    if (!isHttpUrl(input.path)) return loadFile(input, how);
+    const bytes = await fetchInput(input.path, limits);
+    return { image: bytes, stamp: stampOfBytes(bytes) };
+  };
 }

@@ -5,14 +5,13 @@
 // mount.
 import { resolve } from 'node:path';
 import { collectInputs } from '../bulk/index.js';
+import { isHttpUrl } from './fetch-input.js';
 import { defaultRel } from './job-output.js';
 
 export interface JobInput {
   input: string;
   rel: string;
 }
-
-const isUrl = (s: string) => /^https?:\/\//i.test(s);
 
 export async function listJobInputs(args: readonly string[], readStdin: () => Promise<string>, exclude: readonly string[] = []): Promise<JobInput[]> {
   const names: string[] = [];
@@ -23,13 +22,13 @@ export async function listJobInputs(args: readonly string[], readStdin: () => Pr
   const out: JobInput[] = [];
   // Runs of paths go to collectInputs together (it drops a path given twice); URLs keep their place.
   for (let i = 0; i < names.length; ) {
-    if (isUrl(names[i]!)) {
+    if (isHttpUrl(names[i]!)) {
       out.push({ input: names[i]!, rel: defaultRel(names[i]!) });
       i++;
       continue;
     }
     let j = i;
-    while (j < names.length && !isUrl(names[j]!)) j++;
+    while (j < names.length && !isHttpUrl(names[j]!)) j++;
     for (const b of await collectInputs(names.slice(i, j), { exclude })) out.push({ input: resolve(b.path), rel: b.rel });
     i = j;
   }

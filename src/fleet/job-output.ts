@@ -1,17 +1,15 @@
-// A job's output, through the one writer of --out-dir outputs (src/bulk/output-dir.ts), so a
-// fleet's files are byte for byte those of `tessera encode --out-dir`: same paths, same tensors,
-// same record. The record is deterministic (model, options, format, input size and mtime, or the
-// fetched bytes' SHA-256 for a URL), so a job run twice writes the same bytes twice.
+// What a job reports of each image it ran through the bulk runner (src/bulk/runner.ts): the image's
+// output, as written (or found up to date) by the one writer of --out-dir outputs, so a fleet's files
+// are byte for byte those of `tessera encode --out-dir`, with the SHA-256 and size of its main file.
+// The record is deterministic (model, options, format, input size and mtime, or the fetched bytes'
+// SHA-256 for a URL), so a job run twice writes the same bytes twice.
 import { createHash } from 'node:crypto';
 import { readFile } from 'node:fs/promises';
-import { primaryOutput, recordPath, type BulkInput, type InputStamp, type OutputJob } from '../bulk/index.js';
-import { readSafetensorsMetadata } from '../bulk/formats/safetensors.js';
+import type { BulkInput, BulkOutcome } from '../bulk/index.js';
+import { toTesseraError } from '../errors.js';
 import { ioError } from '../io/io-error.js';
-
-/** The input's stamp when it was fetched: its size and SHA-256 (a URL has no mtime). */
-export function stampOfBytes(bytes: Uint8Array): InputStamp {
-  return { size: bytes.byteLength, mtimeMs: 0, sha256: createHash('sha256').update(bytes).digest('hex') };
-}
+import { isHttpUrl } from './fetch-input.js';
+import type { GroupImageResult } from './job.js';
 
 export async function sha256OfFile(path: string): Promise<{ sha256: string; bytes: number }> {
   try {
@@ -22,23 +20,47 @@ export async function sha256OfFile(path: string): Promise<{ sha256: string; byte
   }
 }
 
-/** Tokens, width and files of an up-to-date output, from its record. */
-export async function existingOutput(job: OutputJob, input: BulkInput): Promise<{ tokens: number; width: number; files: string[] }> {
-  const primary = primaryOutput(job, input);
-  if (job.format === 'safetensors') {
-    const meta = (await readSafetensorsMetadata(primary)) ?? {};
-    return { tokens: Number(meta['tokens']), width: Number(meta['width']), files: [primary] };
-  }
-  const path = recordPath(job, input);
-  const r = JSON.parse(await readFile(path, 'utf8')) as { record: Record<string, string>; files: string[] };
-  return { tokens: Number(r.record['tokens']), width: Number(r.record['width']), files: [primary, path] };
-}
-
 /** The rel of an input given without one: its base name (a URL: its path). */
 export function defaultRel(input: string): string {
-  if (/^https?:\/\//i.test(input)) {
+  if (isHttpUrl(input)) {
     const path = decodeURIComponent(new URL(input).pathname).split('/').filter((p) => p && p !== '.' && p !== '..');
     return path.length ? path.join('/') : 'index';
   }
   return input.split(/[\\/]/).filter(Boolean).pop() ?? 'image';
+}
+
+/** A job's input as the bulk runner takes it (root is where enqueue found it; only rel shapes the output path). */
+export function jobInput(input: string, rel: string | undefined): BulkInput {
+  return { path: input, root: '', rel: rel ?? defaultRel(input) };
+}
+
+/** One image's entry in a job's result, from its runner outcome (a main file that cannot be read back fails the image). */
+export async function imageResult(o: BulkOutcome): Promise<GroupImageResult> {
+  const input = o.input.path;
+  const failed = (e: unknown): GroupImageResult => {
+    const err = toTesseraError(e);
+    return { input, status: 'failed', error: { code: err.code, message: err.message } };
+  };
+  if (o.status === 'failed') return failed(o.error);
+  const output = o.output!;
+  let sum;
+  try {
+    sum = await sha256OfFile(output);
+  } catch (e) {
+    return failed(e);
+  }
+  const t = o.status === 'encoded' ? o.result.timings : { decodeMs: 0, preprocessMs: 0, encodeMs: 0 };
+  const writeMs = o.status === 'encoded' ? o.writeMs : 0;
+  const tokens = o.status === 'encoded' ? o.result.tokens : o.tokens;
+  const width = o.status === 'encoded' ? o.result.width : o.width;
+  return {
+    input,
+    status: o.status,
+    output,
+    files: o.files!,
+    ...sum,
+    tokens,
+    width,
+    timings: { fetchMs: o.readMs, decodeMs: t.decodeMs, preprocessMs: t.preprocessMs, encodeMs: t.encodeMs, writeMs, totalMs: o.readMs + t.decodeMs + t.preprocessMs + t.encodeMs + writeMs },
+  };
 }

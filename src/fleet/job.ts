@@ -7,6 +7,7 @@ import { z } from 'zod';
 import { OUTPUT_FORMATS } from '../bulk/index.js';
 import { ERROR_CODES, type ErrorCode, type TesseraError } from '../errors.js';
 import { parseArgument } from '../options.js';
+import { isHttpUrl } from './fetch-input.js';
 
 /** The BullMQ job names: one image per job, or a small group of images encoded together. */
 export const IMAGE_JOB = 'encode-image';
@@ -34,10 +35,8 @@ export const JobOptionsSchema = z
 
 export type JobOptions = z.infer<typeof JobOptionsSchema>;
 
-const httpUrl = (s: string) => /^https?:\/\//i.test(s);
-
 /** An absolute path (on storage every worker mounts at the same place) or an http(s) URL. */
-const InputSchema = z.string().min(1).refine((s) => httpUrl(s) || isAbsolute(s), 'must be an absolute path or an http(s) URL');
+const InputSchema = z.string().min(1).refine((s) => isHttpUrl(s) || isAbsolute(s), 'must be an absolute path or an http(s) URL');
 
 /**
  * The input's path relative to its input root, '/'-separated (src/bulk/inputs.ts): the worker

@@ -1,27 +1,25 @@
 // createWorker: a BullMQ Worker that encodes image jobs with one tower (docs/fleet.md). One job at a
 // time (concurrency 1): the native code already spreads one encode over every core, so a second
 // job in the same process would only compete with the first. The tower is opened once, when the
-// worker is created, and closed with it. Outputs go through the --out-dir writer (src/bulk/), so
-// they are `tessera encode --out-dir`'s files byte for byte; an output already there with a
-// matching record is not redone. DIR/manifest.jsonl gets one line per finished job, appended
+// worker is created, and closed with it. Each job's images go through the one bulk runner and the
+// --out-dir writer (src/bulk/, via group-job.ts), so they are `tessera encode --out-dir`'s files
+// byte for byte; an output already there with a matching record is not redone. DIR/manifest.jsonl gets one line per finished job, appended
 // after Redis has recorded the outcome.
 //
 // Failures (src/fleet/job.ts): errors about the input fail the job at once (UnrecoverableError);
 // the rest are thrown as plain errors, which BullMQ retries with the job's backoff. A worker that
 // dies mid-job holds a lock that stops being renewed; BullMQ's stalled-job check of any other
 // worker puts the job back in the queue. close() lets the job in hand finish first.
-import { mkdir } from 'node:fs/promises';
 import { hostname } from 'node:os';
 import { resolve } from 'node:path';
 import { Queue, UnrecoverableError, Worker, type Job } from 'bullmq';
 import type { Redis } from 'ioredis';
 import { TesseraError, toTesseraError, type ErrorCode } from '../errors.js';
-import { ioError } from '../io/io-error.js';
 import { VisionTower, type OpenOptions } from '../tower.js';
 import { tesseraVersion } from '../version.js';
 import { connectRedis } from './connection.js';
 import { WorkerCounters } from './counters.js';
-import { fetchInput, type FetchLimits } from './fetch-input.js';
+import type { FetchLimits } from './fetch-input.js';
 import {
   GROUP_JOB,
   IMAGE_JOB,
@@ -37,18 +35,7 @@ import {
   type WorkerSnapshot,
 } from './job.js';
 import { runGroup } from './group-job.js';
-import { defaultRel, existingOutput, sha256OfFile, stampOfBytes } from './job-output.js';
-import {
-  Manifest,
-  isUpToDate,
-  outputJob,
-  primaryOutput,
-  stampInput,
-  writeImageOutputs,
-  type BulkInput,
-  type InputStamp,
-  type ManifestEntry,
-} from '../bulk/index.js';
+import { openOutputDir, outputJob, type ManifestEntry } from '../bulk/index.js';
 
 export interface FleetWorkerOptions {
   /** A redis:// URL (the worker owns its connections) or an ioredis client (the caller owns it). */
@@ -96,15 +83,11 @@ export async function createWorker(opts: FleetWorkerOptions): Promise<FleetWorke
   const modelName = typeof opts.model === 'string' ? opts.model : tower.info.source;
   const counters = new WorkerCounters(name);
 
-  const manifest = await mkdir(outDir, { recursive: true })
-    .catch((e) => {
-      throw ioError(outDir, 'cannot create output folder', e);
-    })
-    .then(() => Manifest.open(outDir))
-    .catch(async (e) => {
-      if (ownTower) await tower.close();
-      throw e;
-    });
+  // Temporary files are left alone: another worker, on another machine, may be writing them.
+  const { manifest } = await openOutputDir(outDir, { removeStale: false }).catch(async (e: unknown) => {
+    if (ownTower) await tower.close();
+    throw e;
+  });
   const ownConnection = typeof opts.redis === 'string';
   const connection = typeof opts.redis === 'string' ? connectRedis(opts.redis, `tessera-worker:${name}`) : opts.redis;
   // Manifest lines are appended in order, after Redis has recorded the outcome; close() waits for them.
@@ -126,7 +109,7 @@ export async function createWorker(opts: FleetWorkerOptions): Promise<FleetWorke
     const data = parseGroupJob(job.data);
     job.updateProgress({ stage: 'encoding', images: data.inputs.length, worker: counters.snapshot() }).catch(() => undefined);
     const { out, encodeOptions } = outputFor(data.options);
-    const g = await runGroup(tower, out, encodeOptions, data, opts.fetch);
+    const g = await runGroup(tower, out, encodeOptions, data.inputs, opts.fetch);
     for (const r of g.images) if (r.error && isPermanent(r.error.code)) counters.imageFailed(r.error.code);
     // A transient error: the group is retried (its written images are skipped then).
     if (g.transient) throw g.transient;
@@ -136,71 +119,27 @@ export async function createWorker(opts: FleetWorkerOptions): Promise<FleetWorke
     return { group: true, images: g.images, encoded: g.encoded, skipped: count('skipped'), failed: count('failed'), timings: { ...g.timings, totalMs: done - started }, worker: counters.snapshot() };
   };
 
+  // An image job: a group of one, whose failure (any, permanent or not) fails the job.
+  const imageProcessor = async (job: Job, started: number): Promise<ImageJobResult> => {
+    const data = parseImageJob(job.data);
+    // Progress is a report, not part of the work: a lost connection must not fail the job.
+    job.updateProgress({ stage: 'encoding', worker: counters.snapshot() }).catch(() => undefined);
+    const { out, encodeOptions } = outputFor(data.options);
+    const g = await runGroup(tower, out, encodeOptions, [data], opts.fetch);
+    const image = g.images[0]!;
+    if (image.error) throw new TesseraError(image.error.code, image.error.message);
+    const done = performance.now();
+    counters.jobDone(g.encoded, done - started);
+    return { ...image, timings: { ...image.timings, totalMs: done - started }, worker: counters.snapshot() };
+  };
+
   const processor = async (job: Job): Promise<ImageJobResult | GroupJobResult> => {
     const started = performance.now();
     counters.jobStarted();
     try {
       if (job.name === GROUP_JOB) return await groupProcessor(job, started);
-      if (job.name !== IMAGE_JOB) throw new TesseraError('ERR_INVALID_ARGUMENT', `job ${job.id} is a '${job.name}' job; this worker runs '${IMAGE_JOB}' and '${GROUP_JOB}' jobs`);
-      const data = parseImageJob(job.data);
-      // Progress is a report, not part of the work: a lost connection must not fail the job.
-      job.updateProgress({ stage: 'encoding', worker: counters.snapshot() }).catch(() => undefined);
-      const { out, encodeOptions } = outputFor(data.options);
-      // (root is where enqueue found it; only rel shapes the output path)
-      const input: BulkInput = { path: data.input, root: '', rel: data.rel ?? defaultRel(data.input) };
-      const isUrl = /^https?:\/\//i.test(data.input);
-      let image: string | Buffer = data.input;
-      let stamp: InputStamp;
-      if (isUrl) {
-        image = await fetchInput(data.input, opts.fetch);
-        stamp = stampOfBytes(image);
-      } else {
-        try {
-          stamp = await stampInput(data.input, false);
-        } catch (e) {
-          // A missing or unreadable image: the encode names it with the code images get.
-          await tower.encode(data.input, encodeOptions);
-          throw e;
-        }
-      }
-      const fetched = performance.now();
-      let status: ImageJobResult['status'] = 'encoded';
-      let tokens: number, width: number, files: string[];
-      let t = { decodeMs: 0, preprocessMs: 0, encodeMs: 0 };
-      let encoded = fetched;
-      if (await isUpToDate(out, input, stamp)) {
-        status = 'skipped';
-        ({ tokens, width, files } = await existingOutput(out, input));
-      } else {
-        const r = await tower.encode(image, encodeOptions);
-        encoded = performance.now();
-        ({ files } = await writeImageOutputs(out, input, r, stamp));
-        ({ tokens, width } = r);
-        t = r.timings;
-      }
-      const output = primaryOutput(out, input);
-      const { sha256, bytes } = await sha256OfFile(output);
-      const done = performance.now();
-      counters.jobDone(status === 'encoded' ? 1 : 0, done - started);
-      return {
-        input: data.input,
-        status,
-        output,
-        files,
-        sha256,
-        bytes,
-        tokens,
-        width,
-        timings: {
-          fetchMs: isUrl ? fetched - started : 0,
-          decodeMs: t.decodeMs,
-          preprocessMs: t.preprocessMs,
-          encodeMs: t.encodeMs,
-          writeMs: status === 'encoded' ? done - encoded : 0,
-          totalMs: done - started,
-        },
-        worker: counters.snapshot(),
-      };
+      if (job.name === IMAGE_JOB) return await imageProcessor(job, started);
+      throw new TesseraError('ERR_INVALID_ARGUMENT', `job ${job.id} is a '${job.name}' job; this worker runs '${IMAGE_JOB}' and '${GROUP_JOB}' jobs`);
     } catch (e) {
       const err = toTesseraError(e);
       counters.jobFailed(err.code, performance.now() - started);
