@@ -22,6 +22,10 @@ const pieces = readdirSync(dir)
   .filter((f) => wanted.length === 0 || wanted.includes(f.replace(/\.mjs$/, '')));
 
 execSync('npx tsc -p tsconfig.json', { cwd: root, stdio: 'inherit' });
+// The bench's own dependencies (scripts/bench/package.json: onnxruntime-node, onnx-proto), kept off
+// the library's install, are installed on the first run.
+if (!existsSync(join(dir, 'node_modules', 'onnxruntime-node')) || !existsSync(join(dir, 'node_modules', 'onnx-proto')))
+  execSync('npm install --no-audit --no-fund', { cwd: dir, stdio: 'inherit' });
 
 // Sections of an earlier run, by piece, kept when only some pieces run now.
 const MARK = /^<!-- piece: ([\w-]+) -->$/m;

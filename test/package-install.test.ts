@@ -152,6 +152,14 @@ const { createHash } = require_('node:crypto');
     expect(readFileSync(out).readBigUInt64LE(0)).toBeGreaterThan(0n);
   });
 
+  it('installs neither the fleet\'s optional peers nor the bench\'s packages; `tessera worker` names the install command', () => {
+    for (const p of ['bullmq', 'ioredis', 'msgpackr-extract', 'onnxruntime-node', 'onnx-proto']) expect(existsSync(join(consumer, 'node_modules', p)), p).toBe(false);
+    const r = run(join(bareEnv.PATH!, 'npx'), ['--no-install', 'tessera', 'worker', '--redis', 'redis://127.0.0.1:9', '--queue', 'q', '--model', MODEL, '--out-dir', join(consumer, 'out')]);
+    expect(r.stderr).toContain('ERR_BACKEND_UNAVAILABLE');
+    expect(r.stderr).toContain('npm install bullmq ioredis');
+    expect(r.code).toBe(2);
+  });
+
   it('types resolve for an ESM (.ts) and a CommonJS (.cts) consumer', () => {
     writeFileSync(join(consumer, 'esm.ts'), `import { VisionTower, TesseraError, type EncodeResult } from 'tessera-vision';
 export async function tokens(path: string): Promise<number> {

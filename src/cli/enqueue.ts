@@ -9,6 +9,7 @@ import { toTesseraError } from '../errors.js';
 import { MAX_GROUP_IMAGES, type JobOptions } from '../fleet/job.js';
 import { EXIT_OK, EXIT_SOME_FAILED, EXIT_USAGE, type CliIo } from './io.js';
 import { listJobInputs } from '../fleet/inputs.js';
+import { requireFleetPackages } from '../fleet/peer-deps.js';
 import { OUTPUT_FORMATS } from '../bulk/index.js';
 
 export const ENQUEUE_USAGE = `usage: tessera enqueue <image|folder|url|-...> --redis URL --queue NAME [--wait] [--json]
@@ -107,6 +108,13 @@ export async function enqueueCommand(args: readonly string[], io: CliIo, stdin: 
     return EXIT_USAGE;
   }
 
+  try {
+    await requireFleetPackages('tessera enqueue');
+  } catch (e) {
+    const err = toTesseraError(e);
+    io.err(`tessera enqueue: ${err.code}: ${err.message}`);
+    return EXIT_USAGE;
+  }
   const { Queue } = await import('bullmq');
   const { connectRedis } = await import('../fleet/connection.js');
   const { enqueueImages, enqueueGroups } = await import('../fleet/enqueue.js');

@@ -34,7 +34,7 @@ export async function run(argv: readonly string[], io: CliIo): Promise<number> {
       return inspectCommand(rest, io);
     case 'pack':
       return packCommand(rest, io.out, io.err);
-    // The fleet commands load BullMQ and ioredis only when used.
+    // The fleet commands load BullMQ and ioredis (optional peer dependencies) only when used.
     case 'worker':
       return (await import('./worker.js')).workerCommand(rest, io);
     case 'enqueue':

@@ -2,6 +2,7 @@
 // last minute's rate and each worker's counters (src/fleet/status.ts).
 import { parseArgs } from 'node:util';
 import { toTesseraError } from '../errors.js';
+import { requireFleetPackages } from '../fleet/peer-deps.js';
 import { EXIT_OK, EXIT_SOME_FAILED, EXIT_USAGE, table, type CliIo } from './io.js';
 
 export const QUEUE_STATUS_USAGE = 'usage: tessera queue-status --redis URL --queue NAME [--json]';
@@ -21,6 +22,13 @@ export async function queueStatusCommand(args: readonly string[], io: CliIo): Pr
     if (!values.redis || !values.queue) throw new Error(`--${values.redis ? 'queue' : 'redis'} is required`);
   } catch (e) {
     io.err(`tessera queue-status: ${(e as Error).message}\n${QUEUE_STATUS_USAGE}`);
+    return EXIT_USAGE;
+  }
+  try {
+    await requireFleetPackages('tessera queue-status');
+  } catch (e) {
+    const err = toTesseraError(e);
+    io.err(`tessera queue-status: ${err.code}: ${err.message}`);
     return EXIT_USAGE;
   }
   const { Queue } = await import('bullmq');

@@ -8,6 +8,7 @@ import { toTesseraError } from '../errors.js';
 import type { OpenOptions } from '../tower.js';
 import { EXIT_OK, EXIT_USAGE, type CliIo } from './io.js';
 import type { ImageJobResult } from '../fleet/job.js';
+import { requireFleetPackages } from '../fleet/peer-deps.js';
 
 export const WORKER_USAGE = `usage: tessera worker --redis URL --queue NAME --model PATH --out-dir DIR [--name NAME] [--json]
                       [--backend auto|cpu|metal|metal-emulated] [--residency auto|stream|mapped|resident] [--threads N]
@@ -74,6 +75,13 @@ export async function workerCommand(args: readonly string[], io: CliIo): Promise
     return EXIT_USAGE;
   }
 
+  try {
+    await requireFleetPackages('tessera worker');
+  } catch (e) {
+    const err = toTesseraError(e);
+    io.err(`tessera worker: ${err.code}: ${err.message}`);
+    return EXIT_USAGE;
+  }
   const { createWorker } = await import('../fleet/worker.js');
   const log = (text: string, record: Record<string, unknown>) => io.out(json ? JSON.stringify({ time: new Date().toISOString(), ...record }) : `${new Date().toISOString()} ${text}`);
   let lastError = { message: '', at: 0 };
