@@ -13,10 +13,15 @@ export const MAX_INT32 = 2 ** 31 - 1;
 
 const positiveInt = z.number().int().positive().max(Number.MAX_SAFE_INTEGER);
 
+/** Where a tower runs (OpenOptions.backend). */
+export const BACKENDS = ['auto', 'cpu', 'metal', 'metal-emulated'] as const;
+/** How a tower holds its weights (OpenOptions.residency; docs/design.md#residency). */
+export const RESIDENCIES = ['auto', 'stream', 'mapped', 'resident'] as const;
+
 export const OpenOptionsSchema = z
   .object({
-    backend: z.enum(['auto', 'cpu', 'metal', 'metal-emulated']).default('auto'),
-    residency: z.enum(['auto', 'stream', 'mapped', 'resident']).default('auto'),
+    backend: z.enum(BACKENDS).default('auto'),
+    residency: z.enum(RESIDENCIES).default('auto'),
     slots: z.number().int().min(1).max(16).default(2),
     memoryBudget: positiveInt.optional(),
     threads: z.number().int().min(0).max(1024).default(0),
@@ -88,13 +93,17 @@ export function encodeOptionsSchema(family?: Family) {
     .superRefine(minNotAboveMax);
 }
 
-/** Images per group that pass the tower together in encodeMany (block-major), before the memory budget splits further. */
-export const MAX_GROUP_IMAGES = 1024;
+/**
+ * encodeMany's `batch`: the images read, decoded and passed through the tower together (block-major)
+ * when the memory budget does not split them further; its default and its largest value.
+ */
+export const DEFAULT_BATCH = 4;
+export const MAX_BATCH = 1024;
 
-/** encodeMany(): encode()'s keys plus `batch`, the images per group (default 4). */
+/** encodeMany(): encode()'s keys plus `batch`, the images per group (default DEFAULT_BATCH). */
 export function encodeManyOptionsSchema(family?: Family) {
   return z
-    .object({ ...familyKeys(family), ...ADMISSION_KEYS, ...ENCODE_KEYS, batch: z.number().int().min(1).max(MAX_GROUP_IMAGES).optional() })
+    .object({ ...familyKeys(family), ...ADMISSION_KEYS, ...ENCODE_KEYS, batch: z.number().int().min(1).max(MAX_BATCH).optional() })
     .strict()
     .superRefine(minNotAboveMax);
 }
@@ -138,7 +147,7 @@ export interface EncodeOptions extends PreprocessOptions {
 }
 
 export interface EncodeManyOptions extends EncodeOptions {
-  /** Images per group (default 4): a group is decoded together and passes every stage together. */
+  /** Images per group (default DEFAULT_BATCH, 4): a group is decoded together and passes every stage together. */
   batch?: number;
 }
 
@@ -205,6 +214,12 @@ export function parseArgument<S extends z.ZodType>(schema: S, value: unknown, ca
     );
   }
   const name = issue.path.length ? issue.path.join('.') : undefined;
+  // An enum's refusal lists its values as words, not as zod's quoted alternatives.
+  if (issue.code === 'invalid_value' && name) {
+    let got: unknown = value;
+    for (const p of issue.path) got = got === null || got === undefined ? undefined : (got as Record<PropertyKey, unknown>)[p as PropertyKey];
+    throw new TesseraError('ERR_INVALID_ARGUMENT', `${call}: option '${name}' must be one of ${issue.values.map(String).join(', ')} (got ${describeValue(got)})`);
+  }
   let got: unknown = value;
   for (const p of issue.path) got = got === null || got === undefined ? undefined : (got as Record<PropertyKey, unknown>)[p as PropertyKey];
   if (!name) throw new TesseraError('ERR_INVALID_ARGUMENT', `${call}: options must be an object, not ${describeValue(value)}`);

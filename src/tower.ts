@@ -10,6 +10,7 @@ import { headerSize, makePreprocessor, type Plan, type Prepared, type Preprocess
 import {
   MAX_INT32,
   OpenOptionsSchema,
+  DEFAULT_BATCH,
   encodeManyOptionsSchema,
   encodeOptionsSchema,
   parseArgument,
@@ -385,7 +386,7 @@ export class VisionTower {
   /**
    * Encodes images as they come (an array, an iterable or an async iterable of paths, Buffers or
    * Uint8Arrays) and yields each one's result, or its TesseraError, with its index and input, as
-   * soon as its group finishes (docs/design.md#batches). Inputs are taken `batch` (default 4) at a
+   * soon as its group finishes (docs/design.md#batches). Inputs are taken `batch` (default DEFAULT_BATCH, 4) at a
    * time: their headers are read, they are sized and admitted, cut where activations would pass
    * the budget, decoded, and encoded block-major; the next group is read and decoded while the
    * current one encodes, so at most two groups of pixels are held however many images there are.
@@ -398,7 +399,7 @@ export class VisionTower {
     if (iterable === null || typeof iterable !== 'object' || (typeof iterable[Symbol.iterator] !== 'function' && typeof iterable[Symbol.asyncIterator] !== 'function') || inputs instanceof Uint8Array)
       throw new TesseraError('ERR_INVALID_ARGUMENT', 'encodeMany expects an array, iterable or async iterable of images');
     const { batch, ...encode } = parseArgument(encodeManyOptionsSchema(this.spec.family), options, 'encodeMany options');
-    return this.#encodeMany(inputs, encode, batch ?? 4, Array.isArray(inputs) ? inputs.length : 0);
+    return this.#encodeMany(inputs, encode, batch ?? DEFAULT_BATCH, Array.isArray(inputs) ? inputs.length : 0);
   }
 
   async *#encodeMany(

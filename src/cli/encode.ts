@@ -7,10 +7,9 @@
 // written), 2 for usage or model errors; 130 when interrupted (SIGINT/SIGTERM: the encode stops
 // between blocks, finished --out-dir outputs stay, the partial --out file is removed).
 import { basename, relative } from 'node:path';
-import { parseArgs } from 'node:util';
 import { TesseraError, toTesseraError } from '../errors.js';
-import { checkSoftTokenBudget, disableDecodeCache } from '../image/index.js';
-import { BulkOutputOptionsSchema, OpenOptionsSchema, encodeManyOptionsSchema, parseArgument, type BulkOutputOptions } from '../options.js';
+import { disableDecodeCache } from '../image/index.js';
+import { BulkOutputOptionsSchema, DEFAULT_BATCH, OpenOptionsSchema, encodeManyOptionsSchema, parseArgument, type BulkOutputOptions } from '../options.js';
 import { VisionTower, type EncodeOptions, type EncodeResult, type OpenOptions } from '../tower.js';
 import { collectInputs, type BulkInput } from '../bulk/inputs.js';
 import { checkDistinctOutputs, outputJob, type OutputJob } from '../bulk/output-dir.js';
@@ -20,36 +19,13 @@ import { patchesOf, resultTensors } from '../bulk/formats/tensors.js';
 import { tesseraVersion } from '../version.js';
 import { DEMO_NOTICE, demoTowerPath } from './demo.js';
 import { EXIT_INTERRUPTED, EXIT_OK, EXIT_SOME_FAILED, EXIT_USAGE, formatBytes, type CliIo } from './io.js';
+import { ENCODE } from './commands.js';
+import { flagged, parseFlags, usageOf, UsageError } from './flags.js';
 import { ProgressBar } from './progress.js';
 import { MemoryReclaimer } from './reclaim.js';
 import { SafetensorsWriter } from './safetensors-writer.js';
 
-export const ENCODE_USAGE = `usage: tessera encode <image|folder|-...> [--model <path>] [--out file.safetensors | --out-dir DIR]
-                      [--format safetensors|npy|vllm|sglang] [--force] [--hash-inputs] [--exclude GLOB]...
-                      [--backend auto|cpu|metal|metal-emulated] [--residency auto|stream|mapped|resident]
-                      [--min-pixels N] [--max-pixels N] [--max-soft-tokens 70|140|280|560|1120] [--batch N]
-                      [--stages] [--json]
-Folders are read recursively (image extensions, any case); '-' reads a newline-separated list of paths from stdin.
-Without --model, a small demo tower with random weights is used.`;
-
-class UsageError extends Error {}
-
-function positiveInt(name: string, v: string | undefined): number | undefined {
-  if (v === undefined) return undefined;
-  const n = Number(v);
-  if (!/^\d+$/.test(v) || !Number.isSafeInteger(n) || n <= 0) throw new UsageError(`--${name} must be a positive integer (got '${v}')`);
-  return n;
-}
-
-/** A zod refusal of a flag object, worded with the flag's name. */
-function flagged<T>(check: () => T): T {
-  try {
-    return check();
-  } catch (e) {
-    const flag = (s: string) => '--' + s.replace(/[A-Z]/g, (c) => '-' + c.toLowerCase());
-    throw new UsageError((e as Error).message.replace(/^[^:]+: option '([^']+)'/, (_, k: string) => flag(k)).replace(/unknown option '([^']+)'/, (_, k: string) => `unknown option ${flag(k)}`));
-  }
-}
+export const ENCODE_USAGE = usageOf(ENCODE);
 
 interface Parsed {
   args: string[];
@@ -62,73 +38,24 @@ interface Parsed {
 }
 
 function parse(args: readonly string[]): Parsed | 'help' {
-  const { values, positionals } = parseArgs({
-    args: [...args],
-    allowPositionals: true,
-    strict: true,
-    options: {
-      model: { type: 'string' },
-      out: { type: 'string' },
-      'out-dir': { type: 'string' },
-      format: { type: 'string' },
-      force: { type: 'boolean' },
-      'hash-inputs': { type: 'boolean' },
-      exclude: { type: 'string', multiple: true },
-      backend: { type: 'string' },
-      residency: { type: 'string' },
-      'min-pixels': { type: 'string' },
-      'max-pixels': { type: 'string' },
-      'max-soft-tokens': { type: 'string' },
-      batch: { type: 'string' },
-      stages: { type: 'boolean' },
-      json: { type: 'boolean' },
-      help: { type: 'boolean', short: 'h' },
-    },
-  });
-  if (values.help) return 'help';
+  const { help, positionals, groups } = parseFlags(ENCODE, args);
+  if (help) return 'help';
   if (positionals.length === 0) throw new UsageError('no images given');
-  const backends = ['auto', 'cpu', 'metal', 'metal-emulated'];
-  if (values.backend !== undefined && !backends.includes(values.backend))
-    throw new UsageError(`--backend must be one of ${backends.join(', ')} (got '${values.backend}')`);
-  const residencies = ['auto', 'stream', 'mapped', 'resident'];
-  if (values.residency !== undefined && !residencies.includes(values.residency))
-    throw new UsageError(`--residency must be one of ${residencies.join(', ')} (got '${values.residency}')`);
-  const maxSoftTokens = positiveInt('max-soft-tokens', values['max-soft-tokens']);
-  if (maxSoftTokens !== undefined) {
-    try {
-      checkSoftTokenBudget(maxSoftTokens, '--max-soft-tokens');
-    } catch (e) {
-      throw new UsageError((e as Error).message);
-    }
-  }
-  const encode: EncodeOptions = { stages: values.stages ?? false };
-  const minPixels = positiveInt('min-pixels', values['min-pixels']);
-  const maxPixels = positiveInt('max-pixels', values['max-pixels']);
-  if (minPixels !== undefined) encode.minPixels = minPixels;
-  if (maxPixels !== undefined) encode.maxPixels = maxPixels;
-  if (maxSoftTokens !== undefined) encode.maxSoftTokens = maxSoftTokens;
-  const batch = positiveInt('batch', values.batch) ?? 4;
-  // The same schemas as the API's: encodeMany's options (family-free: the model is not open yet) and the bulk flags.
+  const { batch = DEFAULT_BATCH, ...encode } = groups['encode'] ?? {};
+  // The same schemas as the API's: encodeMany's options (family-free: the model is not open yet), the bulk flags, open's.
   flagged(() => parseArgument(encodeManyOptionsSchema(), { ...encode, batch }, 'tessera encode'));
-  const bulk = flagged(() =>
-    parseArgument(
-      BulkOutputOptionsSchema,
-      {
-        ...(values['out-dir'] !== undefined ? { outDir: values['out-dir'] } : {}),
-        ...(values.out !== undefined ? { out: values.out } : {}),
-        ...(values.format !== undefined ? { format: values.format } : {}),
-        ...(values.force ? { force: true } : {}),
-        ...(values['hash-inputs'] ? { hashInputs: true } : {}),
-        ...(values.exclude ? { exclude: values.exclude } : {}),
-      },
-      'tessera encode',
-    ),
-  );
-  const open: OpenOptions = {};
-  if (values.backend) open.backend = values.backend as OpenOptions['backend'];
-  if (values.residency) open.residency = values.residency as OpenOptions['residency'];
-  flagged(() => parseArgument(OpenOptionsSchema, open, 'tessera encode'));
-  return { args: positionals, model: values.model, bulk, open, encode, batch, json: values.json ?? false };
+  const bulk = flagged(() => parseArgument(BulkOutputOptionsSchema, groups['bulk'] ?? {}, 'tessera encode'));
+  const open = flagged(() => parseArgument(OpenOptionsSchema, groups['open'] ?? {}, 'tessera encode'));
+  const cli = groups['cli'] ?? {};
+  return {
+    args: positionals,
+    model: cli['model'] as string | undefined,
+    bulk,
+    open,
+    encode: { stages: false, ...(encode as EncodeOptions) },
+    batch: batch as number,
+    json: Boolean(cli['json']),
+  };
 }
 
 function gridText(r: EncodeResult): string {

@@ -4,31 +4,18 @@
 // names, so enqueuing the same work twice adds nothing. --wait follows the jobs
 // to the end with a progress line (done, failed, rate, ETA) and exits 0 when all completed, 1 when
 // some failed (each listed with its code).
-import { parseArgs } from 'node:util';
 import { toTesseraError } from '../errors.js';
-import { MAX_GROUP_IMAGES, type JobOptions } from '../fleet/job.js';
+import { JobOptionsSchema, type JobOptions } from '../fleet/job.js';
+import { parseArgument } from '../options.js';
+import { ENQUEUE } from './commands.js';
+import { flagged, parseFlags, usageOf, UsageError } from './flags.js';
 import { EXIT_OK, EXIT_SOME_FAILED, EXIT_USAGE, type CliIo } from './io.js';
 import { listJobInputs } from '../fleet/inputs.js';
 import { requireFleetPackages } from '../fleet/peer-deps.js';
-import { OUTPUT_FORMATS } from '../bulk/index.js';
 
-export const ENQUEUE_USAGE = `usage: tessera enqueue <image|folder|url|-...> --redis URL --queue NAME [--wait] [--json]
-                       [--format safetensors|npy|vllm|sglang] [--exclude GLOB] [--min-pixels N] [--max-pixels N]
-                       [--max-soft-tokens N] [--stages] [--group N]
-                       [--attempts N] [--backoff-ms MS] [--progress-interval S]
-'-' reads a newline-separated list of inputs from stdin. --group N: N images per job (1 to ${MAX_GROUP_IMAGES}; default 1),
-encoded together by one worker. Exit codes with --wait: 0 all images completed, 1 some failed.`;
-
-class UsageError extends Error {}
+export const ENQUEUE_USAGE = usageOf(ENQUEUE);
 
 const FIRST_CONNECT_MS = 15_000;
-
-function positiveInt(name: string, v: string | undefined): number | undefined {
-  if (v === undefined) return undefined;
-  const n = Number(v);
-  if (!/^\d+$/.test(v) || !Number.isSafeInteger(n) || n <= 0) throw new UsageError(`--${name} must be a positive integer (got '${v}')`);
-  return n;
-}
 
 function clock(seconds: number): string {
   const s = Math.round(seconds);
@@ -39,61 +26,28 @@ function clock(seconds: number): string {
 }
 
 export async function enqueueCommand(args: readonly string[], io: CliIo, stdin: () => Promise<string>): Promise<number> {
-  let values, positionals: string[];
-  const options: JobOptions = {};
-  let attempts: number | undefined, backoffMs: number | undefined, progressS: number, group: number;
+  let values: { redis: string; queue: string; wait?: boolean; json?: boolean; exclude?: string[]; group?: number; attempts?: number; backoffMs?: number; progressInterval?: number };
+  let positionals: string[];
+  let options: JobOptions;
   try {
-    ({ values, positionals } = parseArgs({
-      args: [...args],
-      allowPositionals: true,
-      strict: true,
-      options: {
-        redis: { type: 'string' },
-        queue: { type: 'string' },
-        wait: { type: 'boolean' },
-        json: { type: 'boolean' },
-        'min-pixels': { type: 'string' },
-        'max-pixels': { type: 'string' },
-        'max-soft-tokens': { type: 'string' },
-        stages: { type: 'boolean' },
-        format: { type: 'string' },
-        exclude: { type: 'string', multiple: true },
-        attempts: { type: 'string' },
-        'backoff-ms': { type: 'string' },
-        'progress-interval': { type: 'string' },
-        group: { type: 'string' },
-        help: { type: 'boolean', short: 'h' },
-      },
-    }));
-    if (values.help) {
+    const parsed = parseFlags(ENQUEUE, args);
+    if (parsed.help) {
       io.out(ENQUEUE_USAGE);
       return EXIT_OK;
     }
-    if (!values.redis) throw new UsageError('--redis is required');
-    if (!values.queue) throw new UsageError('--queue is required');
+    values = parsed.groups['cli'] as typeof values;
+    positionals = parsed.positionals;
     if (positionals.length === 0) throw new UsageError('no inputs given');
-    const minPixels = positiveInt('min-pixels', values['min-pixels']);
-    const maxPixels = positiveInt('max-pixels', values['max-pixels']);
-    const maxSoftTokens = positiveInt('max-soft-tokens', values['max-soft-tokens']);
-    if (minPixels !== undefined) options.minPixels = minPixels;
-    if (maxPixels !== undefined) options.maxPixels = maxPixels;
-    if (maxSoftTokens !== undefined) options.maxSoftTokens = maxSoftTokens;
-    if (values.stages) options.stages = true;
-    if (values.format !== undefined) {
-      if (!(OUTPUT_FORMATS as readonly string[]).includes(values.format))
-        throw new UsageError(`--format must be one of ${OUTPUT_FORMATS.join(', ')} (got '${values.format}')`);
-      options.format = values.format as (typeof OUTPUT_FORMATS)[number];
-    }
-    attempts = positiveInt('attempts', values.attempts);
-    backoffMs = positiveInt('backoff-ms', values['backoff-ms']);
-    progressS = positiveInt('progress-interval', values['progress-interval']) ?? 5;
-    group = positiveInt('group', values.group) ?? 1;
-    if (group > MAX_GROUP_IMAGES) throw new UsageError(`--group must be at most ${MAX_GROUP_IMAGES} (got ${group})`);
+    // The job's options, checked by the schema the worker checks them with.
+    options = flagged(() => parseArgument(JobOptionsSchema, parsed.groups['job'] ?? {}, 'tessera enqueue'));
   } catch (e) {
     io.err(`tessera enqueue: ${(e as Error).message}\n${ENQUEUE_USAGE}`);
     return EXIT_USAGE;
   }
   const json = values.json ?? false;
+  const group = values.group ?? 1;
+  const progressS = values.progressInterval ?? 5;
+  const { attempts, backoffMs } = values;
 
   let inputs;
   try {

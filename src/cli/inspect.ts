@@ -1,14 +1,15 @@
 // `tessera inspect <model> [--json]`: what a tower is, from its files alone (opened mapped, so
 // nothing is read beyond headers and pages touched): family, source, dimensions, dtypes, the
 // tensors of each kind of stage with their shapes, and the bytes each residency holds.
-import { parseArgs } from 'node:util';
 import { toTesseraError } from '../errors.js';
 import type { StageSpec } from '../spec/types.js';
 import { stageBytes } from '../tower-info.js';
 import { VisionTower } from '../tower.js';
+import { INSPECT } from './commands.js';
+import { parseFlags, usageOf, UsageError } from './flags.js';
 import { EXIT_OK, EXIT_USAGE, formatBytes, table, type CliIo } from './io.js';
 
-export const INSPECT_USAGE = 'usage: tessera inspect <model> [--json]';
+export const INSPECT_USAGE = usageOf(INSPECT);
 
 interface StageSummary {
   name: string;
@@ -27,25 +28,19 @@ function summarise(s: StageSpec): StageSummary {
 }
 
 export async function inspectCommand(args: readonly string[], io: CliIo): Promise<number> {
-  let values: { json?: boolean; help?: boolean };
+  let json: boolean;
   let positionals: string[];
   try {
-    ({ values, positionals } = parseArgs({
-      args: [...args],
-      allowPositionals: true,
-      strict: true,
-      options: { json: { type: 'boolean' }, help: { type: 'boolean', short: 'h' } },
-    }));
+    const parsed = parseFlags(INSPECT, args);
+    if (parsed.help) {
+      io.out(INSPECT_USAGE);
+      return EXIT_OK;
+    }
+    ({ positionals } = parsed);
+    json = Boolean(parsed.groups['cli']?.['json']);
+    if (positionals.length !== 1) throw new UsageError('expected one model path');
   } catch (e) {
     io.err(`tessera inspect: ${(e as Error).message}\n${INSPECT_USAGE}`);
-    return EXIT_USAGE;
-  }
-  if (values.help) {
-    io.out(INSPECT_USAGE);
-    return EXIT_OK;
-  }
-  if (positionals.length !== 1) {
-    io.err(`tessera inspect: expected one model path\n${INSPECT_USAGE}`);
     return EXIT_USAGE;
   }
   const path = positionals[0]!;
@@ -61,7 +56,7 @@ export async function inspectCommand(args: readonly string[], io: CliIo): Promis
     const info = tower.info;
     const stages = tower.spec.stages.map(summarise);
     const blocks = stages.filter((s) => s.kind === 'block');
-    if (values.json) {
+    if (json) {
       const { memory, ...rest } = info;
       io.out(JSON.stringify({ ...rest, memory: { residentBytes: memory.residentBytes, slotBytes: memory.slotBytes, streamBytes: memory.streamBytes, fileBytes: memory.fileBytes }, preprocessor: tower.preprocessorConfig ?? null, stages }, null, 2));
       return EXIT_OK;

@@ -4,6 +4,8 @@
 // running this file binds it to the process.
 import { realpathSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
+import { COMMANDS } from './commands.js';
+import { summaryOf } from './flags.js';
 import { packCommand } from './pack.js';
 import { tesseraVersion } from '../version.js';
 import { encodeCommand } from './encode.js';
@@ -13,17 +15,10 @@ import { EXIT_OK, EXIT_USAGE, processIo, type CliIo } from './io.js';
 export const USAGE = `usage: tessera <command> [options]
 
 commands:
-  encode <image|folder|-...> [--model <path>] [--out file.safetensors | --out-dir DIR]
-                    [--format safetensors|npy|vllm|sglang] [--force] [--exclude GLOB] [--backend B] [--residency R]
-                    [--min-pixels N] [--max-pixels N] [--max-soft-tokens N] [--batch N] [--stages] [--json]
-  inspect <model> [--json]
-  pack <model> <outdir> [--dtype f16|bf16|f32]
-  worker --redis URL --queue NAME --model PATH --out-dir DIR [--json]     (docs/fleet.md)
-  enqueue <image|folder|url|-...> --redis URL --queue NAME [--wait] [--json]
-  queue-status --redis URL --queue NAME [--json]
+${COMMANDS.map(summaryOf).join('\n')}
 
-tessera <command> --help for a command's options. Exit codes: 0 success, 1 some inputs failed,
-2 usage or model errors, 130 interrupted.`;
+tessera <command> --help for a command's options; the fleet's commands: docs/fleet.md. Exit codes: 0 success,
+1 some inputs failed, 2 usage or model errors, 130 interrupted.`;
 
 export async function run(argv: readonly string[], io: CliIo): Promise<number> {
   const [command, ...rest] = argv;

@@ -4,29 +4,26 @@ import { TesseraError, toTesseraError } from '../errors.js';
 import { loadModel } from '../load-model.js';
 import { packModel } from '../pack/pack.js';
 import type { DType } from '../spec/types.js';
+import { PACK } from './commands.js';
+import { parseFlags, usageOf, UsageError } from './flags.js';
 
-export const PACK_USAGE = 'usage: tessera pack <model> <outdir> [--dtype f16|bf16|f32]';
+export const PACK_USAGE = usageOf(PACK);
 
 export async function packCommand(args: readonly string[], print: (line: string) => void = (l) => process.stdout.write(l + '\n'),
   printError: (line: string) => void = (l) => process.stderr.write(l + '\n')): Promise<number> {
-  const positional: string[] = [];
+  let positional: string[];
   let dtype: DType | undefined;
-  for (let i = 0; i < args.length; i++) {
-    const a = args[i]!;
-    if (a === '--dtype' || a.startsWith('--dtype=')) {
-      const v = a.includes('=') ? a.slice(a.indexOf('=') + 1) : args[++i];
-      if (v !== 'f16' && v !== 'bf16' && v !== 'f32') {
-        printError(`tessera pack: --dtype must be f16, bf16 or f32 (got ${v === undefined ? 'nothing' : `'${v}'`})\n${PACK_USAGE}`);
-        return 2;
-      }
-      dtype = v;
-    } else if (a.startsWith('-')) {
-      printError(`tessera pack: unknown option ${a}\n${PACK_USAGE}`);
-      return 2;
-    } else positional.push(a);
-  }
-  if (positional.length !== 2) {
-    printError(PACK_USAGE);
+  try {
+    const parsed = parseFlags(PACK, args);
+    if (parsed.help) {
+      print(PACK_USAGE);
+      return 0;
+    }
+    positional = parsed.positionals;
+    dtype = parsed.groups['cli']?.['dtype'] as DType | undefined;
+    if (positional.length !== 2) throw new UsageError('expected a model path and an output folder');
+  } catch (e) {
+    printError(`tessera pack: ${(e as Error).message}\n${PACK_USAGE}`);
     return 2;
   }
   const [model, outDir] = positional as [string, string];

@@ -1,25 +1,22 @@
 // `tessera queue-status --redis URL --queue NAME [--json]`: job counts, failures by code, the
 // last minute's rate and each worker's counters (src/fleet/status.ts).
-import { parseArgs } from 'node:util';
 import { toTesseraError } from '../errors.js';
 import { requireFleetPackages } from '../fleet/peer-deps.js';
+import { QUEUE_STATUS } from './commands.js';
+import { parseFlags, usageOf } from './flags.js';
 import { EXIT_OK, EXIT_SOME_FAILED, EXIT_USAGE, table, type CliIo } from './io.js';
 
-export const QUEUE_STATUS_USAGE = 'usage: tessera queue-status --redis URL --queue NAME [--json]';
+export const QUEUE_STATUS_USAGE = usageOf(QUEUE_STATUS);
 
 export async function queueStatusCommand(args: readonly string[], io: CliIo): Promise<number> {
-  let values;
+  let values: { redis: string; queue: string; json?: boolean };
   try {
-    ({ values } = parseArgs({
-      args: [...args],
-      strict: true,
-      options: { redis: { type: 'string' }, queue: { type: 'string' }, json: { type: 'boolean' }, help: { type: 'boolean', short: 'h' } },
-    }));
-    if (values.help) {
+    const { help, groups } = parseFlags(QUEUE_STATUS, args);
+    if (help) {
       io.out(QUEUE_STATUS_USAGE);
       return EXIT_OK;
     }
-    if (!values.redis || !values.queue) throw new Error(`--${values.redis ? 'queue' : 'redis'} is required`);
+    values = groups['cli'] as typeof values;
   } catch (e) {
     io.err(`tessera queue-status: ${(e as Error).message}\n${QUEUE_STATUS_USAGE}`);
     return EXIT_USAGE;

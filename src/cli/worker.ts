@@ -3,77 +3,35 @@
 // line per job outcome (JSON Lines with --json). SIGTERM or SIGINT: the job in hand finishes, then
 // exit 0; a second signal ends the process at once (its job goes back to the queue once its lock
 // runs out).
-import { parseArgs } from 'node:util';
 import { toTesseraError } from '../errors.js';
 import type { OpenOptions } from '../tower.js';
+import { OpenOptionsSchema, parseArgument } from '../options.js';
+import { WORKER } from './commands.js';
+import { flagged, parseFlags, usageOf } from './flags.js';
 import { EXIT_OK, EXIT_USAGE, type CliIo } from './io.js';
 import type { ImageJobResult } from '../fleet/job.js';
 import { requireFleetPackages } from '../fleet/peer-deps.js';
 
-export const WORKER_USAGE = `usage: tessera worker --redis URL --queue NAME --model PATH --out-dir DIR [--name NAME] [--json]
-                      [--backend auto|cpu|metal|metal-emulated] [--residency auto|stream|mapped|resident] [--threads N]
-                      [--lock-duration MS] [--stalled-interval MS] [--max-stalled N] [--max-fetch-bytes N]
-Runs until SIGTERM/SIGINT, which finish the current job and exit 0.`;
-
-class UsageError extends Error {}
-
-function positiveInt(name: string, v: string | undefined, min = 1): number | undefined {
-  if (v === undefined) return undefined;
-  const n = Number(v);
-  if (!/^\d+$/.test(v) || !Number.isSafeInteger(n) || n < min) throw new UsageError(`--${name} must be an integer >= ${min} (got '${v}')`);
-  return n;
-}
+export const WORKER_USAGE = usageOf(WORKER);
 
 export async function workerCommand(args: readonly string[], io: CliIo): Promise<number> {
-  let values;
+  let cli: Record<string, unknown>, open: OpenOptions, worker: Record<string, number>, fetch: Record<string, number>;
   try {
-    ({ values } = parseArgs({
-      args: [...args],
-      strict: true,
-      options: {
-        redis: { type: 'string' },
-        queue: { type: 'string' },
-        model: { type: 'string' },
-        'out-dir': { type: 'string' },
-        name: { type: 'string' },
-        json: { type: 'boolean' },
-        backend: { type: 'string' },
-        residency: { type: 'string' },
-        threads: { type: 'string' },
-        'lock-duration': { type: 'string' },
-        'stalled-interval': { type: 'string' },
-        'max-stalled': { type: 'string' },
-        'max-fetch-bytes': { type: 'string' },
-        help: { type: 'boolean', short: 'h' },
-      },
-    }));
-    if (values.help) {
+    const { help, groups } = parseFlags(WORKER, args);
+    if (help) {
       io.out(WORKER_USAGE);
       return EXIT_OK;
     }
-    for (const k of ['redis', 'queue', 'model', 'out-dir'] as const) if (!values[k]) throw new UsageError(`--${k} is required`);
+    cli = groups['cli'] ?? {};
+    open = flagged(() => parseArgument(OpenOptionsSchema, groups['open'] ?? {}, 'tessera worker'));
+    worker = (groups['worker'] ?? {}) as Record<string, number>;
+    fetch = (groups['fetch'] ?? {}) as Record<string, number>;
   } catch (e) {
     io.err(`tessera worker: ${(e as Error).message}\n${WORKER_USAGE}`);
     return EXIT_USAGE;
   }
+  const values = cli as { redis: string; queue: string; model: string; outDir: string; name?: string; json?: boolean };
   const json = values.json ?? false;
-  const open: OpenOptions = {};
-  let numbers;
-  try {
-    if (values.backend) open.backend = values.backend as OpenOptions['backend'];
-    if (values.residency) open.residency = values.residency as OpenOptions['residency'];
-    const threads = positiveInt('threads', values.threads, 0);
-    if (threads !== undefined) open.threads = threads;
-    numbers = {
-      lockDurationMs: positiveInt('lock-duration', values['lock-duration']),
-      stalledIntervalMs: positiveInt('stalled-interval', values['stalled-interval']),
-      maxStalledCount: positiveInt('max-stalled', values['max-stalled'], 0),
-      maxFetchBytes: positiveInt('max-fetch-bytes', values['max-fetch-bytes']),
-    };
-  } catch (e) {
-    io.err(`tessera worker: ${(e as Error).message}\n${WORKER_USAGE}`);
-    return EXIT_USAGE;
-  }
 
   try {
     await requireFleetPackages('tessera worker');
@@ -88,16 +46,14 @@ export async function workerCommand(args: readonly string[], io: CliIo): Promise
   let fleet;
   try {
     fleet = await createWorker({
-      redis: values.redis!,
-      queue: values.queue!,
-      model: values.model!,
+      redis: values.redis,
+      queue: values.queue,
+      model: values.model,
       open,
-      outDir: values['out-dir']!,
+      outDir: values.outDir,
       ...(values.name ? { name: values.name } : {}),
-      ...(numbers.lockDurationMs ? { lockDurationMs: numbers.lockDurationMs } : {}),
-      ...(numbers.stalledIntervalMs ? { stalledIntervalMs: numbers.stalledIntervalMs } : {}),
-      ...(numbers.maxStalledCount !== undefined ? { maxStalledCount: numbers.maxStalledCount } : {}),
-      ...(numbers.maxFetchBytes ? { fetch: { maxBytes: numbers.maxFetchBytes } } : {}),
+      ...worker,
+      ...(fetch['maxBytes'] ? { fetch } : {}),
       onEvent: (e) => {
         if (e.type === 'completed' && 'group' in e.result) {
           const r = e.result;
@@ -134,8 +90,8 @@ export async function workerCommand(args: readonly string[], io: CliIo): Promise
     return EXIT_USAGE;
   }
   const t = fleet.tower.info;
-  log(`worker ${fleet.name} ready: queue ${values.queue}, model ${values.model} (${t.family}, backend ${t.backend}, residency ${t.residency}), out-dir ${values['out-dir']}`, {
-    type: 'worker', event: 'ready', name: fleet.name, pid: process.pid, queue: values.queue, model: values.model, family: t.family, outDir: values['out-dir'],
+  log(`worker ${fleet.name} ready: queue ${values.queue}, model ${values.model} (${t.family}, backend ${t.backend}, residency ${t.residency}), out-dir ${values.outDir}`, {
+    type: 'worker', event: 'ready', name: fleet.name, pid: process.pid, queue: values.queue, model: values.model, family: t.family, outDir: values.outDir,
   });
 
   // Runs until the first SIGTERM/SIGINT (io.signal); processIo exits at once on a second one.

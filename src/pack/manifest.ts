@@ -9,7 +9,7 @@ import { TesseraError } from '../errors.js';
 import { DTYPE_BYTES, elementCount } from '../formats/tensor-index.js';
 import { addon } from '../native.js';
 import { configError } from '../spec/tensors.js';
-import type { StageSpec, TensorSpec, TowerSpec } from '../spec/types.js';
+import { DTYPES, type StageSpec, type TensorSpec, type TowerSpec } from '../spec/types.js';
 
 export const MANIFEST_FILE = 'tessera-pack.json';
 export const PACK_FORMAT = 'tessera-packed';
@@ -29,7 +29,7 @@ const PackedTensorSchema = z
   .object({
     role: z.string().min(1),
     name: z.string().min(1),
-    dtype: z.enum(['f32', 'f16', 'bf16']),
+    dtype: z.enum(DTYPES),
     shape: z.array(count),
     /** Bytes from the start of its stage. */
     offset: count,
@@ -61,7 +61,7 @@ export const PackManifestSchema = z
     format: z.literal(PACK_FORMAT),
     version: z.literal(PACK_VERSION),
     family: z.enum(['qwen3_5', 'qwen3_vl', 'gemma4']),
-    packedFrom: z.object({ source: z.string(), path: z.string(), dtype: z.enum(['f32', 'f16', 'bf16']).nullable() }).strict(),
+    packedFrom: z.object({ source: z.string(), path: z.string(), dtype: z.enum(DTYPES).nullable() }).strict(),
     dims: z.record(z.string(), z.number()),
     lists: z.record(z.string(), z.array(z.number())),
     preprocessorConfig: z.record(z.string(), z.unknown()).nullable(),

@@ -8,7 +8,7 @@ import { join, resolve } from 'node:path';
 import { TesseraError, toTesseraError } from '../errors.js';
 import { DTYPE_BYTES, elementCount } from '../formats/tensor-index.js';
 import { addon } from '../native.js';
-import type { DType, LoadedModel, StageSpec, TowerSpec } from '../spec/types.js';
+import { DTYPES, type DType, type LoadedModel, type StageSpec, type TowerSpec } from '../spec/types.js';
 import { recordChecksums } from './checksum.js';
 import {
   MANIFEST_FILE,
@@ -90,8 +90,8 @@ export function planPack(spec: TowerSpec, source: { path: string; dtype: DType |
 
 /** Packs an opened tower (loadModel: any source tessera opens) into `outDir` (new or empty). */
 export async function packModel(model: LoadedModel, outDir: string, options: PackOptions = {}): Promise<PackResult> {
-  if (options.dtype !== undefined && !['f32', 'f16', 'bf16'].includes(options.dtype))
-    throw new TesseraError('ERR_INVALID_ARGUMENT', `--dtype must be f16, bf16 or f32, got '${options.dtype}'`);
+  if (options.dtype !== undefined && !(DTYPES as readonly string[]).includes(options.dtype))
+    throw new TesseraError('ERR_INVALID_ARGUMENT', `--dtype must be one of ${DTYPES.join(', ')} (got '${options.dtype}')`);
   const out = resolve(outDir);
   // Output problems (not a folder, not empty, no permission, disk full) are the caller's to fix:
   // ERR_INVALID_ARGUMENT naming the path, and nothing half-written is left behind.

@@ -3,7 +3,9 @@
 // addon as a plain object (native/io/tower_spec.h is its C++ twin). Dimensions are read from here
 // by native code, never from a model-specific default.
 export type Family = 'qwen3_5' | 'qwen3_vl' | 'gemma4';
-export type DType = 'f32' | 'f16' | 'bf16';
+/** The element types of tower weights tessera reads and packs. */
+export const DTYPES = ['f32', 'f16', 'bf16'] as const;
+export type DType = (typeof DTYPES)[number];
 
 /** Where a tower was loaded from: tower.info.source. */
 export type SourceKind = 'hf-folder' | 'gguf-llama.cpp' | 'gguf-ollama' | 'packed';

@@ -1,0 +1,69 @@
+// The flag tables (src/cli/commands.ts) and what is made from them (src/cli/flags.ts): each flag of
+// every command is parsed, shown in its usage and (unless marked as detail) in `tessera --help`;
+// every flag of a group is a key that group's library schema knows (so a flag cannot drift from
+// the option it sets); ints, choices and required flags are checked with the flag's name; a zod
+// refusal is reworded with the flag's name.
+import { describe, expect, it } from 'vitest';
+import { COMMANDS, ENCODE, ENQUEUE, WORKER } from '../src/cli/commands.js';
+import { flagged, intFlag, parseFlags, usageOf, UsageError, type Command, type Flag } from '../src/cli/flags.js';
+import { USAGE } from '../src/cli/main.js';
+import { JobOptionsSchema } from '../src/fleet/job.js';
+import { BulkOutputOptionsSchema, OpenOptionsSchema, encodeManyOptionsSchema, parseArgument } from '../src/options.js';
+
+/** A value each flag accepts: its first choice, a small int, a path. */
+function sample(name: string, f: Flag): string[] {
+  if (f.type === 'boolean') return [`--${name}`];
+  if (f.choices) return [`--${name}`, String(f.choices[f.choices.length - 1])];
+  return [`--${name}`, f.type === 'int' ? String(Math.max(f.min ?? 1, 1)) : `/some/${name}`];
+}
+
+const allFlags = (c: Command) => Object.entries(c.flags).flatMap(([n, f]) => sample(n, f));
+
+describe('the flag tables', () => {
+  it('every flag is parsed, shown in its usage, and (unless a detail) in tessera --help', () => {
+    for (const c of COMMANDS) {
+      const args = [...(c.args ? ['x', 'y'].slice(0, c.args.split(' ').length) : []), ...allFlags(c)];
+      const parsed = parseFlags(c, args);
+      const set = Object.values(parsed.groups).reduce((n, g) => n + Object.keys(g).length, 0);
+      expect(set, c.name).toBe(Object.keys(c.flags).length);
+      for (const [name, f] of Object.entries(c.flags)) {
+        expect(usageOf(c), `${c.name} --${name}`).toContain(`--${name}`);
+        if (!f.detail) expect(USAGE, `tessera --help: ${c.name} --${name}`).toMatch(new RegExp(`\\n  ${c.name}\\b[^]*?--${name}\\b`));
+      }
+    }
+    // The flag the old summary lacked.
+    expect(USAGE).toContain('--hash-inputs');
+  });
+
+  it('every flag of a group is a key of the library schema that checks that group', () => {
+    const encode = parseFlags(ENCODE, ['x', ...allFlags(ENCODE)]).groups;
+    // Gemma's and Qwen's sizing keys together: the family-free schema takes both.
+    expect(() => parseArgument(encodeManyOptionsSchema(), { ...encode['encode'], minPixels: 1, maxPixels: 2 }, 't')).not.toThrow();
+    expect(() => parseArgument(OpenOptionsSchema, encode['open'], 't')).not.toThrow();
+    const { out: _out, ...bulk } = encode['bulk']!;
+    expect(() => parseArgument(BulkOutputOptionsSchema, bulk, 't')).not.toThrow();
+    const enqueue = parseFlags(ENQUEUE, ['x', ...allFlags(ENQUEUE)]).groups;
+    expect(() => parseArgument(JobOptionsSchema, { ...enqueue['job'], minPixels: 1, maxPixels: 2 }, 't')).not.toThrow();
+    const worker = parseFlags(WORKER, allFlags(WORKER)).groups;
+    expect(() => parseArgument(OpenOptionsSchema, worker['open'], 't')).not.toThrow();
+    expect(Object.keys(worker['worker']!).sort()).toEqual(['lockDurationMs', 'maxStalledCount', 'stalledIntervalMs']);
+    expect(worker['fetch']).toEqual({ maxBytes: 1 });
+  });
+
+  it('refuses malformed ints, unknown choices, missing required flags and unknown flags, naming the flag', () => {
+    expect(() => intFlag('batch', '0')).toThrow(/--batch must be a positive integer \(got '0'\)/);
+    expect(() => intFlag('threads', '-1', 0)).toThrow(/--threads must be an integer >= 0/);
+    expect(() => intFlag('group', '65', 1, 64)).toThrow(/--group must be at most 64 \(got 65\)/);
+    expect(intFlag('threads', '0', 0)).toBe(0);
+    expect(() => parseFlags(ENCODE, ['x', '--backend', 'gpu'])).toThrow(/--backend must be one of auto, cpu, metal, metal-emulated \(got 'gpu'\)/);
+    expect(() => parseFlags(WORKER, ['--queue', 'q'])).toThrow(/--redis is required/);
+    expect(() => parseFlags(ENCODE, ['x', '--bogus'])).toThrow(UsageError);
+    expect(parseFlags(ENCODE, ['--help']).help).toBe(true);
+  });
+
+  it('rewords a library refusal with the flag name', () => {
+    const check = () => parseArgument(encodeManyOptionsSchema(), { maxSoftTokens: 100 }, 'tessera encode');
+    expect(() => flagged(check)).toThrow(/^--max-soft-tokens must be one of 70, 140, 280, 560, 1120/);
+    expect(() => flagged(() => parseArgument(OpenOptionsSchema, { lockDurationMs: 1 }, 'x'), { lockDurationMs: 'lock-duration' })).toThrow(/unknown option --lock-duration/);
+  });
+});
