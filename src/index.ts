@@ -6,8 +6,8 @@ export type { ErrorCode } from './errors.js';
 export type { TowerSpec, StageSpec, TensorSpec, Family, DType } from './spec/types.js';
 export type { EncodeManyItem, EncodeManyOptions } from './tower.js';
 // Bulk outputs: the per-image writer `tessera encode --out-dir` uses, and the engines' payloads (docs/downstream.md).
-export { toVllmContentPart } from './bulk/formats/vllm.js';
-export { toSglangItemJson } from './bulk/formats/sglang.js';
+export { toVllmContentPart } from './outputs/vllm.js';
+export { toSglangItemJson } from './outputs/sglang.js';
 export {
   collectInputs,
   outputJob,

@@ -8,7 +8,7 @@ import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { TesseraError } from '../src/errors.js';
 import { writeFileAtomic } from '../src/io/atomic-file.js';
-import { SafetensorsWriter } from '../src/cli/safetensors-writer.js';
+import { SafetensorsWriter } from '../src/formats/safetensors-writer.js';
 
 let dir: string;
 beforeAll(() => {

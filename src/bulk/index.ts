@@ -32,4 +32,4 @@ export {
   type LoadedInput,
 } from './runner.js';
 export { Manifest, MANIFEST_NAME, type ManifestEntry } from './manifest.js';
-export { resultTensors, type OutputTensor } from './formats/tensors.js';
+export { resultTensors, type OutputTensor } from '../outputs/tensors.js';

@@ -5,7 +5,7 @@
 // findUpToDate (through the one job runner, runner.ts), so their files are the same byte for byte.
 //
 // Per format (stem = DIR/<rel without extension>):
-//   safetensors  stem.safetensors                (tensors of formats/tensors.ts; __metadata__ = the record)
+//   safetensors  stem.safetensors                (tensors of src/outputs/tensors.ts; __metadata__ = the record)
 //   npy          stem.<tensor>.npy per tensor    + stem.tessera.json (the record, written last)
 //   vllm         stem.vllm.json                  + stem.tessera.json
 //   sglang       stem.sglang.json                + stem.tessera.json
@@ -21,11 +21,11 @@ import { ioError } from '../io/io-error.js';
 import type { Family } from '../spec/types.js';
 import type { EncodeOptions, EncodeResult, VisionTower } from '../tower.js';
 import { temporaryFileOwner, writeFileAtomic } from '../io/atomic-file.js';
-import { npyBytes } from './formats/npy.js';
-import { readSafetensorsMetadata, safetensorsBytes } from './formats/safetensors.js';
-import { toSglangItemJson } from './formats/sglang.js';
-import { resultTensors } from './formats/tensors.js';
-import { toVllmContentPart, vllmUnsupported } from './formats/vllm.js';
+import { npyBytes } from '../outputs/npy.js';
+import { readSafetensorsMetadata, safetensorsBytes } from '../formats/safetensors.js';
+import { toSglangItemJson } from '../outputs/sglang.js';
+import { resultTensors } from '../outputs/tensors.js';
+import { toVllmContentPart, vllmUnsupported } from '../outputs/vllm.js';
 import type { BulkInput } from './inputs.js';
 
 import { OUTPUT_FORMATS } from '../options.js';

@@ -15,7 +15,7 @@ import { collectInputs, type BulkInput } from '../bulk/inputs.js';
 import { checkDistinctOutputs, outputJob, type OutputJob } from '../bulk/output-dir.js';
 import type { Manifest } from '../bulk/manifest.js';
 import { openOutputDir, runBulk, type BulkOutcome } from '../bulk/runner.js';
-import { patchesOf, resultTensors } from '../bulk/formats/tensors.js';
+import { patchesOf, resultTensors } from '../outputs/tensors.js';
 import { tesseraVersion } from '../version.js';
 import { DEMO_NOTICE, demoTowerPath } from './demo.js';
 import { EXIT_INTERRUPTED, EXIT_OK, EXIT_SOME_FAILED, EXIT_USAGE, formatBytes, type CliIo } from './io.js';
@@ -23,7 +23,7 @@ import { ENCODE } from './commands.js';
 import { flagged, parseFlags, usageOf, UsageError } from './flags.js';
 import { ProgressBar } from './progress.js';
 import { MemoryReclaimer } from './reclaim.js';
-import { SafetensorsWriter } from './safetensors-writer.js';
+import { SafetensorsWriter } from '../formats/safetensors-writer.js';
 
 export const ENCODE_USAGE = usageOf(ENCODE);
 
@@ -68,7 +68,7 @@ function gridText(r: EncodeResult): string {
   return '-';
 }
 
-/** --out: one image's tensors under `image.<i>.` (names of bulk/formats/tensors.ts). */
+/** --out: one image's tensors under `image.<i>.` (names of src/outputs/tensors.ts). */
 async function addToRunFile(w: SafetensorsWriter, i: number, r: EncodeResult): Promise<void> {
   for (const t of resultTensors(r)) await w.add(`image.${i}.${t.name}`, t.shape, t.data);
 }

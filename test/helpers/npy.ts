@@ -1,5 +1,5 @@
 // A minimal .npy (version 1.0) reader for the tests: dtype, shape and the data, parsed from the
-// header dict independently of the writer (src/bulk/formats/npy.ts).
+// header dict independently of the writer (src/outputs/npy.ts).
 export interface Npy {
   descr: string;
   shape: number[];

@@ -6,9 +6,9 @@
 // vLLM loads base64 bytes that start with numpy's magic with np.load (vllm/multimodal/media/image.py).
 // Qwen3-VL's rows carry the deepstack features after the merged ones (engine-rows.ts). vLLM's
 // Gemma 4 model takes pixel values only (no image-embedding input), so Gemma 4 is refused here.
-import { TesseraError } from '../../errors.js';
-import type { Family } from '../../spec/types.js';
-import type { EncodeResult } from '../../tower.js';
+import { TesseraError } from '../errors.js';
+import type { Family } from '../spec/types.js';
+import type { EncodeResult } from '../tower.js';
 import { engineRows } from './engine-rows.js';
 import { npyBytes } from './npy.js';
 

@@ -1,11 +1,12 @@
-// `--out file.safetensors`: tensors are appended to a scratch file beside the output as results
-// arrive (memory stays bounded for thousands of images); finish() writes the header, then the
-// data, through an AtomicFile (layout: bulk/formats/safetensors.ts), so a failed run never leaves a half-written file under the output
-// name and never replaces anything but a regular file.
+// A safetensors file written as its tensors arrive (`tessera encode --out file.safetensors`): each
+// tensor is appended to a scratch file beside the output (memory stays bounded for thousands of
+// images); finish() writes the header, then the data, through an AtomicFile (layout:
+// safetensors.ts), so a failed run never leaves a half-written file under the output name and
+// never replaces anything but a regular file.
 import { open } from 'node:fs/promises';
 import { TesseraError } from '../errors.js';
 import { ioError } from '../io/io-error.js';
-import { safetensorsHeader } from '../bulk/formats/safetensors.js';
+import { safetensorsHeader } from './safetensors.js';
 import { AtomicFile, checkOutputTarget, createScratchFile } from '../io/atomic-file.js';
 
 type Dtype = 'F32' | 'I64' | 'I32';

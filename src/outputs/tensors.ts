@@ -6,7 +6,7 @@
 //   positions    [patches, 2] I64      Gemma 4: (x, y) of each patch row
 //   deepstack.K  [tokens, width] F32   Qwen3-VL: the K-th deepstack merger's output
 //   stage.NAME   [rows, cols] F32      with --stages: every stage (embed, block.N, merged, ...)
-import type { EncodeResult } from '../../tower.js';
+import type { EncodeResult } from '../tower.js';
 
 export interface OutputTensor {
   name: string;

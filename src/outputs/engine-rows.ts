@@ -3,7 +3,7 @@
 // concatenated after it on the last dimension, [tokens, width x (1 + deepstack levels)], and
 // split it back before the language model (docs/downstream.md cites the source). Qwen3.5 has no
 // deepstack, Gemma 4 neither: their rows are the embeddings as they are.
-import type { EncodeResult } from '../../tower.js';
+import type { EncodeResult } from '../tower.js';
 
 export function engineRows(r: EncodeResult): { rows: number; cols: number; data: Float32Array } {
   const parts = [r.embeddings, ...(r.deepstack ?? [])];

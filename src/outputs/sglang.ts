@@ -6,7 +6,7 @@
 // carry the deepstack features after the merged ones, as SGLang's encoder returns them and its
 // separate_deepstack_embeds splits them. JSON numbers hold f32 values exactly (each prints as the
 // shortest decimal that reads back as the same double, hence the same f32).
-import type { EncodeResult } from '../../tower.js';
+import type { EncodeResult } from '../tower.js';
 import { engineRows } from './engine-rows.js';
 
 /** The item as JSON text, built row by row (the rows are most of it). */
