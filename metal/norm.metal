@@ -2,7 +2,7 @@
 //   norm_layer      one threadgroup per row: mean, then variance of (x - mean), two passes over the row
 //   norm_rms_row    one threadgroup per row: RMS over the whole row (group == cols)
 //   norm_rms_group  one threadgroup per row, one simdgroup per `group` columns at a time (per-head norms)
-// The RMS kernels add the residual last (y = res + x / rms · w, gpu/backend.h); res and x may alias y: each
+// The RMS kernels add the residual last (y = res + x / rms · w, backend/backend.h); res and x may alias y: each
 // output element is written by the thread that read it, after the row's (or group's) reduction.
 // Reductions: per-thread strided partial sums, simd_sum, then the simdgroups' partials summed by lane
 // order in simdgroup 0: a fixed order for a given threadgroup size, so results do not depend on scheduling.

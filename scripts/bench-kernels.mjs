@@ -11,7 +11,7 @@ import { addonCxxFlags } from './gyp-sources.mjs';
 
 const root = fileURLToPath(new URL('..', import.meta.url));
 const sources = [];
-for (const dir of ['native/common', 'native/gpu', 'native/cpu'])
+for (const dir of ['native/common', 'native/backend', 'native/cpu'])
   for (const f of readdirSync(join(root, dir)).sort()) if (f.endsWith('.cc')) sources.push(join(dir, f));
 const ab = process.argv[2] === '--widening-ab';
 sources.push(`scripts/bench/kernels/${ab ? 'widening_ab' : 'cpu_kernels'}.cc`);

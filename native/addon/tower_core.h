@@ -5,7 +5,7 @@
 #include <mutex>
 #include <string>
 
-#include "gpu/backend.h"
+#include "backend/backend.h"
 #include "io/tower_spec.h"
 #include "io/weight_store.h"
 #include "models/vision_model.h"

@@ -9,7 +9,7 @@
 // O(segment rows x head_dim); nothing of size rows x rows exists. out may alias q: an item
 // reads each query row before it writes that row, and no other item reads it.
 // q (and out) may have fewer or more rows than k and v when there is one segment covering all of
-// k (gpu/backend.h): then every query row attends to all the keys (a tower's chunk of one image's
+// k (backend/backend.h): then every query row attends to all the keys (a tower's chunk of one image's
 // query rows against that image's keys).
 #include <algorithm>
 #include <atomic>
@@ -55,7 +55,7 @@ void attention(Context& c, const Tensor& out, const Tensor& q, const Tensor& k, 
             "q and out must be [" + std::to_string(nq) + ", " + std::to_string(width) + "], k and v [" +
                 std::to_string(rows) + ", " + std::to_string(width) + "]");
   }
-  // Queries against keys of another row count: one segment, all of k (gpu/backend.h).
+  // Queries against keys of another row count: one segment, all of k (backend/backend.h).
   const bool cross = nq != rows;
   require(!cross || (segments.size() == 1 && segments[0].begin == 0 && segments[0].length == rows), op,
           "when q has " + std::to_string(nq) + " rows and k " + std::to_string(rows) +

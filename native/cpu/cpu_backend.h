@@ -1,11 +1,11 @@
-// The CPU backend: every op of gpu/backend.h run eagerly on the host, multithreaded with the
+// The CPU backend: every op of backend/backend.h run eagerly on the host, multithreaded with the
 // common ThreadPool, with SIMD kernels chosen at run time (AVX-512 / AVX2+FMA / NEON / scalar).
 #pragma once
 #include <cstdint>
 #include <memory>
 #include <vector>
 
-#include "gpu/backend.h"
+#include "backend/backend.h"
 
 namespace tessera::cpu {
 

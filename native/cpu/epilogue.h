@@ -3,7 +3,7 @@
 // kernels_generic.inc.
 #pragma once
 
-#include "gpu/backend.h"
+#include "backend/backend.h"
 
 namespace tessera::cpu {
 

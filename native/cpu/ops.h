@@ -1,4 +1,4 @@
-// The CPU implementations of gpu/backend.h's ops, one driver per op family (gemm.cc,
+// The CPU implementations of backend/backend.h's ops, one driver per op family (gemm.cc,
 // attention.cc, norms.cc, elementwise.cc). cpu_backend.cc validates nothing twice: each driver
 // checks its own shapes and names the op in its errors.
 #pragma once
@@ -7,7 +7,7 @@
 #include "common/thread_pool.h"
 #include "cpu/kernels.h"
 #include "cpu/workspace.h"
-#include "gpu/backend.h"
+#include "backend/backend.h"
 
 namespace tessera::cpu {
 

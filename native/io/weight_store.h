@@ -11,7 +11,7 @@
 #include <string>
 #include <vector>
 
-#include "gpu/backend.h"
+#include "backend/backend.h"
 #include "io/tower_spec.h"
 
 namespace tessera {

@@ -9,7 +9,7 @@
 #include <string>
 #include <vector>
 
-#include "gpu/backend.h"
+#include "backend/backend.h"
 #include "metal/kernel_info.h"
 
 namespace tessera::mtl {

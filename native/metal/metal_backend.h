@@ -6,7 +6,7 @@
 #include <memory>
 #include <string>
 
-#include "gpu/backend.h"
+#include "backend/backend.h"
 #include "metal/dispatch.h"
 
 namespace tessera::mtl {

@@ -1,4 +1,4 @@
-// The Metal op layer: one encode function per op of gpu/backend.h. Each checks shapes (ERR_INVALID_ARGUMENT
+// The Metal op layer: one encode function per op of backend/backend.h. Each checks shapes (ERR_INVALID_ARGUMENT
 // naming the op and the operand), picks the kernel variant and grid, fills Dispatches, validate()s them and
 // records them on the executor. Never includes Metal or emulator headers: the same code drives the GPU and
 // the emulator.
@@ -6,7 +6,7 @@
 #include <string>
 #include <vector>
 
-#include "gpu/backend.h"
+#include "backend/backend.h"
 #include "metal/dispatch.h"
 
 namespace tessera::mtl {

@@ -369,7 +369,7 @@ void Gemma4Vision::run_block(const StageWeights& w, const Tensors& t, const std:
     backend_.linear(q, h, w.get(linear_weight(kAttnQ)), cq);
     backend_.rope(q, t.cos.rows_view(r0, rows), t.sin.rows_view(r0, rows), d_.heads, hd, 2, &q_norm);  // rope(N_q(q))
     // Images never attend to each other: the chunk's rows of each image, against all that image's
-    // keys (the op's one-segment form, gpu/backend.h). The output overwrites q (allowed: each
+    // keys (the op's one-segment form, backend/backend.h). The output overwrites q (allowed: each
     // query row is read before it is written).
     for (const gpu::Segment& s : segments) {
       const int64_t a = std::max(r0, s.begin), b = std::min(r0 + rows, s.begin + s.length);

@@ -10,7 +10,7 @@
 #include <vector>
 
 #include "common/aligned.h"
-#include "gpu/backend.h"
+#include "backend/backend.h"
 #include "io/tower_spec.h"
 #include "io/weight_store.h"
 

@@ -12,7 +12,7 @@
 #include <vector>
 
 #include "common/error.h"
-#include "gpu/backend.h"
+#include "backend/backend.h"
 #include "io/tower_spec.h"
 
 namespace iotest {

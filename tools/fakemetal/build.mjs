@@ -35,9 +35,9 @@ export async function buildSmoke() {
   if (!emu.available) return { available: false, reason: emu.reason };
   writeHeaders(path.join(ROOT, 'build/metal'));
   const list = (d) => fs.readdirSync(path.join(ROOT, d)).filter((f) => f.endsWith('.cc')).map((f) => path.join(ROOT, d, f));
-  const cc = [...list('native/common'), ...list('native/gpu'), ...list('native/metal'), ...list('native/metal/ops'), path.join(ROOT, 'tools/fakemetal/smoke.cc')];
+  const cc = [...list('native/common'), ...list('native/backend'), ...list('native/metal'), ...list('native/metal/ops'), path.join(ROOT, 'tools/fakemetal/smoke.cc')];
   const mm = [path.join(ROOT, 'native/metal/device.mm'), path.join(ROOT, 'tools/fakemetal/fake_metal.mm')];
-  // Every header under native/ (a changed struct in common/ or gpu/ changes every object's ABI),
+  // Every header under native/ (a changed struct in common/ or backend/ changes every object's ABI),
   // the stubs and the generated sources list.
   const headers = (d) => fs.readdirSync(d, { withFileTypes: true }).flatMap((e) =>
     e.isDirectory() ? headers(path.join(d, e.name)) : /\.(h|inc)$/.test(e.name) ? [path.join(d, e.name)] : []);

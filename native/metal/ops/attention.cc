@@ -3,7 +3,7 @@
 // matrices; their own kernels for head_dim 64, 72 and 80) when head_dim is a multiple of 8, else the row
 // kernel. The key tile is kAttnBK rows, or kAttnBKSmall when that would not fit in threadgroup memory.
 // q and out may have another row count than k and v when the one segment is all of k
-// (gpu/backend.h): one dispatch of q's rows against all the keys.
+// (backend/backend.h): one dispatch of q's rows against all the keys.
 #include "metal/ops.h"
 #include "tessera_kargs.h"  // metal/shared/args.h (build/metal, generated)
 

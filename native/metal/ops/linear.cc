@@ -1,4 +1,4 @@
-// linear: y = act(clamp_out(clamp_in(x) · Wᵀ + bias)) · mul + residual (gpu/backend.h). Kernel per weight type;
+// linear: y = act(clamp_out(clamp_in(x) · Wᵀ + bias)) · mul + residual (backend/backend.h). Kernel per weight type;
 // the tiled simdgroup-matrix path (kGemmBM x kGemmBN tiles, metal/shared/args.h), or the GEMV path when there
 // are at most kMatvecMaxRows rows (few tokens).
 #include <utility>

@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "common/dtype.h"
-#include "gpu/backend.h"
+#include "backend/backend.h"
 
 // "256,1120" -> {256, 1120} (the --rows option).
 inline std::vector<int64_t> int_list(const std::string& v) {

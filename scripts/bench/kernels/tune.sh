@@ -13,7 +13,7 @@ rounds=${ROUNDS:-3}
 threads=${THREADS:-2}
 dtype=${DTYPE:-bf16}
 variants=${*:-"base: kc384:-DTESSERA_GEMM_KC=384 t8x48:-DTESSERA_AVX512_MR=8,-DTESSERA_AVX512_NV=3"}
-src="native/common/*.cc native/gpu/*.cc native/cpu/*.cc scripts/bench/kernels/cpu_kernels.cc"
+src="native/common/*.cc native/backend/*.cc native/cpu/*.cc scripts/bench/kernels/cpu_kernels.cc"
 log=$(mktemp)
 bin=${BIN:-$(mktemp -d)}  # /tmp is shared: a directory of our own
 if [ -z "$BIN" ]; then

@@ -5,7 +5,7 @@
 // from memory, as in a real tower), at each thread count given. Built and run by
 // scripts/bench/scaling.mjs; it is also how the figures for machines without Node were taken:
 //   c++ -O3 -std=c++20 -ffp-contract=off -pthread -Inative scripts/bench/scaling/block.cc
-//       native/common/*.cc native/cpu/*.cc native/gpu/*.cc -o block        (one command line)
+//       native/common/*.cc native/cpu/*.cc native/backend/*.cc -o block        (one command line)
 //   ./block N blocks runs threads...      -> one JSON line per thread count
 #include <algorithm>
 #include <chrono>

@@ -1,5 +1,5 @@
 #include "common/error.h"
-#include "gpu/backend.h"
+#include "backend/backend.h"
 
 namespace tessera::gpu {
 
