@@ -2,7 +2,7 @@
 // rows, exit codes 0/1/2, --json, --out safetensors (keys and __metadata__ of docs/design.md#command-line, values
 // equal to HF's fixtures end to end), the random-weight demo tower, inspect, and usage errors.
 import { execFileSync, spawnSync } from 'node:child_process';
-import { mkdtempSync, rmSync, existsSync } from 'node:fs';
+import { chmodSync, existsSync, mkdtempSync, rmSync, statSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -105,6 +105,17 @@ describe('tessera encode', () => {
       expect(r.stderr, `tessera ${args.join(' ')}`).toMatch(/usage|ERR_/);
     }
     expect(existsSync(join(tmp, 'no-such-model'))).toBe(false);
+  });
+
+  it('the build sets the run bit on the tessera command, so a clone runs it as ./dist/cli/main.js', () => {
+    const scripts = (JSON.parse(readFileSync(join(ROOT, 'package.json'), 'utf8')) as { scripts: Record<string, string> }).scripts;
+    for (const s of ['build:ts', 'prepare']) expect(scripts[s], s).toMatch(/node scripts\/bin-mode\.mjs$/);
+    chmodSync(MAIN, 0o644); // as tsc writes it
+    execFileSync(process.execPath, [join(ROOT, 'scripts', 'bin-mode.mjs')]);
+    expect(statSync(MAIN).mode & 0o111).toBe(0o111);
+    const r = spawnSync(MAIN, ['--version'], { encoding: 'utf8' });
+    expect(r.stdout.trim()).toMatch(/^\d+\.\d+\.\d+/);
+    expect(r.status).toBe(0);
   });
 
   it('--help and --version exit 0', () => {
