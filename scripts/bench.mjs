@@ -61,8 +61,8 @@ const text = `# Benchmarks
 Produced by \`npm run bench\` (scripts/bench.mjs); each section says when its piece last ran (\`npm run bench -- <piece>\`
 reruns one piece and keeps the others). Latest run: ${new Date().toISOString().slice(0, 16).replace('T', ' ')} UTC, pieces: ${pieces.map((f) => f.replace(/\.mjs$/, '')).join(', ')}.
 Machine: ${machine}; SIMD path: ${addon().simdLevel}; the AVX2 kernels widen bf16 weights by ${widening} on this CPU.
-Nothing here is asserted by a test; the figures are measurements of this machine at that time (a shared
-2-core VM: expect ±10 % between runs). Metal figures need a Mac (\`npm run bench -- --backend metal\`): none are
+Nothing here is asserted by a test; the figures are measurements of the machine named above at that time
+(on a machine shared with other work, expect ±10 % between runs). Metal figures need a Mac (\`npm run bench -- --backend metal\`): none are
 claimed here.
 
 ${[...sections.keys()].sort().map((k) => sections.get(k)).join('\n')}`;

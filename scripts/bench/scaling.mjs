@@ -42,7 +42,7 @@ export function threadCounts(cores) {
   return t;
 }
 
-/** Each program run waits (at most 2 min) for the machine to be quiet: a shared VM. */
+/** Each program run waits (at most 2 min) for the machine to be quiet (it may be shared with other work). */
 export async function measure() {
   const { bin, peak } = compile();
   const threads = threadCounts(cpus().length);
