@@ -70,6 +70,8 @@ export interface NativeOpenOptions {
 export interface Addon {
   openTower(spec: TowerSpec, options: NativeOpenOptions): Promise<NativeTower>;
   simdLevel: string;
+  /** Every error code native code reports (native/common/error.h), for the cross-check against ERROR_CODES. */
+  errorCodes: string[];
   /** How the AVX2 kernels widen bf16 weights, 'unpack' or 'shift' (native/common/cpu_features.h). */
   bf16Widening: string;
   /** Element-wise dtype conversion with common/dtype.h's rounding (tessera pack --dtype). */

@@ -339,6 +339,9 @@ void RegisterTower(Napi::Env env, Napi::Object exports) {
   exports.Set("openTower", Napi::Function::New(env, OpenTower));
   exports.Set("simdLevel", Napi::String::New(env, simd_level()));
   exports.Set("bf16Widening", Napi::String::New(env, bf16_widening()));
+  Napi::Array codes = Napi::Array::New(env, kCodeCount);
+  for (int i = 0; i < kCodeCount; i++) codes.Set(uint32_t(i), code_name(static_cast<Code>(i)));
+  exports.Set("errorCodes", codes);
 }
 
 }  // namespace tessera::addon

@@ -24,8 +24,12 @@ enum class Code {
   OutOfMemory,
   Gpu,
   Numeric,
-  Internal,
+  Internal,  // stays last: kCodeCount counts up to it
 };
+
+// Every code, 0 .. kCodeCount - 1: the addon reports their names (addon().errorCodes), and a test
+// holds them against src/errors.ts's ERROR_CODES, so that no code reaches TypeScript unknown.
+constexpr int kCodeCount = static_cast<int>(Code::Internal) + 1;
 
 // The stable string codes of docs/design.md#errors ("ERR_WEIGHTS_CORRUPT", ...).
 const char* code_name(Code code);

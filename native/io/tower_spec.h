@@ -23,7 +23,7 @@ struct TensorSpec {
 };
 
 struct StageSpec {
-  std::string name;  // "embed", "block.3", "deepstack.0", "merger", "pool", "project"
+  std::string name;  // "embed", "block.3", "deepstack.0", "merged", "pooled", "projected"
   std::string kind;  // "embed", "block", "deepstack", "merger", "pooler", "projector"
   int index = 0;     // block number / deepstack number; 0 otherwise
   std::vector<TensorSpec> tensors;

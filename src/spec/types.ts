@@ -27,7 +27,7 @@ export interface TensorSpec {
 export type StageKind = 'embed' | 'block' | 'deepstack' | 'merger' | 'pooler' | 'projector';
 
 export interface StageSpec {
-  /** "embed", "block.3", "deepstack.0", "merger", ... : also the `stages` key of results. */
+  /** "embed", "block.3", "deepstack.0", "merged", "pooled", "projected": also the `stages` key of results. */
   name: string;
   kind: StageKind;
   index: number;

@@ -5,6 +5,12 @@
 #include "metal/ops.h"
 #include "tessera_kargs.h"  // metal/shared/args.h (build/metal, generated)
 
+// The kernels' weight-type codes (args.h) are DType's values: the ops here and in rope.cc pass
+// uint32_t(tensor.dtype) as the kernel's weight_type.
+static_assert(uint32_t(tessera::DType::F32) == ::kargs::kF32 && uint32_t(tessera::DType::F16) == ::kargs::kF16 &&
+                  uint32_t(tessera::DType::BF16) == ::kargs::kBF16,
+              "metal/shared/args.h's WeightType must equal native/common/dtype.h's DType");
+
 namespace tessera::mtl {
 using namespace detail;
 
