@@ -16,7 +16,7 @@
 
 #include "common/error.h"
 #include "common/patch_layout.h"
-#include "models/rope.h"
+#include "models/gemma4_inputs.h"
 
 namespace tessera {
 namespace {
@@ -35,20 +35,6 @@ constexpr const char* kProjection = "embedding_projection";  // a plain linear: 
 constexpr const char* kPatchWeight = "input_proj.weight";
 std::string linear_weight(const char* lin) { return std::string(lin) + ".linear.weight"; }
 std::string projection_weight() { return std::string(kProjection) + ".weight"; }
-
-struct Dims {
-  int64_t hidden, heads, head_dim, qdim, inter, out, patch, patch_dim, pool, pos_rows;
-  float eps;
-  double theta;
-  bool chw, standardize;
-};
-
-// One image after validation: its real rows (padding dropped) and its patch grid.
-struct Image {
-  int64_t begin = 0, rows = 0;   // in the compacted row order
-  int64_t wp = 0, hp = 0;        // patch grid
-  int64_t pooled_begin = 0;      // first pooled token
-};
 
 class Gemma4Vision final : public VisionModel {
  public:
@@ -170,15 +156,12 @@ class Gemma4Vision final : public VisionModel {
   static float scalar(const StageWeights& w, const std::string& role, float fallback);
   static gpu::LinearArgs clamps(const StageWeights& w, const std::string& lin);
 
-  std::vector<Image> validate(const PixelInput& in, std::vector<int64_t>& keep) const;
-  void upload_inputs(const PixelInput& in, const std::vector<int64_t>& keep, const std::vector<Image>& images,
-                     gpu::Buffer* scratch, gpu::Buffer* pos_lookup, gpu::Buffer* pool_lookup, const Plan& p) const;
   void run_block(const StageWeights& w, const Tensors& t, const std::vector<gpu::Segment>& segments);
 
   const TowerSpec& spec_;
   gpu::Backend& backend_;
   WeightStore& store_;
-  Dims d_;
+  gemma4::Dims d_;
   int64_t max_chunk_;  // at most this many rows per chunk of the per-token work
 };
 
@@ -211,132 +194,6 @@ gpu::LinearArgs Gemma4Vision::clamps(const StageWeights& w, const std::string& l
   a.out_min = scalar(w, lin + ".output_min", a.out_min);
   a.out_max = scalar(w, lin + ".output_max", a.out_max);
   return a;
-}
-
-// Splits the rows into images, drops padding rows (−1, −1) and checks that each image's positions
-// form a full Wp × Hp patch grid with sides multiples of the pooling kernel (what HF's processor
-// produces; #pooling relies on it: every pooled bucket has exactly k² patches).
-std::vector<Image> Gemma4Vision::validate(const PixelInput& in, std::vector<int64_t>& keep) const {
-  if (in.cols != d_.patch_dim)
-    fail(Code::InvalidArgument, "pixelValues rows have " + std::to_string(in.cols) + " values; this tower expects " +
-                                    std::to_string(d_.patch_dim) + " (3 x " + std::to_string(d_.patch) + " x " +
-                                    std::to_string(d_.patch) + ")");
-  if (!in.positions) fail(Code::InvalidArgument, "a Gemma 4 tower needs positions (x, y) for every pixel row");
-  if (in.rows < 1) fail(Code::InvalidArgument, "pixelValues is empty");
-  std::vector<int64_t> sizes = in.image_rows;
-  if (sizes.empty()) sizes.push_back(in.rows);
-  int64_t total = 0;
-  for (int64_t s : sizes) {
-    if (s < 1) fail(Code::InvalidArgument, "imageRows entries must be positive");
-    total += s;
-  }
-  if (total != in.rows)
-    fail(Code::InvalidArgument, "imageRows add up to " + std::to_string(total) + " rows but pixelValues has " +
-                                    std::to_string(in.rows));
-
-  std::vector<Image> images;
-  keep.clear();
-  int64_t row = 0, pooled = 0;
-  const int64_t k = d_.pool;
-  for (size_t i = 0; i < sizes.size(); ++i) {
-    Image im;
-    im.begin = int64_t(keep.size());
-    int64_t max_x = -1, max_y = -1;
-    const std::string which = "image " + std::to_string(i) + ": ";
-    for (int64_t r = row; r < row + sizes[i]; ++r) {
-      const int32_t x = in.positions[2 * r], y = in.positions[2 * r + 1];
-      if (x == -1 && y == -1) continue;  // padding (HF pads to max_soft_tokens · k² rows)
-      if (x < 0 || y < 0 || x >= d_.pos_rows || y >= d_.pos_rows)
-        fail(Code::InvalidArgument, which + "position (" + std::to_string(x) + ", " + std::to_string(y) + ") of row " +
-                                        std::to_string(r) + " is outside [0, " + std::to_string(d_.pos_rows) + ")");
-      max_x = std::max<int64_t>(max_x, x);
-      max_y = std::max<int64_t>(max_y, y);
-      keep.push_back(r);
-    }
-    row += sizes[i];
-    im.rows = int64_t(keep.size()) - im.begin;
-    im.wp = max_x + 1;
-    im.hp = max_y + 1;
-    if (im.rows == 0) fail(Code::InvalidArgument, which + "has only padding rows");
-    if (im.wp * im.hp != im.rows || im.wp % k || im.hp % k)
-      fail(Code::InvalidArgument, which + std::to_string(im.rows) + " patches do not form a full grid of " +
-                                      std::to_string(im.wp) + " x " + std::to_string(im.hp) +
-                                      " with sides multiples of " + std::to_string(k));
-    std::vector<uint8_t> seen(size_t(im.rows), 0);
-    for (int64_t j = im.begin; j < im.begin + im.rows; ++j) {
-      const int64_t r = keep[size_t(j)];
-      uint8_t& s = seen[size_t(in.positions[2 * r + 1] * im.wp + in.positions[2 * r])];
-      if (s) fail(Code::InvalidArgument, which + "position (" + std::to_string(in.positions[2 * r]) + ", " +
-                                             std::to_string(in.positions[2 * r + 1]) + ") appears twice");
-      s = 1;
-    }
-    im.pooled_begin = pooled;
-    pooled += im.rows / (k * k);
-    images.push_back(im);
-  }
-  return images;
-}
-
-// Host-side preparation, O(rows): the kept pixel rows (reordered to (c, py, px) when the patch
-// kernel is GGUF's conv layout), the two position-table taps, the rope angles (#rope) and the
-// pooling taps (#pooling).
-void Gemma4Vision::upload_inputs(const PixelInput& in, const std::vector<int64_t>& keep,
-                                 const std::vector<Image>& images, gpu::Buffer* scratch, gpu::Buffer* pos_lookup,
-                                 gpu::Buffer* pool_lookup, const Plan& p) const {
-  const int64_t n = int64_t(keep.size()), pd = d_.patch_dim, P = d_.patch, P2 = P * P;
-  const int64_t hd = d_.head_dim, q4 = hd / 4, k = d_.pool, k2 = k * k;
-
-  HostFloats pix(size_t(n) * size_t(pd));
-  for (int64_t j = 0; j < n; ++j) {
-    const float* src = in.pixels + keep[size_t(j)] * pd;
-    float* dst = pix.data() + j * pd;
-    if (!d_.chw) {
-      std::copy(src, src + pd, dst);
-    } else {
-      for (int64_t s = 0; s < P2; ++s)
-        for (int64_t c = 0; c < 3; ++c) dst[c * P2 + s] = src[s * 3 + c];
-    }
-  }
-  backend_.upload(scratch, p.plan.offset(p.pixels), pix.data(), pix.size() * 4);
-
-  const std::vector<float> inv = rope_inverse_frequencies(d_.theta, hd);
-  std::vector<int32_t> pidx(size_t(n) * 2);
-  std::vector<float> pw(size_t(n) * 2, 1.0f);
-  HostFloats cs(size_t(n) * hd), sn(size_t(n) * hd);
-  for (int64_t j = 0; j < n; ++j) {
-    const int64_t r = keep[size_t(j)];
-    const int32_t x = in.positions[2 * r], y = in.positions[2 * r + 1];
-    pidx[size_t(j) * 2] = x;
-    pidx[size_t(j) * 2 + 1] = int32_t(d_.pos_rows) + y;
-    float* co = &cs[size_t(j) * hd];
-    float* si = &sn[size_t(j) * hd];
-    for (int64_t i = 0; i < q4; ++i) {
-      const float ax = float(x) * inv[size_t(i)], ay = float(y) * inv[size_t(i)];
-      co[i] = co[q4 + i] = std::cos(ax);
-      si[i] = si[q4 + i] = std::sin(ax);
-      co[2 * q4 + i] = co[3 * q4 + i] = std::cos(ay);
-      si[2 * q4 + i] = si[3 * q4 + i] = std::sin(ay);
-    }
-  }
-  backend_.upload(pos_lookup, 0, pidx.data(), pidx.size() * 4);
-  backend_.upload(pos_lookup, pidx.size() * 4, pw.data(), pw.size() * 4);
-  backend_.upload(scratch, p.plan.offset(p.cos), cs.data(), cs.size() * 4);
-  backend_.upload(scratch, p.plan.offset(p.sin), sn.data(), sn.size() * 4);
-
-  // Bucket of patch (x, y) = (x div k) + (Wp div k)·(y div k), row-major over the pooled grid.
-  const int64_t m = p.pooled_rows;
-  std::vector<int32_t> qidx(size_t(m * k2), -1);
-  std::vector<int32_t> fill(size_t(m), 0);
-  std::vector<float> qw(size_t(m * k2), 1.0f / float(k2));
-  for (const Image& im : images)
-    for (int64_t j = im.begin; j < im.begin + im.rows; ++j) {
-      const int64_t r = keep[size_t(j)];
-      const int64_t x = in.positions[2 * r], y = in.positions[2 * r + 1];
-      const int64_t t = im.pooled_begin + x / k + (im.wp / k) * (y / k);
-      qidx[size_t(t * k2 + fill[size_t(t)]++)] = int32_t(j);
-    }
-  backend_.upload(pool_lookup, 0, qidx.data(), qidx.size() * 4);
-  backend_.upload(pool_lookup, qidx.size() * 4, qw.data(), qw.size() * 4);
 }
 
 // Attention needs k and v of every token of an image, so they are whole; everything else in a
@@ -404,7 +261,7 @@ void Gemma4Vision::run_block(const StageWeights& w, const Tensors& t, const std:
 
 void Gemma4Vision::encode(const PixelInput& in, const EncodeControl& ctl, EncodeOutput& out) {
   std::vector<int64_t> keep;
-  const std::vector<Image> images = validate(in, keep);
+  const std::vector<gemma4::Image> images = gemma4::validate(d_, in, keep);
   const int64_t n = int64_t(keep.size());
   Plan p = plan(n);
   const int64_t m = p.pooled_rows;
@@ -430,10 +287,12 @@ void Gemma4Vision::encode(const PixelInput& in, const EncodeControl& ctl, Encode
   t.pooled = tensor(p.pooled, m, D);
   t.normed = tensor(p.normed, m, D);
   t.projected = tensor(p.projected, m, d_.out);
-  upload_inputs(in, keep, images, scratch.get(), pos_lookup.get(), pool_lookup.get(), p);
+  gemma4::upload_inputs(backend_, d_, in, keep, images,
+                        {scratch.get(), p.plan.offset(p.pixels), p.plan.offset(p.cos), p.plan.offset(p.sin), pos_lookup.get(),
+                         pool_lookup.get(), m});
 
   std::vector<gpu::Segment> segments;  // one per image: images never attend to each other
-  for (const Image& im : images) segments.push_back({im.begin, im.rows});
+  for (const gemma4::Image& im : images) segments.push_back({im.begin, im.rows});
 
   bool projected_done = false;
   auto run = [&](const StageSpec& stage, const StageWeights& w) -> StageResult {

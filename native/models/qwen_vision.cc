@@ -11,7 +11,7 @@
 
 #include "common/error.h"
 #include "common/patch_layout.h"
-#include "models/rope.h"
+#include "models/qwen_inputs.h"
 
 namespace tessera {
 namespace {
@@ -25,13 +25,6 @@ constexpr const char* kMlpUpWeight = "mlp.linear_fc1.weight";
 constexpr const char* kMlpDownWeight = "mlp.linear_fc2.weight";
 constexpr const char* kMergerUpWeight = "linear_fc1.weight";    // merger and deepstack mergers
 constexpr const char* kMergerDownWeight = "linear_fc2.weight";
-
-struct Dims {
-  int64_t hidden, heads, head_dim, inter, out, patch_dim, merge, side;
-  float eps;
-  double theta;
-  gpu::Act mlp_act;  // hidden_act: tanh GELU on every real checkpoint
-};
 
 class QwenVision final : public VisionModel {
  public:
@@ -122,90 +115,15 @@ class QwenVision final : public VisionModel {
     gpu::Tensor pixels, qkv, merged;
   };
 
-  void validate(const PixelInput& in) const;
-  void upload_positions(const PixelInput& in, gpu::Buffer* scratch, gpu::Buffer* lookup, const Plan& p) const;
   void run_block(const StageWeights& w, const Tensors& t, const std::vector<gpu::Segment>& segments);
   void run_merger(const StageWeights& w, bool norm_before_group, const Tensors& t);
 
   const TowerSpec& spec_;
   gpu::Backend& backend_;
   WeightStore& store_;
-  Dims d_;
+  qwen::Dims d_;
   int64_t max_chunk_;  // at most this many rows per chunk of the per-token work
 };
-
-void QwenVision::validate(const PixelInput& in) const {
-  if (in.cols != d_.patch_dim)
-    fail(Code::InvalidArgument, "pixelValues rows have " + std::to_string(in.cols) + " values; this tower expects " +
-                                    std::to_string(d_.patch_dim));
-  if (in.grids.empty()) fail(Code::InvalidArgument, "grid is empty");
-  int64_t total = 0;
-  for (size_t i = 0; i < in.grids.size(); ++i) {
-    auto [t, h, w] = in.grids[i];
-    if (t < 1 || h < 1 || w < 1 || h % d_.merge || w % d_.merge)
-      fail(Code::InvalidArgument, "grid " + std::to_string(i) + " (" + std::to_string(t) + ", " + std::to_string(h) +
-                                      ", " + std::to_string(w) + ") must be positive with h and w multiples of " +
-                                      std::to_string(d_.merge));
-    total += t * h * w;
-  }
-  if (total != in.rows)
-    fail(Code::InvalidArgument, "grid describes " + std::to_string(total) + " patches but pixelValues has " +
-                                    std::to_string(in.rows) + " rows");
-}
-
-// Per-token bilinear taps into the position table (#position-embedding) and the 2D rope angles (#rope),
-// in the #token-order. Host-side: O(tokens), negligible next to one GEMM.
-void QwenVision::upload_positions(const PixelInput& in, gpu::Buffer* scratch, gpu::Buffer* lookup,
-                                  const Plan& p) const {
-  const int64_t n = in.rows, hd = d_.head_dim, q4 = hd / 4, S = d_.side, m = d_.merge;
-  std::vector<int32_t> idx(size_t(n) * 4);
-  std::vector<float> wts(size_t(n) * 4);
-  HostFloats cs(size_t(n) * hd), sn(size_t(n) * hd);  // mapped when large: see HostFloats
-  const std::vector<float> inv = rope_inverse_frequencies(d_.theta, hd);
-
-  auto axis = [&](int64_t j, int64_t len, int64_t* i0, int64_t* i1, float* wa, float* wb) {
-    float src = float(float(j * (S - 1)) / float(std::max<int64_t>(len - 1, 1)));
-    float fl = std::floor(src), fr = src - fl;
-    *i0 = int64_t(fl);
-    *i1 = std::min<int64_t>(*i0 + 1, S - 1);
-    *wa = float(1.0f - fr);
-    *wb = float(1.0f - float(std::fabs(fr - 1.0f)));
-  };
-
-  int64_t row_index = 0;
-  for (const auto& g : in.grids) {
-    const int64_t t = g[0], h = g[1], w = g[2];
-    for (int64_t f = 0; f < t; ++f)
-      for (int64_t i = 0; i < h * w; ++i, ++row_index) {
-        const auto [r, c] = merge_window_patch(i, w, m);
-        int64_t r0, r1, c0, c1;
-        float ar, brw, ac, bcw;
-        axis(r, h, &r0, &r1, &ar, &brw);
-        axis(c, w, &c0, &c1, &ac, &bcw);
-        int32_t* ix = &idx[size_t(row_index) * 4];
-        float* wt = &wts[size_t(row_index) * 4];
-        ix[0] = int32_t(r0 * S + c0), wt[0] = ar * ac;
-        ix[1] = int32_t(r0 * S + c1), wt[1] = ar * bcw;
-        ix[2] = int32_t(r1 * S + c0), wt[2] = brw * ac;
-        ix[3] = int32_t(r1 * S + c1), wt[3] = brw * bcw;
-        float* co = &cs[size_t(row_index) * hd];
-        float* si = &sn[size_t(row_index) * hd];
-        for (int64_t j = 0; j < q4; ++j) {
-          const float ang_r = float(r) * inv[size_t(j)], ang_c = float(c) * inv[size_t(j)];
-          for (int64_t rep = 0; rep < 2; ++rep) {
-            co[rep * 2 * q4 + j] = std::cos(ang_r);
-            si[rep * 2 * q4 + j] = std::sin(ang_r);
-            co[rep * 2 * q4 + q4 + j] = std::cos(ang_c);
-            si[rep * 2 * q4 + q4 + j] = std::sin(ang_c);
-          }
-        }
-      }
-  }
-  backend_.upload(lookup, 0, idx.data(), idx.size() * 4);
-  backend_.upload(lookup, idx.size() * 4, wts.data(), wts.size() * 4);
-  backend_.upload(scratch, p.plan.offset(p.cos), cs.data(), cs.size() * 4);
-  backend_.upload(scratch, p.plan.offset(p.sin), sn.data(), sn.size() * 4);
-}
 
 // Attention needs q, k and v of every token, so they are whole-image; everything else in a block
 // works token by token and runs one row chunk at a time (kRowChunk).
@@ -264,7 +182,7 @@ void QwenVision::run_merger(const StageWeights& w, bool norm_before_group, const
 }
 
 void QwenVision::encode(const PixelInput& in, const EncodeControl& ctl, EncodeOutput& out) {
-  validate(in);
+  qwen::validate(d_, in);
   const int64_t n = in.rows, groups = tokens(n);
   Plan p = plan(n);
   ScopedBuffer scratch(backend_, p.plan.bytes()), lookup(backend_, p.lookup_bytes);
@@ -283,7 +201,7 @@ void QwenVision::encode(const PixelInput& in, const EncodeControl& ctl, EncodeOu
   t.qkv = tensor(p.qkv, n, 3 * d_.hidden);
   t.merged = tensor(p.merged, groups, d_.out);
   backend_.upload(scratch.get(), p.plan.offset(p.pixels), in.pixels, size_t(n) * size_t(d_.patch_dim) * 4);
-  upload_positions(in, scratch.get(), lookup.get(), p);
+  qwen::upload_positions(backend_, d_, in, {scratch.get(), p.plan.offset(p.cos), p.plan.offset(p.sin), lookup.get()});
 
   std::vector<gpu::Segment> segments;  // one per frame (#attention)
   for (int64_t row = 0; const auto& g : in.grids)
