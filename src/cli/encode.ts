@@ -1,13 +1,14 @@
-// `tessera encode <image|folder|-...>` (docs/design.md#command-line), built on tower.encodeMany: one row per
-// image (file, size, grid, tokens, ms), a progress bar with images/s and ETA on a TTY, a summary;
-// --json prints JSON Lines instead. Outputs: --out writes one safetensors file for the run;
-// --out-dir writes one output per image (src/bulk/output-dir.ts), skips images whose output is up
-// to date (--force redoes them) and keeps DIR/manifest.jsonl. Exit 0 when every input was encoded
+// `tessera encode <image|folder|-...>` (docs/design.md#command-line): its flags (commands.ts), then the
+// inputs through the bulk job runner (src/bulk/runner.ts), rendered as one row per image (file, size,
+// grid, tokens, ms), a progress bar with images/s and ETA on a TTY, and a summary; --json prints JSON
+// Lines instead. Outputs: --out writes one safetensors file for the run; --out-dir has the runner write
+// one output per image (src/bulk/output-dir.ts), skip images whose output is up to date (--force redoes
+// them) and keep DIR/manifest.jsonl. Exit 0 when every input was encoded
 // (or was up to date), 1 when some failed (each named with its code; the others are still
 // written), 2 for usage or model errors; 130 when interrupted (SIGINT/SIGTERM: the encode stops
 // between blocks, finished --out-dir outputs stay, the partial --out file is removed).
 import { basename, relative } from 'node:path';
-import { TesseraError, toTesseraError } from '../errors.js';
+import { toTesseraError } from '../errors.js';
 import { disableDecodeCache } from '../image/index.js';
 import { BulkOutputOptionsSchema, DEFAULT_BATCH, OpenOptionsSchema, encodeManyOptionsSchema, parseArgument, type BulkOutputOptions } from '../options.js';
 import { VisionTower, type EncodeOptions, type EncodeResult, type OpenOptions } from '../tower.js';
