@@ -21,6 +21,7 @@ commands:
   worker --redis URL --queue NAME --model PATH --out-dir DIR [--json]     (docs/fleet.md)
   enqueue <image|folder|url|-...> --redis URL --queue NAME [--wait] [--json]
   queue-status --redis URL --queue NAME [--json]
+  doctor [--json] [--backend B]...   what runs here, checked against HF (docs/metal.md#tessera-doctor)
 
 tessera <command> --help for a command's options. Exit codes: 0 success, 1 some inputs failed,
 2 usage or model errors, 130 interrupted.`;
@@ -41,6 +42,8 @@ export async function run(argv: readonly string[], io: CliIo): Promise<number> {
       return (await import('./enqueue.js')).enqueueCommand(rest, io, readStdin);
     case 'queue-status':
       return (await import('./queue-status.js')).queueStatusCommand(rest, io);
+    case 'doctor':
+      return (await import('./doctor.js')).doctorCommand(rest, io);
     case '--version':
     case '-v':
       io.out(tesseraVersion());
