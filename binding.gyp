@@ -83,7 +83,8 @@
                   "node",
                   "scripts/msl-kernels.mjs",
                   "metallib",
-                  "<(PRODUCT_DIR)/tessera.metallib"
+                  "<(PRODUCT_DIR)/tessera.metallib",
+                  "--if-toolchain"
                 ],
                 "message": "Compiling metal/*.metal with xcrun metal -std=metal3.0 -Werror into tessera.metallib"
               }

@@ -11,9 +11,12 @@
 // The parser is shared with the MSL emulator's pre-pass (tools/mslemu/prepass.mjs), which turns the
 // same parse into C++ for clang. Node only, no dependencies.
 //   node scripts/msl-kernels.mjs headers [outdir]   writes the headers, prints outdir
-//   node scripts/msl-kernels.mjs metallib <out>     (macOS, binding.gyp) the headers, then every src/*.metal
-//                     through Apple's compiler (METAL_COMPILE, -Werror) and one metallib at <out>, which
-//                     ships beside the darwin addon (device.mm loads it; without it, the source compile)
+//   node scripts/msl-kernels.mjs metallib <out> [--if-toolchain]
+//                     (macOS) the headers, then every src/*.metal through Apple's compiler (METAL_COMPILE,
+//                     -Werror) and one metallib at <out>, which ships beside the darwin addon (device.mm loads
+//                     it; without it, the source compile). binding.gyp passes --if-toolchain: a Mac without
+//                     the Metal toolchain (Xcode 26 downloads it separately) still builds the addon, with an
+//                     empty <out> that device.mm cannot load, and a warning; a compile error still fails.
 //   node scripts/msl-kernels.mjs sources            the files the metallib is made from (binding.gyp inputs)
 import { spawnSync } from 'node:child_process';
 import crypto from 'node:crypto';
@@ -241,9 +244,15 @@ export const stampKernel = (hex) => `tessera_sources_${hex.slice(0, 16)}`;
 // keeps its default, fast math, as device.mm asks of the source compile.
 export const METAL_COMPILE = ['-sdk', 'macosx', 'metal', '-std=metal3.0', '-Wall', '-Werror'];
 
-// build/metal/src/*.metal -> .air -> one metallib at `out` (macOS with Xcode's Metal toolchain).
-export function buildMetallib(outdir, out) {
+// build/metal/src/*.metal -> .air -> one metallib at `out` (macOS with Xcode's Metal toolchain). ifToolchain:
+// without the toolchain, an empty `out` and a warning instead of an error.
+export function buildMetallib(outdir, out, { ifToolchain = false } = {}) {
   writeHeaders(outdir);
+  if (ifToolchain && spawnSync('xcrun', ['-sdk', 'macosx', 'metal', '--version'], { encoding: 'utf8' }).status !== 0) {
+    console.warn('msl-kernels: no Metal toolchain (xcrun metal); the kernels will be compiled at run time. Xcode 26: xcodebuild -downloadComponent MetalToolchain');
+    fs.writeFileSync(out, '');
+    return out;
+  }
   const src = path.join(outdir, 'src'), air = path.join(outdir, 'air');
   fs.mkdirSync(air, { recursive: true });
   const airs = [];
@@ -272,7 +281,7 @@ if (process.argv[1] && path.resolve(process.argv[1]) === fileURLToPath(import.me
   const out = cmd === 'headers' ? path.resolve(arg || path.join(ROOT, 'build', 'metal')) : path.resolve(arg);
   try {
     if (cmd === 'headers') writeHeaders(out);
-    else buildMetallib(path.join(ROOT, 'build', 'metal'), out);
+    else buildMetallib(path.join(ROOT, 'build', 'metal'), out, { ifToolchain: process.argv.includes('--if-toolchain') });
   } catch (e) {
     if (!(e instanceof PrepassError)) throw e;
     console.error(`msl-kernels: ${e.message}`);

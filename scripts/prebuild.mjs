@@ -55,7 +55,8 @@ function hostBuild() {
   // native/metal/device.mm looks for them
   const metallib = path.join(ROOT, 'build', 'Release', 'tessera.metallib');
   if (process.platform === 'darwin') {
-    if (!fs.existsSync(metallib)) throw new Error('build/Release/tessera.metallib is missing: the macOS build compiles the kernels with xcrun metal (binding.gyp)');
+    if (!fs.existsSync(metallib) || fs.statSync(metallib).size === 0)
+      throw new Error('build/Release/tessera.metallib is missing or empty: a release needs the kernels compiled by xcrun metal (binding.gyp; Xcode 26: xcodebuild -downloadComponent MetalToolchain)');
     install(metallib, path.join(path.dirname(prebuildPath(process.platform, process.arch)), 'tessera.metallib'));
   }
 }
