@@ -14,7 +14,7 @@ import { doctorFixtureDir, loadDoctorCounts, loadDoctorFixtures, type DoctorCoun
 import { estimate, gpuModelFor, type GpuModel } from './metal/cost-model.js';
 import { addon } from './native.js';
 import { packageRoot } from './package-root.js';
-import { VisionTower } from './tower.js';
+import { VisionTower, type OpenOptions } from './tower.js';
 
 /** Agreement with HF's fp32 reference each backend is held to (docs/design.md#numerics; the tower tests use the same). */
 export const HF_TOLERANCE: Record<string, number> = { cpu: 1e-4, metal: 5e-3, 'metal-emulated': 5e-3 };
@@ -142,7 +142,7 @@ interface Outputs {
 }
 
 async function encodeFixture(f: DoctorFixture, backend: string): Promise<Outputs> {
-  const tower = await VisionTower.open(f.model, { backend: backend as 'cpu' });
+  const tower = await VisionTower.open(f.model, { backend: backend as NonNullable<OpenOptions['backend']> });
   try {
     const stageMs: number[] = [];
     const t0 = performance.now();
