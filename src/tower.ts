@@ -2,6 +2,7 @@
 // residency, hands the TowerSpec to the addon and queues encodes (one at a time per tower; the
 // work itself runs off the JS thread in the addon).
 import { freemem, totalmem } from 'node:os';
+import { backendCandidates, openFirstAvailable } from './backend-choice.js';
 import { TesseraError, toTesseraError } from './errors.js';
 import { addon, type NativeEncodeResult, type NativeTower } from './native.js';
 import { loadModel } from './load-model.js';
@@ -79,13 +80,6 @@ export interface Estimate extends Plan {
   peakBytes: number;
 }
 
-function resolveBackend(requested: string): string {
-  if (requested === 'auto') return process.platform === 'darwin' && process.arch === 'arm64' ? 'metal' : 'cpu';
-  if (requested === 'metal' && !(process.platform === 'darwin' && process.arch === 'arm64'))
-    throw new TesseraError('ERR_BACKEND_UNAVAILABLE', `backend 'metal' needs macOS on Apple Silicon (this is ${process.platform}/${process.arch})`);
-  return requested;
-}
-
 /** One grid or a list, each { t, h, w } or [t, h, w] (sides already checked by pixelInputSchema). */
 function normaliseGrid(grid: Grid | [number, number, number] | (Grid | [number, number, number])[]): Grid[] {
   const list: (Grid | [number, number, number])[] =
@@ -131,7 +125,7 @@ export class VisionTower {
   static async open(path: string, options: OpenOptions = {}): Promise<VisionTower> {
     parseModelPath(path);
     const o = parseArgument(OpenOptionsSchema, options, 'VisionTower.open');
-    const backend = resolveBackend(o.backend);
+    const candidates = backendCandidates(o.backend);
     const model = await loadModel(path, { verify: o.verify });
     const lib = addon();
     let weights: WeightMemory;
@@ -149,12 +143,13 @@ export class VisionTower {
       totalMem: totalmem(),
     });
     const residency = decision.residency;
-    let native: NativeTower;
-    try {
-      native = await lib.openTower(model.spec, { backend, residency, threads: o.threads, slots: o.slots });
-    } catch (e) {
-      throw toTesseraError(e);
-    }
+    const { value: native, backend } = await openFirstAvailable(candidates, async (b) => {
+      try {
+        return await lib.openTower(model.spec, { backend: b, residency, threads: o.threads, slots: o.slots });
+      } catch (e) {
+        throw toTesseraError(e);
+      }
+    });
     const memory: MemoryInfo = {
       residency,
       reason: decision.reason,

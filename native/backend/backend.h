@@ -164,6 +164,12 @@ class Backend {
   // Number of non-finite values in x; *first (if non-null) gets the first one's flat index.
   // Waits for the work issued so far.
   virtual int64_t count_nonfinite(const Tensor& x, int64_t* first) = 0;
+  // The finite check of a stage's output (EncodeControl::check_finite): ERR_NUMERIC naming the stage, how
+  // many values are not finite and where the first is (fail_nonfinite). This default counts at once
+  // (count_nonfinite, a wait: the CPU, which runs each op as it is issued, has nothing to wait for). A backend
+  // that batches work (Metal) counts on the device as part of the work issued so far and reports at its next
+  // wait (download, finish), so the check adds no round trip of its own.
+  virtual void check_finite(const Tensor& x, const std::string& stage);
 
   // ---- submission
   // Ends the current stage's recording and starts it. on_complete runs (on any thread) once the
@@ -173,5 +179,8 @@ class Backend {
   // (the weight stores rely on it to know their slots are free).
   virtual void finish() = 0;
 };
+
+// ERR_NUMERIC: `stage` produced `bad` non-finite values, the first at flat index `first` of a `cols`-wide output.
+[[noreturn]] void fail_nonfinite(const std::string& stage, int64_t bad, int64_t first, int64_t cols);
 
 }  // namespace tessera::gpu

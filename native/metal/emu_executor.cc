@@ -125,6 +125,12 @@ class EmuExecutor final : public Executor {
   void commit(std::function<void(const std::string&)> done) override {
     std::vector<Dispatch> work;
     work.swap(batch_);
+    if (!opt_.syncs_file.empty()) {
+      std::ofstream f(opt_.syncs_file, std::ios::app);
+      f << "commit";
+      for (const Dispatch& d : work) f << ' ' << d.kernel->name;
+      f << '\n';
+    }
     std::string err;
     for (const Dispatch& d : work) {
       err = run(d);
@@ -132,7 +138,9 @@ class EmuExecutor final : public Executor {
     }
     if (done) done(err);
   }
-  void wait_all() override {}  // commit runs synchronously
+  void wait_all() override {  // commit runs synchronously: nothing to wait for, but the wait is counted
+    if (!opt_.syncs_file.empty()) std::ofstream(opt_.syncs_file, std::ios::app) << "wait\n";
+  }
 
   void set_options(const EmuOptions& o) { opt_ = o; }
 
@@ -208,6 +216,7 @@ EmuOptions EmuOptions::from_env() {
   if (const char* s = std::getenv("TESSERA_MSLEMU_MAX_THREADS")) o.max_threads = uint32_t(std::max(0, std::atoi(s)));
   if (const char* s = std::getenv("TESSERA_MSLEMU_COUNTS")) o.counts_file = s;
   if (const char* s = std::getenv("TESSERA_MSLEMU_COUNT_CLASSES")) o.count_classes = std::atoi(s) != 0;
+  if (const char* s = std::getenv("TESSERA_MSLEMU_SYNCS")) o.syncs_file = s;
   return o;
 }
 

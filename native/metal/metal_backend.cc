@@ -3,6 +3,7 @@
 #include <cmath>
 #include <cstring>
 #include <mutex>
+#include <vector>
 
 #include "common/error.h"
 #include "metal/device.h"
@@ -19,6 +20,7 @@ class MetalBackend final : public gpu::Backend {
     try {
       flush();
       ex_->wait_all();
+      if (counters_) ex_->release(counters_);
     } catch (...) {
     }
   }
@@ -71,6 +73,21 @@ class MetalBackend final : public gpu::Backend {
     rec([&] { encode_gather_sum(*ex_, y, table, lookup, taps, accumulate); });
   }
 
+  // The finite check without a wait: a count_nonfinite dispatch into the open batch, counting into the next
+  // slot of counters_; the slots are read at the next wait (finish: download and every other wait end in it).
+  void check_finite(const gpu::Tensor& x, const std::string& stage) override {
+    detail::require_f32(x, "check_finite", "x");
+    if (x.rows == 0 || x.cols == 0) return;
+    if (pending_.size() == kCounterSlots) finish();  // every slot awaits its wait (never with today's towers)
+    if (!counters_) counters_ = ex_->alloc(kCounterSlots * 8);
+    const size_t slot = pending_.size();
+    uint32_t* c = static_cast<uint32_t*>(counters_->host) + 2 * slot;
+    c[0] = 0;
+    c[1] = 0xFFFFFFFFu;
+    rec([&] { encode_count_nonfinite(*ex_, x, counters_, slot * 8); });
+    pending_.push_back({stage, x.cols});
+  }
+
   // Shared memory: the scan runs on the host once the GPU is done (N x D, next to a block's GEMMs).
   int64_t count_nonfinite(const gpu::Tensor& x, int64_t* first) override {
     detail::require_f32(x, "count_nonfinite", "x");
@@ -106,6 +123,7 @@ class MetalBackend final : public gpu::Backend {
       err.swap(error_);
     }
     if (!err.empty()) fail(Code::Gpu, name_ + ": " + err);
+    report_nonfinite();
   }
 
  private:
@@ -117,6 +135,23 @@ class MetalBackend final : public gpu::Backend {
   void flush() {
     if (dirty_) submit(nullptr);
   }
+  // After a wait: the finite checks issued before it, in order; the first that counted anything fails.
+  void report_nonfinite() {
+    std::vector<PendingCheck> done;
+    done.swap(pending_);
+    for (size_t i = 0; i < done.size(); i++) {
+      const uint32_t* c = static_cast<const uint32_t*>(counters_->host) + 2 * i;
+      if (c[0]) gpu::fail_nonfinite(done[i].stage, int64_t(c[0]), int64_t(c[1]), done[i].cols);
+    }
+  }
+
+  struct PendingCheck {
+    std::string stage;
+    int64_t cols;
+  };
+  static constexpr size_t kCounterSlots = 1024;  // 8 KiB: far more stages than a tower has
+  gpu::Buffer* counters_ = nullptr;
+  std::vector<PendingCheck> pending_;
 
   std::unique_ptr<Executor> ex_;
   std::string name_;

@@ -23,6 +23,9 @@ void encode_rope(Executor& ex, const gpu::Tensor& x, const gpu::Tensor& cos, con
                  int64_t sections, const gpu::HeadNorm* norm);
 void encode_attention(Executor& ex, const gpu::Tensor& out, const gpu::Tensor& q, const gpu::Tensor& k, const gpu::Tensor& v,
                       int64_t heads, int64_t head_dim, float scale, const std::vector<gpu::Segment>& segments);
+// Adds x's non-finite values to the uint32 counters [count, first flat index] at `offset` in `counts`
+// (the caller sets them to 0 and 0xFFFFFFFF).
+void encode_count_nonfinite(Executor& ex, const gpu::Tensor& x, gpu::Buffer* counts, uint64_t offset);
 void encode_gather_sum(Executor& ex, const gpu::Tensor& y, const gpu::Tensor& table, gpu::Buffer* lookup, int64_t taps, bool accumulate);
 
 namespace detail {

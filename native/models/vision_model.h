@@ -162,10 +162,6 @@ using StageSink = std::function<void(const StageSpec&, const gpu::Tensor&)>;
 void walk_stages(const TowerSpec& spec, gpu::Backend& backend, WeightStore& store, const EncodeControl& ctl,
                  EncodeOutput& out, const StageOps& run, const StageSink& collect);
 
-// Scans a stage output for inf/NaN and fails with ERR_NUMERIC naming the stage, the count, and
-// the first bad token and channel.
-void check_finite(gpu::Backend& backend, const gpu::Tensor& t, const std::string& stage);
-
 // Downloads a tensor into a StageOutput.
 StageOutput download_stage(gpu::Backend& backend, const gpu::Tensor& t, const std::string& name,
                            RowKind kind = RowKind::Token);

@@ -106,5 +106,11 @@ export const QUEUE_STATUS: Command = {
   flags: { ...redis, json: { type: 'boolean' } },
 };
 
+export const DOCTOR: Command = {
+  name: 'doctor',
+  flags: { json: { type: 'boolean' }, backend: { type: 'string', choices: BACKENDS.filter((b) => b !== 'auto'), multiple: true } },
+  notes: 'Runs the built-in fixture towers on every available backend (or each --backend) against HF (docs/metal.md#tessera-doctor).',
+};
+
 /** In the order `tessera --help` lists them. */
-export const COMMANDS: readonly Command[] = [ENCODE, INSPECT, PACK, WORKER, ENQUEUE, QUEUE_STATUS];
+export const COMMANDS: readonly Command[] = [ENCODE, INSPECT, PACK, WORKER, ENQUEUE, QUEUE_STATUS, DOCTOR];
