@@ -3,11 +3,14 @@
 // (in the order they are listed), each under an id derived from its inputs, options and output
 // names, so enqueuing the same work twice adds nothing. --wait follows the jobs
 // to the end with a progress line (done, failed, rate, ETA) and exits 0 when all completed, 1 when
-// some failed (each listed with its code).
+// some failed (each listed with its code). Usage errors, inputs that cannot be jobs (another URL
+// scheme, outputs that collide) and Redis failures exit 2 with one `CODE: message` line; adding
+// fails fast on a lost connection (saying how many jobs are queued), --wait waits an outage out.
 import { parseArgs } from 'node:util';
 import { toTesseraError } from '../errors.js';
 import { MAX_GROUP_IMAGES, type JobOptions } from '../fleet/job.js';
-import { EXIT_OK, EXIT_SOME_FAILED, EXIT_USAGE, type CliIo } from './io.js';
+import { checkQueueName } from '../fleet/queue-name.js';
+import { EXIT_INTERRUPTED, EXIT_OK, EXIT_SOME_FAILED, EXIT_USAGE, type CliIo } from './io.js';
 import { listJobInputs } from '../fleet/inputs.js';
 import { OUTPUT_FORMATS } from '../bulk/index.js';
 
@@ -19,8 +22,6 @@ export const ENQUEUE_USAGE = `usage: tessera enqueue <image|folder|url|-...> --r
 encoded together by one worker. Exit codes with --wait: 0 all images completed, 1 some failed.`;
 
 class UsageError extends Error {}
-
-const FIRST_CONNECT_MS = 15_000;
 
 function positiveInt(name: string, v: string | undefined): number | undefined {
   if (v === undefined) return undefined;
@@ -70,6 +71,7 @@ export async function enqueueCommand(args: readonly string[], io: CliIo, stdin: 
     }
     if (!values.redis) throw new UsageError('--redis is required');
     if (!values.queue) throw new UsageError('--queue is required');
+    checkQueueName(values.queue);
     if (positionals.length === 0) throw new UsageError('no inputs given');
     const minPixels = positiveInt('min-pixels', values['min-pixels']);
     const maxPixels = positiveInt('max-pixels', values['max-pixels']);
@@ -108,31 +110,31 @@ export async function enqueueCommand(args: readonly string[], io: CliIo, stdin: 
   }
 
   const { Queue } = await import('bullmq');
-  const { connectRedis } = await import('../fleet/connection.js');
+  const { connectRedis, reachRedis } = await import('../fleet/connection.js');
+  const { redisFailure } = await import('../fleet/redis-errors.js');
   const { enqueueImages, enqueueGroups } = await import('../fleet/enqueue.js');
   const { waitForJobs } = await import('../fleet/wait.js');
+  const redisUrl = values.redis;
+  const queueName = values.queue;
+  // Adding fails fast (no reconnect): a lost connection says how many jobs were queued.
   let connection;
   try {
-    connection = connectRedis(values.redis, 'tessera-enqueue');
+    connection = connectRedis(redisUrl, 'tessera-enqueue', { reconnect: false });
   } catch (e) {
     const err = toTesseraError(e);
-    io.err(`tessera enqueue: ${err.message}`);
+    io.err(`tessera enqueue: ${err.code}: ${err.message}`);
     return EXIT_USAGE;
   }
-  connection.on('error', () => undefined); // reconnects by itself
-  // Once connected, a lost Redis is waited out; a Redis never reached (a wrong URL) is an error.
-  const reached = await Promise.race([
-    connection.ping().then(() => true, () => false),
-    new Promise<boolean>((r) => setTimeout(() => r(false), FIRST_CONNECT_MS).unref()),
-  ]);
-  if (!reached) {
-    io.err(`tessera enqueue: cannot reach Redis at ${values.redis} (no answer within ${FIRST_CONNECT_MS / 1000} s)`);
-    connection.disconnect();
-    return EXIT_USAGE;
-  }
-  const queue = new Queue(values.queue, { connection });
-  queue.on('error', () => undefined);
+  const opened: { close(): Promise<unknown> }[] = [];
+  const quit = (c: typeof connection) => c.quit().catch(() => c.disconnect());
+  // SIGTERM / SIGINT while adding: the connection is cut, so the add stops and says how far it got.
+  const cut = () => connection.disconnect();
+  io.signal?.addEventListener('abort', cut, { once: true });
   try {
+    await reachRedis(connection, redisUrl, { signal: io.signal });
+    const queue = new Queue(queueName, { connection });
+    queue.on('error', () => undefined);
+    opened.push(queue);
     const retry = { ...(attempts ? { attempts } : {}), ...(backoffMs ? { backoffMs } : {}) };
     const groups: { input: string; rel: string }[][] = [];
     for (let i = 0; i < inputs.length; i += group) groups.push(inputs.slice(i, i + group).map((x) => ({ input: x.input, rel: x.rel })));
@@ -151,13 +153,22 @@ export async function enqueueCommand(args: readonly string[], io: CliIo, stdin: 
       io.out(`enqueued ${added} new job${added === 1 ? '' : 's'} on ${values.queue}` +
         (others.length ? `; ${jobs.length - added} already there (${others.map(([s, n]) => `${s} ${n}`).join(', ')})` : ''));
     }
+    io.signal?.removeEventListener('abort', cut);
     if (!values.wait) return EXIT_OK;
+
+    // Waiting rides out a lost Redis: its own connection reconnects forever (docs/fleet.md#failures).
+    const waitConnection = connectRedis(redisUrl, 'tessera-enqueue-wait');
+    opened.push({ close: () => quit(waitConnection) });
+    await reachRedis(waitConnection, redisUrl, { signal: io.signal });
+    const waitQueue = new Queue(queueName, { connection: waitConnection });
+    waitQueue.on('error', () => undefined);
+    opened.unshift(waitQueue);
 
     const inputOf = new Map(jobs.map((j) => [j.id, j.input]));
     const groupsOf = new Map(jobs.filter((j) => j.inputs).map((j) => [j.id, j.inputs!]));
     const ids = [...new Set(jobs.map((j) => j.id))];
     let lastLine = 0;
-    const outcome = await waitForJobs(queue, connection, ids, {
+    const outcome = await waitForJobs(waitQueue, waitConnection, ids, {
       ...(groupsOf.size ? { groups: groupsOf } : {}),
       ...(io.signal ? { signal: io.signal } : {}),
       onProgress: (p) => {
@@ -187,11 +198,16 @@ export async function enqueueCommand(args: readonly string[], io: CliIo, stdin: 
     else io.out(`done: ${n.completed} of ${n.total} completed, ${n.failed} failed` + (groupsOf.size ? ` (images, in ${ids.length} group jobs)` : ''));
     return outcome.failed.length ? EXIT_SOME_FAILED : EXIT_OK;
   } catch (e) {
-    const err = toTesseraError(e);
+    const err = redisFailure(e, redisUrl);
+    if (err.code === 'ERR_ABORTED' || io.signal?.aborted) {
+      io.err(`tessera enqueue: stopped: ${err.message}`);
+      return EXIT_INTERRUPTED;
+    }
     io.err(`tessera enqueue: ${err.code}: ${err.message}`);
-    return err.code === 'ERR_INVALID_ARGUMENT' ? EXIT_USAGE : EXIT_SOME_FAILED;
+    return EXIT_USAGE;
   } finally {
-    await queue.close().catch(() => undefined);
-    await connection.quit().catch(() => connection.disconnect());
+    io.signal?.removeEventListener('abort', cut);
+    for (const o of opened) await o.close().catch(() => undefined);
+    await quit(connection);
   }
 }

@@ -6,13 +6,16 @@
 import { parseArgs } from 'node:util';
 import { toTesseraError } from '../errors.js';
 import type { OpenOptions } from '../tower.js';
-import { EXIT_OK, EXIT_USAGE, type CliIo } from './io.js';
+import { checkQueueName } from '../fleet/queue-name.js';
+import { EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE, type CliIo } from './io.js';
 import type { ImageJobResult } from '../fleet/job.js';
 
 export const WORKER_USAGE = `usage: tessera worker --redis URL --queue NAME --model PATH --out-dir DIR [--name NAME] [--json]
                       [--backend auto|cpu|metal|metal-emulated] [--residency auto|stream|mapped|resident] [--threads N]
                       [--lock-duration MS] [--stalled-interval MS] [--max-stalled N] [--max-fetch-bytes N]
-Runs until SIGTERM/SIGINT, which finish the current job and exit 0.`;
+                      [--allow-private-urls]
+Runs until SIGTERM/SIGINT, which finish the current job and exit 0. URL inputs on loopback, private,
+link-local or unique-local addresses are refused unless --allow-private-urls (docs/fleet.md#urls).`;
 
 class UsageError extends Error {}
 
@@ -43,6 +46,7 @@ export async function workerCommand(args: readonly string[], io: CliIo): Promise
         'stalled-interval': { type: 'string' },
         'max-stalled': { type: 'string' },
         'max-fetch-bytes': { type: 'string' },
+        'allow-private-urls': { type: 'boolean' },
         help: { type: 'boolean', short: 'h' },
       },
     }));
@@ -51,6 +55,7 @@ export async function workerCommand(args: readonly string[], io: CliIo): Promise
       return EXIT_OK;
     }
     for (const k of ['redis', 'queue', 'model', 'out-dir'] as const) if (!values[k]) throw new UsageError(`--${k} is required`);
+    checkQueueName(values.queue);
   } catch (e) {
     io.err(`tessera worker: ${(e as Error).message}\n${WORKER_USAGE}`);
     return EXIT_USAGE;
@@ -89,7 +94,8 @@ export async function workerCommand(args: readonly string[], io: CliIo): Promise
       ...(numbers.lockDurationMs ? { lockDurationMs: numbers.lockDurationMs } : {}),
       ...(numbers.stalledIntervalMs ? { stalledIntervalMs: numbers.stalledIntervalMs } : {}),
       ...(numbers.maxStalledCount !== undefined ? { maxStalledCount: numbers.maxStalledCount } : {}),
-      ...(numbers.maxFetchBytes ? { fetch: { maxBytes: numbers.maxFetchBytes } } : {}),
+      fetch: { ...(numbers.maxFetchBytes ? { maxBytes: numbers.maxFetchBytes } : {}), ...(values['allow-private-urls'] ? { allowPrivateUrls: true } : {}) },
+      ...(io.signal ? { signal: io.signal } : {}),
       onEvent: (e) => {
         if (e.type === 'completed' && 'group' in e.result) {
           const r = e.result;
@@ -122,6 +128,10 @@ export async function workerCommand(args: readonly string[], io: CliIo): Promise
     });
   } catch (e) {
     const err = toTesseraError(e);
+    if (err.code === 'ERR_ABORTED') {
+      io.err(`tessera worker: ${err.message}`);
+      return EXIT_INTERRUPTED;
+    }
     io.err(`tessera worker: cannot start: ${err.code}: ${err.message}`);
     return EXIT_USAGE;
   }

@@ -6,10 +6,12 @@
 // they are written and the image is listed as failed, with its code, in the job's result. A
 // transient error on any image (I/O, a fetch, out of memory) throws once the rest are written: the
 // group is retried, and the retry skips every output already up to date, so nothing is done twice.
-import { TesseraError, toTesseraError } from '../errors.js';
+import { TesseraError } from '../errors.js';
 import type { EncodeOptions, VisionTower } from '../tower.js';
 import { checkDistinctOutputs, isUpToDate, primaryOutput, stampInput, writeImageOutputs, type BulkInput, type InputStamp, type OutputJob } from '../bulk/index.js';
 import { fetchInput, type FetchLimits } from './fetch-input.js';
+import { jobFailure } from './failure-class.js';
+import { isHttpUrl } from './url-policy.js';
 import { isPermanent, type GroupImageResult, type GroupJobResult, type ParsedGroupJob } from './job.js';
 import { defaultRel, existingOutput, sha256OfFile, stampOfBytes } from './job-output.js';
 
@@ -33,7 +35,7 @@ interface Member {
 }
 
 const failedImage = (input: string, e: unknown): GroupImageResult => {
-  const err = toTesseraError(e);
+  const err = jobFailure(e);
   return { input, status: 'failed', error: { code: err.code, message: err.message } };
 };
 
@@ -46,13 +48,13 @@ export async function runGroup(tower: VisionTower, out: OutputJob, encodeOptions
   for (const m of members) {
     const t0 = performance.now();
     try {
-      if (/^https?:\/\//i.test(m.input)) {
+      if (isHttpUrl(m.input)) {
         m.image = await fetchInput(m.input, fetch);
         m.stamp = stampOfBytes(m.image);
       } else {
         m.image = m.input;
         m.stamp = await stampInput(m.input, false).catch((e: unknown) => {
-          m.stampError = toTesseraError(e);
+          m.stampError = jobFailure(e);
           return undefined;
         });
       }

@@ -7,6 +7,7 @@ import { readFile } from 'node:fs/promises';
 import { primaryOutput, recordPath, type BulkInput, type InputStamp, type OutputJob } from '../bulk/index.js';
 import { readSafetensorsMetadata } from '../bulk/formats/safetensors.js';
 import { ioError } from '../io/io-error.js';
+import { isHttpUrl } from './url-policy.js';
 
 /** The input's stamp when it was fetched: its size and SHA-256 (a URL has no mtime). */
 export function stampOfBytes(bytes: Uint8Array): InputStamp {
@@ -36,8 +37,22 @@ export async function existingOutput(job: OutputJob, input: BulkInput): Promise<
 
 /** The rel of an input given without one: its base name (a URL: its path). */
 export function defaultRel(input: string): string {
-  if (/^https?:\/\//i.test(input)) {
-    const path = decodeURIComponent(new URL(input).pathname).split('/').filter((p) => p && p !== '.' && p !== '..');
+  if (isHttpUrl(input)) {
+    let pathname = '';
+    try {
+      pathname = new URL(input).pathname;
+    } catch {
+      // not a valid URL: the schema refuses it by its own rule
+    }
+    // Each segment decoded on its own (a malformed %-sequence stays as written, it is not fatal).
+    const decode = (p: string) => {
+      try {
+        return decodeURIComponent(p);
+      } catch {
+        return p;
+      }
+    };
+    const path = pathname.split('/').map(decode).filter((p) => p && p !== '.' && p !== '..');
     return path.length ? path.join('/') : 'index';
   }
   return input.split(/[\\/]/).filter(Boolean).pop() ?? 'image';

@@ -15,11 +15,16 @@ import { hostname } from 'node:os';
 import { resolve } from 'node:path';
 import { Queue, UnrecoverableError, Worker, type Job } from 'bullmq';
 import type { Redis } from 'ioredis';
-import { TesseraError, toTesseraError, type ErrorCode } from '../errors.js';
+import { TesseraError, type ErrorCode } from '../errors.js';
 import { ioError } from '../io/io-error.js';
 import { VisionTower, type OpenOptions } from '../tower.js';
 import { tesseraVersion } from '../cli/demo.js';
 import { connectRedis } from './connection.js';
+import { jobFailure } from './failure-class.js';
+import { describeJobInputs } from './job-data.js';
+import { guardJobDecoding } from './malformed-jobs.js';
+import { checkQueueName } from './queue-name.js';
+import { isHttpUrl } from './url-policy.js';
 import { WorkerCounters } from './counters.js';
 import { fetchInput, type FetchLimits } from './fetch-input.js';
 import {
@@ -65,7 +70,10 @@ export interface FleetWorkerOptions {
   stalledIntervalMs?: number;
   /** How often a job may be taken back from a dead worker before it fails (default 1). */
   maxStalledCount?: number;
+  /** Fetch limits and the URL policy (`allowPrivateUrls`: docs/fleet.md#urls). */
   fetch?: FetchLimits;
+  /** Aborts a start that is still waiting for Redis (ERR_ABORTED; what was opened is closed). */
+  signal?: AbortSignal;
   /** Called once per job outcome (the CLI's log line). */
   onEvent?: (event: FleetJobEvent) => void;
   /** What goes wrong without failing a job: Redis errors while the connection is down (BullMQ reconnects by itself), a manifest line that cannot be written. */
@@ -87,7 +95,7 @@ export interface FleetWorker {
 }
 
 export async function createWorker(opts: FleetWorkerOptions): Promise<FleetWorker> {
-  if (!opts.queue) throw new TesseraError('ERR_INVALID_ARGUMENT', 'createWorker: queue must be a non-empty name');
+  checkQueueName(opts.queue, 'createWorker: queue');
   if (!opts.outDir) throw new TesseraError('ERR_INVALID_ARGUMENT', 'createWorker: outDir must be given');
   const name = opts.name ?? `${hostname()}:${process.pid}`;
   const outDir = resolve(opts.outDir);
@@ -140,6 +148,12 @@ export async function createWorker(opts: FleetWorkerOptions): Promise<FleetWorke
     const started = performance.now();
     counters.jobStarted();
     try {
+      // A record BullMQ could not decode (malformed-jobs.ts): failed once, readable afterwards.
+      const malformed = malformedJobs.reason(job.id);
+      if (malformed) {
+        await malformedJobs.repair(job.id!);
+        throw new TesseraError('ERR_INVALID_ARGUMENT', `job ${job.id}: ${malformed}`);
+      }
       if (job.name === GROUP_JOB) return await groupProcessor(job, started);
       if (job.name !== IMAGE_JOB) throw new TesseraError('ERR_INVALID_ARGUMENT', `job ${job.id} is a '${job.name}' job; this worker runs '${IMAGE_JOB}' and '${GROUP_JOB}' jobs`);
       const data = parseImageJob(job.data);
@@ -148,7 +162,7 @@ export async function createWorker(opts: FleetWorkerOptions): Promise<FleetWorke
       const { out, encodeOptions } = outputFor(data.options);
       // (root is where enqueue found it; only rel shapes the output path)
       const input: BulkInput = { path: data.input, root: '', rel: data.rel ?? defaultRel(data.input) };
-      const isUrl = /^https?:\/\//i.test(data.input);
+      const isUrl = isHttpUrl(data.input);
       let image: string | Buffer = data.input;
       let stamp: InputStamp;
       if (isUrl) {
@@ -202,7 +216,7 @@ export async function createWorker(opts: FleetWorkerOptions): Promise<FleetWorke
         worker: counters.snapshot(),
       };
     } catch (e) {
-      const err = toTesseraError(e);
+      const err = jobFailure(e);
       counters.jobFailed(err.code, performance.now() - started);
       if (isPermanent(err.code)) throw new UnrecoverableError(failureReason(err));
       throw new Error(failureReason(err));
@@ -218,6 +232,7 @@ export async function createWorker(opts: FleetWorkerOptions): Promise<FleetWorke
     ...(opts.stalledIntervalMs ? { stalledInterval: opts.stalledIntervalMs } : {}),
     ...(opts.maxStalledCount !== undefined ? { maxStalledCount: opts.maxStalledCount } : {}),
   });
+  const malformedJobs = guardJobDecoding(worker);
   // One manifest line per image (a group's images each get theirs, as `encode --out-dir` writes them).
   const completed = (jobId: string, attempt: number, result: ImageJobResult | GroupJobResult) => {
     const images: GroupImageResult[] = 'group' in result ? result.images : [result];
@@ -230,9 +245,8 @@ export async function createWorker(opts: FleetWorkerOptions): Promise<FleetWorke
   worker.on('completed', (job, result: ImageJobResult | GroupJobResult) => completed(String(job.id), job.attemptsMade, result));
   worker.on('failed', (job, err) => {
     if (!job) return;
-    const data = job.data as { input?: unknown; inputs?: { input?: unknown }[] };
-    const inputs = Array.isArray(data?.inputs) ? data.inputs.map((i) => String(i?.input ?? '?')) : undefined;
-    const input = typeof data?.input === 'string' ? data.input : (inputs?.[0] ?? '?');
+    // The job's images as its data names them; data that does not parse is one entry, the job.
+    const { input, inputs } = describeJobInputs(job.name, job.data, String(job.id));
     const code = codeOfReason(err.message);
     const message = err.message.replace(/^ERR_[A-Z_]+: /, '');
     const final = Boolean(job.finishedOn);
@@ -264,7 +278,27 @@ export async function createWorker(opts: FleetWorkerOptions): Promise<FleetWorke
     if (lost) void checkLostAck(lost[1]!).catch((e) => opts.onError?.(e as Error));
     else opts.onError?.(err);
   });
-  await worker.waitUntilReady();
+  // A worker started before Redis waits for it (docs/fleet.md#failures), until `signal` says stop.
+  let onAbort = () => undefined as void;
+  try {
+    await Promise.race([
+      worker.waitUntilReady(),
+      new Promise<never>((_, reject) => {
+        onAbort = () => reject(new TesseraError('ERR_ABORTED', 'createWorker: stopped while waiting for Redis'));
+        if (opts.signal?.aborted) onAbort();
+        else opts.signal?.addEventListener('abort', onAbort, { once: true });
+      }),
+    ]);
+  } catch (e) {
+    if (ownConnection) connection.disconnect();
+    await worker.close(true).catch(() => undefined);
+    await queue.close().catch(() => undefined);
+    await manifest.close();
+    if (ownTower) await tower.close();
+    throw e;
+  } finally {
+    opts.signal?.removeEventListener('abort', onAbort);
+  }
 
   let closing: Promise<void> | undefined;
   return {
