@@ -22,8 +22,11 @@ export const DEFAULT_FETCH_TIMEOUT_MS = 30_000;
 export interface FetchLimits {
   maxBytes?: number;
   timeoutMs?: number;
-  /** Fetch from loopback, private, link-local and unique-local addresses too (default false: refused). */
-  allowPrivateUrls?: boolean;
+  /**
+   * Fetch from loopback, private, link-local and unique-local addresses too: true for all, or a
+   * list of the addresses and CIDR subnets allowed (default false: all refused; docs/fleet.md#urls).
+   */
+  allowPrivateUrls?: boolean | readonly string[];
 }
 
 const RETRYABLE_STATUS = new Set([408, 425, 429]);

@@ -12,7 +12,8 @@
 // the socket uses is the checked one, so a name cannot resolve to a public address for the check
 // and a private one for the connection), at every redirect hop, of which there are at most
 // MAX_REDIRECTS. Fleets that fetch from their own network opt in with `--allow-private-urls`
-// (createWorker: `fetch: { allowPrivateUrls: true }`).
+// (createWorker: `fetch: { allowPrivateUrls: true }`, or a list of the addresses and subnets
+// allowed, `['10.1.2.0/24', '127.0.0.1']`, every other non-public address staying refused).
 import { lookup as dnsLookup, type LookupAddress, type LookupOptions } from 'node:dns';
 import { BlockList, isIP } from 'node:net';
 import { TesseraError } from '../errors.js';
@@ -73,7 +74,40 @@ function refusal(url: string, host: string, ip: string, kind: string): TesseraEr
 }
 
 export interface UrlPolicy {
-  allowPrivateUrls: boolean;
+  /** true: every address; a list: these addresses and subnets (CIDR) besides the public ones. */
+  allowPrivateUrls: boolean | readonly string[];
+}
+
+/** The BlockList of an allow list (addresses and CIDR subnets), checked once per policy. */
+const allowLists = new WeakMap<readonly string[], BlockList>();
+
+function allowListOf(entries: readonly string[]): BlockList {
+  let list = allowLists.get(entries);
+  if (list) return list;
+  list = new BlockList();
+  for (const entry of entries) {
+    const [address, bits] = entry.split('/');
+    const family = isIP(address ?? '');
+    const n = bits === undefined ? (family === 6 ? 128 : 32) : Number(bits);
+    if (!family || !Number.isInteger(n) || n < 0 || n > (family === 6 ? 128 : 32))
+      throw new TesseraError('ERR_INVALID_ARGUMENT', `allowPrivateUrls: ${JSON.stringify(entry)} is not an IP address or a CIDR subnet`);
+    list.addSubnet(address!, n, family === 6 ? 'ipv6' : 'ipv4');
+  }
+  allowLists.set(entries, list);
+  return list;
+}
+
+/** Refuses an allow list with an entry that is not an address or a subnet (createWorker checks at start). */
+export function checkUrlPolicy(policy: UrlPolicy): void {
+  if (Array.isArray(policy.allowPrivateUrls)) allowListOf(policy.allowPrivateUrls);
+}
+
+/** Why the policy refuses `ip` (its kind: 'loopback', 'private', ...), or undefined when it may be fetched from. */
+function refusedKind(ip: string, policy: UrlPolicy): string | undefined {
+  if (policy.allowPrivateUrls === true) return undefined;
+  const kind = nonPublicKind(ip);
+  if (!kind || policy.allowPrivateUrls === false) return kind;
+  return allowListOf(policy.allowPrivateUrls).check(ip, isIP(ip) === 6 ? 'ipv6' : 'ipv4') ? undefined : kind;
 }
 
 /**
@@ -89,7 +123,7 @@ export function checkFetchUrl(url: string, policy: UrlPolicy): URL {
   }
   if (!FETCHED_SCHEMES.includes(u.protocol)) throw new TesseraError('ERR_INVALID_ARGUMENT', `image URL ${url}: the fleet fetches http(s) URLs only, not ${u.protocol}`);
   const host = u.hostname.replace(/^\[|\]$/g, '');
-  const kind = isIP(host) && !policy.allowPrivateUrls ? nonPublicKind(host) : undefined;
+  const kind = isIP(host) ? refusedKind(host, policy) : undefined;
   if (kind) throw refusal(url, host, host, kind);
   return u;
 }
@@ -105,11 +139,9 @@ export function lookupFor(url: string, policy: UrlPolicy) {
   return (hostname: string, options: LookupOptions, callback: LookupCallback): void => {
     dnsLookup(hostname, { ...options, all: true }, (err, addresses) => {
       if (err) return callback(err, []);
-      if (!policy.allowPrivateUrls) {
-        for (const a of addresses) {
-          const kind = nonPublicKind(a.address);
-          if (kind) return callback(refusal(url, hostname, a.address, kind) as unknown as NodeJS.ErrnoException, []);
-        }
+      for (const a of addresses) {
+        const kind = refusedKind(a.address, policy);
+        if (kind) return callback(refusal(url, hostname, a.address, kind) as unknown as NodeJS.ErrnoException, []);
       }
       if (options.all) callback(null, addresses);
       else callback(null, addresses[0]!.address, addresses[0]!.family);

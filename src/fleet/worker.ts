@@ -24,7 +24,7 @@ import { jobFailure } from './failure-class.js';
 import { describeJobInputs } from './job-data.js';
 import { guardJobDecoding } from './malformed-jobs.js';
 import { checkQueueName } from './queue-name.js';
-import { isHttpUrl } from './url-policy.js';
+import { checkUrlPolicy, isHttpUrl } from './url-policy.js';
 import { WorkerCounters } from './counters.js';
 import { fetchInput, type FetchLimits } from './fetch-input.js';
 import {
@@ -96,6 +96,7 @@ export interface FleetWorker {
 
 export async function createWorker(opts: FleetWorkerOptions): Promise<FleetWorker> {
   checkQueueName(opts.queue, 'createWorker: queue');
+  checkUrlPolicy({ allowPrivateUrls: opts.fetch?.allowPrivateUrls ?? false });
   if (!opts.outDir) throw new TesseraError('ERR_INVALID_ARGUMENT', 'createWorker: outDir must be given');
   const name = opts.name ?? `${hostname()}:${process.pid}`;
   const outDir = resolve(opts.outDir);
