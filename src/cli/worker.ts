@@ -80,6 +80,7 @@ export async function workerCommand(args: readonly string[], io: CliIo): Promise
   }
 
   const { createWorker } = await import('../fleet/worker.js');
+  const { isConnectionError, redisFailure } = await import('../fleet/redis-errors.js');
   const log = (text: string, record: Record<string, unknown>) => io.out(json ? JSON.stringify({ time: new Date().toISOString(), ...record }) : `${new Date().toISOString()} ${text}`);
   let lastError = { message: '', at: 0 };
   let fleet;
@@ -123,7 +124,7 @@ export async function workerCommand(args: readonly string[], io: CliIo): Promise
         // reconnect attempt (ioredis reconnects by itself).
         if (err.message === lastError.message && Date.now() - lastError.at < 5000) return;
         lastError = { message: err.message, at: Date.now() };
-        io.err(`tessera worker: ${err.message}`);
+        io.err(`tessera worker: ${isConnectionError(err) ? `${redisFailure(err, values.redis!).message}; reconnecting` : err.message}`);
       },
     });
   } catch (e) {

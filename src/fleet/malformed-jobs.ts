@@ -11,7 +11,7 @@
 // later reader (queue-status, `enqueue --wait`, a dashboard) can read the failed job.
 //
 // This reaches into BullMQ's Redis backend (its execCommand, public in its types): there is no
-// hook for it; test/fleet-malformed-jobs.test.ts fails if a BullMQ update moves it.
+// hook for it; test/fleet-hostile-jobs.test.ts fails if a BullMQ update moves it.
 import type { Worker } from 'bullmq';
 import { TesseraError } from '../errors.js';
 

@@ -22,7 +22,7 @@ import { tesseraVersion } from '../cli/demo.js';
 import { connectRedis } from './connection.js';
 import { jobFailure } from './failure-class.js';
 import { describeJobInputs } from './job-data.js';
-import { guardJobDecoding } from './malformed-jobs.js';
+import { guardJobDecoding, type MalformedJobs } from './malformed-jobs.js';
 import { checkQueueName } from './queue-name.js';
 import { checkUrlPolicy, isHttpUrl } from './url-policy.js';
 import { WorkerCounters } from './counters.js';
@@ -145,6 +145,8 @@ export async function createWorker(opts: FleetWorkerOptions): Promise<FleetWorke
     return { group: true, images: g.images, encoded: g.encoded, skipped: count('skipped'), failed: count('failed'), timings: { ...g.timings, totalMs: done - started }, worker: counters.snapshot() };
   };
 
+  // Installed right after the Worker is made, before anything is awaited (so before any job is taken).
+  let malformedJobs: MalformedJobs;
   const processor = async (job: Job): Promise<ImageJobResult | GroupJobResult> => {
     const started = performance.now();
     counters.jobStarted();
@@ -233,7 +235,6 @@ export async function createWorker(opts: FleetWorkerOptions): Promise<FleetWorke
     ...(opts.stalledIntervalMs ? { stalledInterval: opts.stalledIntervalMs } : {}),
     ...(opts.maxStalledCount !== undefined ? { maxStalledCount: opts.maxStalledCount } : {}),
   });
-  const malformedJobs = guardJobDecoding(worker);
   // One manifest line per image (a group's images each get theirs, as `encode --out-dir` writes them).
   const completed = (jobId: string, attempt: number, result: ImageJobResult | GroupJobResult) => {
     const images: GroupImageResult[] = 'group' in result ? result.images : [result];
@@ -282,6 +283,7 @@ export async function createWorker(opts: FleetWorkerOptions): Promise<FleetWorke
   // A worker started before Redis waits for it (docs/fleet.md#failures), until `signal` says stop.
   let onAbort = () => undefined as void;
   try {
+    malformedJobs = guardJobDecoding(worker);
     await Promise.race([
       worker.waitUntilReady(),
       new Promise<never>((_, reject) => {
