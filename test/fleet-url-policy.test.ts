@@ -15,7 +15,7 @@ import { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { VisionTower } from '../src/index.js';
 import { createWorker, enqueueImages, waitForJobs } from '../src/fleet/index.js';
-import { MAX_REDIRECTS } from '../src/fleet/url-policy.js';
+import { MAX_REDIRECTS, nonPublicKind } from '../src/fleet/url-policy.js';
 import { readSafetensors } from './helpers/images.js';
 import { HAVE_REDIS, makeImages, MODEL, startWorker, tessera, useFleet } from './helpers/fleet.js';
 
@@ -31,6 +31,33 @@ async function serve(host: string, route: (path: string, res: import('node:http'
   const addr = server.address();
   return { server, base: `http://${host}:${typeof addr === 'object' && addr ? addr.port : 0}`, hits };
 }
+
+describe('fleet: which addresses a worker refuses', () => {
+  it('names each non-public kind, IPv4 carried in IPv6 included, and passes public addresses', () => {
+    const cases: [string, string | undefined][] = [
+      ['127.0.0.1', 'loopback'],
+      ['127.255.0.9', 'loopback'],
+      ['::1', 'loopback'],
+      ['0.0.0.0', 'unspecified'],
+      ['::', 'unspecified'],
+      ['10.1.2.3', 'private'],
+      ['172.31.255.255', 'private'],
+      ['192.168.0.1', 'private'],
+      ['100.64.0.1', 'private'],
+      ['169.254.169.254', 'link-local'],
+      ['fe80::1', 'link-local'],
+      ['fd12:3456::1', 'unique-local'],
+      ['::ffff:127.0.0.1', 'loopback'],
+      ['::ffff:a9fe:a9fe', 'link-local'],
+      ['224.0.0.1', 'multicast or reserved'],
+      ['8.8.8.8', undefined],
+      ['172.32.0.1', undefined],
+      ['2606:4700:4700::1111', undefined],
+      ['::ffff:8.8.8.8', undefined],
+    ];
+    for (const [ip, kind] of cases) expect(nonPublicKind(ip), ip).toBe(kind);
+  });
+});
 
 describe.skipIf(!HAVE_REDIS)('fleet: URL policy', () => {
   const fleet = useFleet('url-policy');
