@@ -1,6 +1,7 @@
 // The fleet commands under hostile conditions, as real processes against a real Redis:
 // - a queue name BullMQ refuses (`a:b`) is a usage error of every command, exit 2, one line, no
 //   stack trace, no hang; `--queue=-x` is a name like any other;
+// - a refused password ends every command (ERR_IO, exit 2, the password masked);
 // - a closed Redis port fails `enqueue` and `queue-status` at once (ERR_IO, exit 2, one line); a
 //   Redis that accepts but never answers is waited for, and SIGTERM stops the wait; a worker
 //   started before Redis waits for it, and SIGTERM stops it;
@@ -75,6 +76,21 @@ describe.skipIf(!HAVE_REDIS)('fleet commands: hostile conditions', () => {
       const run = await tessera(args);
       expect(run.code, run.stderr).toBe(2);
       expect(run.stderr.trim().split('\n')).toEqual([`tessera ${args[0]}: ERR_IO: cannot reach Redis at ${url}: connection refused (nothing listens on that port) (ECONNREFUSED)`]);
+    }
+  });
+
+  it('ends every command on a refused password, with the password masked, exit 2', async () => {
+    const url = fleet.redis.url.replace('redis://', 'redis://nobody:hunter2@');
+    const runs = await Promise.all([
+      tessera(['queue-status', '--redis', url, '--queue', 'q']),
+      tessera(['enqueue', '/tmp/x.png', '--redis', url, '--queue', 'q']),
+      tessera(['worker', '--redis', url, '--queue', 'q', '--model', MODEL, '--out-dir', join(fleet.tmp, 'refused')]),
+    ]);
+    for (const run of runs) {
+      expect(run.code, run.stderr).toBe(2);
+      expect(run.stderr).toMatch(/ERR_IO: Redis at redis:\/\/nobody:\*\*\*@127\.0\.0\.1:\d+ answered: WRONGPASS/);
+      expect(run.stderr).not.toContain('hunter2');
+      noStack(run.stderr);
     }
   });
 

@@ -53,3 +53,15 @@ export function redisFailure(err: unknown, url?: string): TesseraError {
   if (e?.name === 'ReplyError') return new TesseraError('ERR_IO', `Redis${at} answered: ${message}`, { cause: err });
   return new TesseraError('ERR_IO', `Redis${at}: ${message}`, { cause: err });
 }
+
+/** Replies that say Redis is busy for now (loading its data, a failover), not that the request is wrong. */
+const PASSING_REPLIES = /^(LOADING|BUSY|TRYAGAIN|MASTERDOWN|READONLY|CLUSTERDOWN)\b/;
+
+/**
+ * A reply error waiting will not cure (a refused password, a missing permission, a command the
+ * server does not know): a worker waiting for Redis at start ends on one instead of waiting forever.
+ */
+export function isLastingReplyError(err: unknown): boolean {
+  const e = err as { name?: unknown; message?: unknown } | undefined;
+  return e?.name === 'ReplyError' && !PASSING_REPLIES.test(String(e.message ?? ''));
+}

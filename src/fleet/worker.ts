@@ -20,6 +20,7 @@ import { ioError } from '../io/io-error.js';
 import { VisionTower, type OpenOptions } from '../tower.js';
 import { tesseraVersion } from '../cli/demo.js';
 import { connectRedis } from './connection.js';
+import { isLastingReplyError, redisFailure } from './redis-errors.js';
 import { jobFailure } from './failure-class.js';
 import { describeJobInputs } from './job-data.js';
 import { guardJobDecoding, type MalformedJobs } from './malformed-jobs.js';
@@ -280,14 +281,20 @@ export async function createWorker(opts: FleetWorkerOptions): Promise<FleetWorke
     if (lost) void checkLostAck(lost[1]!).catch((e) => opts.onError?.(e as Error));
     else opts.onError?.(err);
   });
-  // A worker started before Redis waits for it (docs/fleet.md#failures), until `signal` says stop.
+  // A worker started before Redis waits for it (docs/fleet.md#failures), until `signal` says stop;
+  // a reply that waiting will not cure (a wrong password) ends the start (ERR_IO).
   let onAbort = () => undefined as void;
+  let onRedisError = (_e: unknown) => undefined as void;
   try {
     malformedJobs = guardJobDecoding(worker);
     await Promise.race([
       worker.waitUntilReady(),
       new Promise<never>((_, reject) => {
         onAbort = () => reject(new TesseraError('ERR_ABORTED', 'createWorker: stopped while waiting for Redis'));
+        onRedisError = (e) => {
+          if (isLastingReplyError(e)) reject(redisFailure(e, typeof opts.redis === 'string' ? opts.redis : undefined));
+        };
+        connection.on('error', onRedisError);
         if (opts.signal?.aborted) onAbort();
         else opts.signal?.addEventListener('abort', onAbort, { once: true });
       }),
@@ -301,6 +308,7 @@ export async function createWorker(opts: FleetWorkerOptions): Promise<FleetWorke
     throw e;
   } finally {
     opts.signal?.removeEventListener('abort', onAbort);
+    connection.off('error', onRedisError);
   }
 
   let closing: Promise<void> | undefined;
