@@ -36,7 +36,9 @@ const REDIRECT_STATUS = new Set([301, 302, 303, 307, 308]);
 function get(url: URL, policy: UrlPolicy, signal: AbortSignal): Promise<IncomingMessage> {
   const request = url.protocol === 'https:' ? httpsRequest : httpRequest;
   return new Promise((resolve, reject) => {
-    const req = request(url, { method: 'GET', signal, lookup: lookupFor(url.href, policy), headers: { accept: 'image/*,*/*;q=0.8', 'accept-encoding': 'identity' } }, resolve);
+    // agent: false, a connection of its own: a pooled socket would skip the checked lookup (one
+    // made for a worker with another policy in the same process, say).
+    const req = request(url, { method: 'GET', agent: false, signal, lookup: lookupFor(url.href, policy), headers: { accept: 'image/*,*/*;q=0.8', 'accept-encoding': 'identity' } }, resolve);
     req.once('error', reject);
     req.end();
   });
