@@ -178,7 +178,7 @@ export function closestKey(key: string, known: readonly string[]): string | unde
   return best !== undefined && bestD <= Math.max(2, Math.floor(best.length / 3)) ? best : undefined;
 }
 
-function describeValue(v: unknown): string {
+export function describeValue(v: unknown): string {
   if (v === null) return 'null';
   if (Array.isArray(v)) return 'an array';
   if (typeof v === 'string') return JSON.stringify(v.length > 40 ? v.slice(0, 40) + '...' : v);
@@ -205,7 +205,8 @@ export function parseArgument<S extends z.ZodType>(schema: S, value: unknown, ca
     const key = issue.keys[0]!;
     const shape = (schema as unknown as { shape?: Record<string, unknown> }).shape;
     const known = shape ? Object.keys(shape) : [];
-    if (OTHER_FAMILY[key] && !known.includes(key))
+    // (own keys only: '__proto__' is a key a parsed JSON object may have, not a lookup of Object.prototype)
+    if (Object.hasOwn(OTHER_FAMILY, key) && !known.includes(key))
       throw new TesseraError('ERR_INVALID_ARGUMENT', `${call}: option '${key}' is a ${OTHER_FAMILY[key]}`);
     const near = closestKey(key, known);
     throw new TesseraError(

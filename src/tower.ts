@@ -98,6 +98,21 @@ function checkSize(size: { width: number; height: number }): { width: number; he
   return { width: size.width, height: size.height };
 }
 
+/**
+ * The cause of an ERR_OUT_OF_MEMORY refusal made before any work because the image's predicted
+ * peak is more than the machine's whole memory: unlike a failed allocation, no retry on this
+ * machine can help (the fleet fails such a job once: src/fleet/failure-class.ts).
+ */
+export class ExceedsMachineMemory extends Error {
+  constructor(
+    readonly peakBytes: number,
+    readonly totalBytes: number,
+  ) {
+    super(`about ${peakBytes} bytes needed, ${totalBytes} bytes of memory in all`);
+    this.name = 'ExceedsMachineMemory';
+  }
+}
+
 export class VisionTower {
   readonly info: TowerInfo;
   readonly spec: TowerSpec;
@@ -321,13 +336,13 @@ export class VisionTower {
       throw this.#tooLarge(e, options, `about ${e.peakBytes} bytes to encode, over memoryBudget ${this.#memoryBudget}`);
     const total = totalmem();
     if (this.#memoryBudget === undefined && e.peakBytes > total)
-      throw this.#tooLarge(e, options, `about ${e.peakBytes} bytes to encode, more than this machine's ${total} bytes of memory`, 'ERR_OUT_OF_MEMORY');
+      throw this.#tooLarge(e, options, `about ${e.peakBytes} bytes to encode, more than this machine's ${total} bytes of memory`, 'ERR_OUT_OF_MEMORY', new ExceedsMachineMemory(e.peakBytes, total));
   }
 
-  #tooLarge(p: Plan, options: PreprocessOptions, why: string, code: 'ERR_IMAGE_TOO_LARGE' | 'ERR_OUT_OF_MEMORY' = 'ERR_IMAGE_TOO_LARGE'): TesseraError {
+  #tooLarge(p: Plan, options: PreprocessOptions, why: string, code: 'ERR_IMAGE_TOO_LARGE' | 'ERR_OUT_OF_MEMORY' = 'ERR_IMAGE_TOO_LARGE', cause?: Error): TesseraError {
     const given = (['minPixels', 'maxPixels', 'maxSoftTokens'] as const).filter((k) => options[k] !== undefined).map((k) => `${k} ${options[k]}`);
     const by = given.length ? ` (sized by ${given.join(', ')})` : '';
-    return new TesseraError(code, `the image resized to ${p.resized.width}x${p.resized.height}${by} needs ${p.patches} patches: ${why}`);
+    return new TesseraError(code, `the image resized to ${p.resized.width}x${p.resized.height}${by} needs ${p.patches} patches: ${why}`, cause ? { cause } : undefined);
   }
 
   /** Decodes, preprocesses and encodes one image (a path, Buffer or Uint8Array). */

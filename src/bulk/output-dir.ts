@@ -152,7 +152,7 @@ function record(job: OutputJob, input: BulkInput, stamp: InputStamp, r: EncodeRe
   };
 }
 
-function stemOf(job: OutputJob, input: BulkInput): string {
+function stemOf(job: Pick<OutputJob, 'dir'>, input: BulkInput): string {
   const rel = input.rel.split('/');
   const name = rel.pop()!;
   const dot = name.lastIndexOf('.');
@@ -182,9 +182,10 @@ export function primaryOutput(job: OutputJob, input: BulkInput): string {
 
 /**
  * Refuses inputs whose outputs would land on the same files (page.png and page.jpg in one folder),
- * naming both, before any work.
+ * naming both, before any work. Only the folder matters (`tessera enqueue` checks with no folder:
+ * the names relative to whichever out-dir its workers write).
  */
-export function checkDistinctOutputs(job: OutputJob, inputs: readonly BulkInput[]): void {
+export function checkDistinctOutputs(job: Pick<OutputJob, 'dir'>, inputs: readonly BulkInput[]): void {
   const seen = new Map<string, string>();
   for (const input of inputs) {
     const key = stemOf(job, input);

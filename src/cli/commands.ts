@@ -76,8 +76,11 @@ export const WORKER: Command = {
     'stalled-interval': { type: 'int', value: 'MS', key: 'stalledIntervalMs', group: 'worker', detail: true },
     'max-stalled': { type: 'int', min: 0, key: 'maxStalledCount', group: 'worker', detail: true },
     'max-fetch-bytes': { type: 'int', key: 'maxBytes', group: 'fetch', detail: true },
+    'allow-private-urls': { type: 'boolean', key: 'allowPrivateUrls', group: 'fetch', detail: true },
   },
-  notes: 'Runs until SIGTERM/SIGINT, which finish the current job and exit 0 (docs/fleet.md).',
+  notes:
+    'Runs until SIGTERM/SIGINT, which finish the current job and exit 0 (docs/fleet.md). URL inputs on loopback, private,\n' +
+    'link-local or unique-local addresses are refused unless --allow-private-urls (docs/fleet.md#urls).',
 };
 
 export const ENQUEUE: Command = {
