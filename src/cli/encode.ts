@@ -35,7 +35,7 @@ import { MemoryReclaimer } from './reclaim.js';
 import { SafetensorsWriter } from './safetensors-writer.js';
 
 export const ENCODE_USAGE = `usage: tessera encode <image|folder|-...> [--model <path>] [--out file.safetensors | --out-dir DIR]
-                      [--format safetensors|npy|vllm|sglang] [--force] [--hash-inputs] [--exclude GLOB]...
+                      [--format safetensors|npy|vllm|vllm-torch|vllm-encoder-cache|sglang] [--force] [--hash-inputs] [--exclude GLOB]...
                       [--backend auto|cpu|metal|metal-emulated] [--residency auto|stream|mapped|resident]
                       [--min-pixels N] [--max-pixels N] [--max-soft-tokens 70|140|280|560|1120] [--batch N]
                       [--stages] [--json]

@@ -12,7 +12,7 @@ import { listJobInputs } from '../fleet/inputs.js';
 import { OUTPUT_FORMATS } from '../bulk/index.js';
 
 export const ENQUEUE_USAGE = `usage: tessera enqueue <image|folder|url|-...> --redis URL --queue NAME [--wait] [--json]
-                       [--format safetensors|npy|vllm|sglang] [--exclude GLOB] [--min-pixels N] [--max-pixels N]
+                       [--format safetensors|npy|vllm|vllm-torch|vllm-encoder-cache|sglang] [--exclude GLOB] [--min-pixels N] [--max-pixels N]
                        [--max-soft-tokens N] [--stages] [--group N]
                        [--attempts N] [--backoff-ms MS] [--progress-interval S]
 '-' reads a newline-separated list of inputs from stdin. --group N: N images per job (1 to ${MAX_GROUP_IMAGES}; default 1),

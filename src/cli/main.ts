@@ -14,7 +14,7 @@ export const USAGE = `usage: tessera <command> [options]
 
 commands:
   encode <image|folder|-...> [--model <path>] [--out file.safetensors | --out-dir DIR]
-                    [--format safetensors|npy|vllm|sglang] [--force] [--exclude GLOB] [--backend B] [--residency R]
+                    [--format safetensors|npy|vllm|vllm-torch|vllm-encoder-cache|sglang] [--force] [--exclude GLOB] [--backend B] [--residency R]
                     [--min-pixels N] [--max-pixels N] [--max-soft-tokens N] [--batch N] [--stages] [--json]
   inspect <model> [--json]
   pack <model> <outdir> [--dtype f16|bf16|f32]
