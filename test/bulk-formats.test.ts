@@ -22,6 +22,8 @@ import { f32ToJson } from '../src/bulk/formats/f32-json.js';
 import { FIXTURES, readTensors, relErr } from './helpers/fixtures.js';
 import { readNpy } from './helpers/npy.js';
 import { readStoredZip } from './helpers/torch-zip.js';
+import { outputJob } from '../src/bulk/output-dir.js';
+import { runGroup } from '../src/fleet/group-job.js';
 
 const IMAGES = join(FIXTURES, 'images');
 let tmp: string;
@@ -188,6 +190,22 @@ print(json.dumps([list(e.shape), str(e.dtype), list(g.shape), str(g.dtype), g.to
     const again = await tessera(...args);
     expect(again.code, again.stderr).toBe(0);
     expect(again.stdout).toMatch(/2 up to date|0 of 2/);
+  });
+
+  it('vllm-encoder-cache from a fleet group job: the worker hashes the inputs too and writes the same file', async () => {
+    const dir = join(tmp, 'ec-fleet');
+    const tower = await VisionTower.open(join(FIXTURES, 'qwen3_vl-tiny/model'), { backend: 'cpu' });
+    const options = { maxPixels: 32768 };
+    const out = outputJob(tower, { dir, format: 'vllm-encoder-cache', model: join(FIXTURES, 'qwen3_vl-tiny/model'), options });
+    const outcome = await runGroup(tower, out, options, { inputs: [{ input: join(IMAGES, 'coffee.png'), rel: 'coffee.png' }], options: {} });
+    await tower.close();
+    expect(outcome.images[0], JSON.stringify(outcome.images[0])).toMatchObject({ status: 'encoded' });
+    const sha = createHash('sha256').update(readFileSync(join(IMAGES, 'coffee.png'))).digest('hex');
+    const cliFile = readFileSync(join(tmp, 'ec', sha, 'encoder_cache.safetensors'));
+    const fleetFile = readFileSync(join(dir, sha, 'encoder_cache.safetensors'));
+    // The same ec_cache bytes (the headers' records differ: model path and input name).
+    const data = (f: Buffer) => f.subarray(8 + Number(f.readBigUInt64LE(0)));
+    expect(data(fleetFile).equals(data(cliFile))).toBe(true);
   });
 });
 

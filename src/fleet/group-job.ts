@@ -51,7 +51,7 @@ export async function runGroup(tower: VisionTower, out: OutputJob, encodeOptions
         m.stamp = stampOfBytes(m.image);
       } else {
         m.image = m.input;
-        m.stamp = await stampInput(m.input, false).catch((e: unknown) => {
+        m.stamp = await stampInput(m.input, out.hashInputs).catch((e: unknown) => {
           m.stampError = toTesseraError(e);
           return undefined;
         });

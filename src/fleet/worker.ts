@@ -156,7 +156,7 @@ export async function createWorker(opts: FleetWorkerOptions): Promise<FleetWorke
         stamp = stampOfBytes(image);
       } else {
         try {
-          stamp = await stampInput(data.input, false);
+          stamp = await stampInput(data.input, out.hashInputs);
         } catch (e) {
           // A missing or unreadable image: the encode names it with the code images get.
           await tower.encode(data.input, encodeOptions);
