@@ -19,6 +19,7 @@ import { run } from '../src/cli/main.js';
 import type { CliIo } from '../src/cli/io.js';
 import { VisionTower, toSglangItemJson } from '../src/index.js';
 import { f32ToJson } from '../src/bulk/formats/f32-json.js';
+import { torchSaveBytes } from '../src/bulk/formats/torch-save.js';
 import { FIXTURES, readTensors, relErr } from './helpers/fixtures.js';
 import { readNpy } from './helpers/npy.js';
 import { readStoredZip } from './helpers/torch-zip.js';
@@ -142,6 +143,17 @@ print(json.dumps([list(e.shape), str(e.dtype), list(g.shape), str(g.dtype), g.to
     '800263746f7263682e5f7574696c730a5f72656275696c645f74656e736f725f76320a71002828580700000073746f72616765710163746f7263680a4c6f6e6753746f726167650a71025801000000307103580300000063707571044b03747105514b004b038571064b018571078963636f6c6c656374696f6e730a4f726465726564446963740a71082952710974710a52710b2e';
   const TORCH_PICKLE_F32_24x384 =
     '800263746f7263682e5f7574696c730a5f72656275696c645f74656e736f725f76320a71002828580700000073746f72616765710163746f7263680a466c6f617453746f726167650a71025801000000307103580300000063707571044d0024747105514b004b184d80018671064d80014b018671078963636f6c6c656374696f6e730a4f726465726564446963740a71082952710974710a52710b2e';
+  // torch.save(torch.zeros(300, 1024)): past 65,535 elements the count is a 4-byte int.
+  const TORCH_PICKLE_F32_300x1024 =
+    '800263746f7263682e5f7574696c730a5f72656275696c645f74656e736f725f76320a71002828580700000073746f72616765710163746f7263680a466c6f617453746f726167650a71025801000000307103580300000063707571044a00b00400747105514b004d2c014d00048671064d00044b018671078963636f6c6c656374696f6e730a4f726465726564446963740a71082952710974710a52710b2e';
+
+  it('torchSaveBytes of a large tensor: the pickle torch writes for [300, 1024] f32, the data whole', () => {
+    const data = Float32Array.from({ length: 300 * 1024 }, (_, i) => i / 7);
+    const zip = readStoredZip(torchSaveBytes({ name: 'x', dtype: 'F32', shape: [300, 1024], data }));
+    expect(zip.get('archive/data.pkl')!.data.toString('hex')).toBe(TORCH_PICKLE_F32_300x1024);
+    expect(zip.get('archive/data/0')!.data.equals(Buffer.from(data.buffer))).toBe(true);
+    expect(zip.get('archive/data/0')!.dataOffset % 64).toBe(0);
+  });
 
   it('vllm-torch: the same tensors as torch.save archives (pickle byte for byte torch\'s, data 64-byte aligned, CRCs right)', async () => {
     const dir = join(tmp, 'vllm-torch');
