@@ -109,7 +109,7 @@ export function encodeManyOptionsSchema(family?: Family) {
 }
 
 /** What `--out-dir` writes per image (src/bulk/output-dir.ts, README "Output files"). */
-export const OUTPUT_FORMATS = ['safetensors', 'npy', 'vllm', 'sglang'] as const;
+export const OUTPUT_FORMATS = ['safetensors', 'npy', 'vllm', 'vllm-torch', 'vllm-encoder-cache', 'sglang'] as const;
 
 /** `tessera encode`'s bulk-output flags, as an object (the CLI checks its flags with this). */
 export const BulkOutputOptionsSchema = z

@@ -7,7 +7,10 @@
 // Per format (stem = DIR/<rel without extension>):
 //   safetensors  stem.safetensors                (tensors of src/outputs/tensors.ts; __metadata__ = the record)
 //   npy          stem.<tensor>.npy per tensor    + stem.tessera.json (the record, written last)
-//   vllm         stem.vllm.json                  + stem.tessera.json
+//   vllm         stem.vllm.json                  + stem.tessera.json   (tensors as base64 .npy)
+//   vllm-torch   stem.vllm.json                  + stem.tessera.json   (tensors as base64 torch.save)
+//   vllm-encoder-cache  DIR/<sha256 of the input>/encoder_cache.safetensors + stem.tessera.json
+//                (vLLM's encoder-cache storage; the record names the identifier; inputs are hashed)
 //   sglang       stem.sglang.json                + stem.tessera.json
 // The record says what the output was made from: the model, the options, the format, the input's
 // size and mtime (and SHA-256 with hashInputs). A rerun skips an image whose record matches
@@ -26,6 +29,7 @@ import { readSafetensorsMetadata, safetensorsBytes } from '../formats/safetensor
 import { toSglangItemJson } from '../outputs/sglang.js';
 import { resultTensors } from '../outputs/tensors.js';
 import { toVllmContentPart, vllmUnsupported } from '../outputs/vllm.js';
+import { ENCODER_CACHE_FILE, encoderCacheBytes, encoderCacheIdentifier } from '../outputs/vllm-encoder-cache.js';
 import type { BulkInput } from './inputs.js';
 
 import { OUTPUT_FORMATS } from '../options.js';
@@ -68,8 +72,8 @@ export function outputJob(
 ): OutputJob {
   if (!(OUTPUT_FORMATS as readonly string[]).includes(o.format))
     throw new TesseraError('ERR_INVALID_ARGUMENT', `output format must be one of ${OUTPUT_FORMATS.join(', ')} (got '${o.format}')`);
-  const why = o.format === 'vllm' ? vllmUnsupported(tower.info.family) : undefined;
-  if (why) throw new TesseraError('ERR_INVALID_ARGUMENT', `--format vllm: ${why}`);
+  const why = o.format.startsWith('vllm') ? vllmUnsupported(tower.info.family) : undefined;
+  if (why) throw new TesseraError('ERR_INVALID_ARGUMENT', `--format ${o.format}: ${why}`);
   const i = tower.info;
   const options: Record<string, number | boolean> = {};
   for (const k of OUTPUT_OPTIONS) if (o.options[k] !== undefined && o.options[k] !== OUTPUT_OPTION_DEFAULTS[k]) options[k] = o.options[k] as number | boolean;
@@ -80,7 +84,8 @@ export function outputJob(
     modelSignature: `${i.family} depth ${i.depth} hidden ${i.hidden} out ${i.outHidden} ${i.dtype} ${i.memory.fileBytes} bytes`,
     family: i.family,
     options,
-    hashInputs: o.hashInputs ?? false,
+    // vllm-encoder-cache names each image's folder by the SHA-256 of its bytes.
+    hashInputs: (o.hashInputs ?? false) || o.format === 'vllm-encoder-cache',
     notes: o.notes ?? {},
   };
 }
@@ -174,7 +179,11 @@ export function primaryOutput(job: OutputJob, input: BulkInput): string {
     case 'npy':
       return stem + '.embeddings.npy';
     case 'vllm':
+    case 'vllm-torch':
       return stem + '.vllm.json';
+    case 'vllm-encoder-cache':
+      // The cache file's folder is the input's digest, known once it is read: the record names it.
+      return stem + '.tessera.json';
     case 'sglang':
       return stem + '.sglang.json';
   }
@@ -277,9 +286,22 @@ export async function writeImageOutputs(job: OutputJob, input: BulkInput, result
       await writeFileAtomic(path, npyBytes(t));
       files.push(path);
     }
-  } else if (job.format === 'vllm') {
+  } else if (job.format === 'vllm' || job.format === 'vllm-torch') {
     const path = stem + '.vllm.json';
-    await writeFileAtomic(path, JSON.stringify(toVllmContentPart(result, job.family)));
+    const encoding = job.format === 'vllm' ? 'npy' : 'torch';
+    await writeFileAtomic(path, JSON.stringify(toVllmContentPart(result, job.family, { encoding })));
+    files.push(path);
+  } else if (job.format === 'vllm-encoder-cache') {
+    const identifier = encoderCacheIdentifier(stamp.sha256, input.path);
+    meta['identifier'] = identifier;
+    const folder = join(job.dir, identifier);
+    try {
+      await mkdir(folder, { recursive: true });
+    } catch (e) {
+      throw ioError(folder, 'cannot create folder', e);
+    }
+    const path = join(folder, ENCODER_CACHE_FILE);
+    await writeFileAtomic(path, encoderCacheBytes(result, meta));
     files.push(path);
   } else {
     const path = stem + '.sglang.json';
@@ -288,7 +310,7 @@ export async function writeImageOutputs(job: OutputJob, input: BulkInput, result
   }
   const names = files.map((f) => relative(dir, f).split(sep).join('/'));
   await writeFileAtomic(recordFile, JSON.stringify({ record: meta, files: names }, null, 1) + '\n');
-  return { primary: files[0]!, files: [...files, recordFile] };
+  return { primary: primaryOutput(job, input), files: [...files, recordFile] };
 }
 
 /**
