@@ -56,7 +56,7 @@ export interface NativeTower {
   sizing(patches: number): NativeSizing;
   /** Values per input (pixel) row. */
   readonly patchWidth: number;
-  stats(): { bytesRead: number; residentBytes: number; reads: number; violations: number; packedWeights: number; residency: string; backend: string };
+  stats(): { bytesRead: number; residentBytes: number; reads: number; violations: number; packedWeights: number; residency: string; backend: string; precision: 'f32' | 'bf16' };
   close(): void;
 }
 
@@ -65,6 +65,7 @@ export interface NativeOpenOptions {
   residency: string;
   threads?: number;
   slots?: number;
+  precision?: 'f32' | 'bf16';
 }
 
 export interface Addon {
@@ -72,6 +73,8 @@ export interface Addon {
   simdLevel: string;
   /** How the AVX2 kernels widen bf16 weights, 'unpack' or 'shift' (native/common/cpu_features.h). */
   bf16Widening: string;
+  /** The bf16 GEMM precision 'bf16' runs on: 'amx', 'avx512-bf16', 'neon-bf16' or 'none' (native/common/cpu_features.h). */
+  bf16Level: string;
   /** Element-wise dtype conversion with common/dtype.h's rounding (tessera pack --dtype). */
   convertDtype(src: Uint8Array, from: string, to: string): Uint8Array;
   /** The weights file's stage and tensor alignments (native/io/weight_alignment.h). */

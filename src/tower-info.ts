@@ -20,6 +20,8 @@ export interface TowerInfo {
   backend: string;
   residency: string;
   simd: string;
+  /** What the linears compute in: 'bf16' only where it was asked for and the CPU has bf16 units (never claimed otherwise). */
+  precision: 'f32' | 'bf16';
   memory: MemoryInfo;
 }
 
@@ -51,7 +53,14 @@ export function peakRss(): number {
 }
 
 
-export function describe(spec: TowerSpec, path: string, backend: string, memory: MemoryInfo, simd: string): TowerInfo {
+export function describe(
+  spec: TowerSpec,
+  path: string,
+  backend: string,
+  memory: MemoryInfo,
+  simd: string,
+  precision: 'f32' | 'bf16',
+): TowerInfo {
   const bytes = spec.stages.map(stageBytes);
   const blockBytes = spec.stages.flatMap((s, i) => (s.kind === 'block' ? [bytes[i]!] : []));
   const total = bytes.reduce((a, b) => a + b, 0);
@@ -79,6 +88,7 @@ export function describe(spec: TowerSpec, path: string, backend: string, memory:
     backend,
     residency: memory.residency,
     simd,
+    precision,
     memory,
   };
 }

@@ -46,6 +46,8 @@ export interface OutputJob {
   family: Family;
   /** The options that change the output (sizing, admission, stages), keys sorted. */
   options: Record<string, number | boolean>;
+  /** tower.info.precision: what the linears ran in (outputs of f32 and bf16 runs are never mixed). */
+  precision: 'f32' | 'bf16';
   /** Also fingerprint each input by its SHA-256 (not only size and mtime). */
   hashInputs: boolean;
   /** Extra strings for the record (tessera's version, demo_random_weights); not compared. */
@@ -80,6 +82,7 @@ export function outputJob(
     modelSignature: `${i.family} depth ${i.depth} hidden ${i.hidden} out ${i.outHidden} ${i.dtype} ${i.memory.fileBytes} bytes`,
     family: i.family,
     options,
+    precision: i.precision,
     hashInputs: o.hashInputs ?? false,
     notes: o.notes ?? {},
   };
@@ -122,6 +125,8 @@ function fingerprint(job: OutputJob, input: BulkInput, stamp: InputStamp): strin
     modelSignature: job.modelSignature,
     format: job.format,
     options: job.options,
+    // f32 is recorded as absent: records written before precision existed (all f32) stay up to date
+    ...(job.precision !== 'f32' ? { precision: job.precision } : {}),
     input: input.rel,
     size: stamp.size,
     mtimeMs: stamp.mtimeMs,

@@ -37,7 +37,7 @@ import { SafetensorsWriter } from './safetensors-writer.js';
 export const ENCODE_USAGE = `usage: tessera encode <image|folder|-...> [--model <path>] [--out file.safetensors | --out-dir DIR]
                       [--format safetensors|npy|vllm|sglang] [--force] [--hash-inputs] [--exclude GLOB]...
                       [--backend auto|cpu|metal|metal-emulated] [--residency auto|stream|mapped|resident]
-                      [--min-pixels N] [--max-pixels N] [--max-soft-tokens 70|140|280|560|1120] [--batch N]
+                      [--precision f32|bf16] [--min-pixels N] [--max-pixels N] [--max-soft-tokens 70|140|280|560|1120] [--batch N]
                       [--stages] [--json]
 Folders are read recursively (image extensions, any case); '-' reads a newline-separated list of paths from stdin.
 Without --model, a small demo tower with random weights is used.`;
@@ -86,6 +86,7 @@ function parse(args: readonly string[]): Parsed | 'help' {
       exclude: { type: 'string', multiple: true },
       backend: { type: 'string' },
       residency: { type: 'string' },
+      precision: { type: 'string' },
       'min-pixels': { type: 'string' },
       'max-pixels': { type: 'string' },
       'max-soft-tokens': { type: 'string' },
@@ -137,6 +138,7 @@ function parse(args: readonly string[]): Parsed | 'help' {
   const open: OpenOptions = {};
   if (values.backend) open.backend = values.backend as OpenOptions['backend'];
   if (values.residency) open.residency = values.residency as OpenOptions['residency'];
+  if (values.precision) open.precision = values.precision as OpenOptions['precision'];
   flagged(() => parseArgument(OpenOptionsSchema, open, 'tessera encode'));
   return { args: positionals, model: values.model, bulk, open, encode, batch, json: values.json ?? false };
 }

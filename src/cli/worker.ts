@@ -11,6 +11,7 @@ import type { ImageJobResult } from '../fleet/job.js';
 
 export const WORKER_USAGE = `usage: tessera worker --redis URL --queue NAME --model PATH --out-dir DIR [--name NAME] [--json]
                       [--backend auto|cpu|metal|metal-emulated] [--residency auto|stream|mapped|resident] [--threads N]
+                      [--precision f32|bf16]
                       [--lock-duration MS] [--stalled-interval MS] [--max-stalled N] [--max-fetch-bytes N]
 Runs until SIGTERM/SIGINT, which finish the current job and exit 0.`;
 
@@ -39,6 +40,7 @@ export async function workerCommand(args: readonly string[], io: CliIo): Promise
         backend: { type: 'string' },
         residency: { type: 'string' },
         threads: { type: 'string' },
+        precision: { type: 'string' },
         'lock-duration': { type: 'string' },
         'stalled-interval': { type: 'string' },
         'max-stalled': { type: 'string' },
@@ -63,6 +65,7 @@ export async function workerCommand(args: readonly string[], io: CliIo): Promise
     if (values.residency) open.residency = values.residency as OpenOptions['residency'];
     const threads = positiveInt('threads', values.threads, 0);
     if (threads !== undefined) open.threads = threads;
+    if (values.precision) open.precision = values.precision as OpenOptions['precision'];
     numbers = {
       lockDurationMs: positiveInt('lock-duration', values['lock-duration']),
       stalledIntervalMs: positiveInt('stalled-interval', values['stalled-interval']),
