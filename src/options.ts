@@ -17,6 +17,9 @@ const positiveInt = z.number().int().positive().max(Number.MAX_SAFE_INTEGER);
 export const BACKENDS = ['auto', 'cpu', 'metal', 'metal-emulated'] as const;
 /** How a tower holds its weights (OpenOptions.residency; docs/design.md#residency). */
 export const RESIDENCIES = ['auto', 'stream', 'mapped', 'resident'] as const;
+/** What the CPU backend's linears compute in (OpenOptions.precision; docs/bf16.md). */
+export const PRECISIONS = ['f32', 'bf16'] as const;
+export type Precision = (typeof PRECISIONS)[number];
 
 export const OpenOptionsSchema = z
   .object({
@@ -25,6 +28,12 @@ export const OpenOptionsSchema = z
     slots: z.number().int().min(1).max(16).default(2),
     memoryBudget: positiveInt.optional(),
     threads: z.number().int().min(0).max(1024).default(0),
+    /**
+     * What the CPU backend's linears compute in: 'f32' (exact, the default) or 'bf16' (bf16 operands,
+     * f32 sums) where the CPU has bf16 units (AMX, AVX512-BF16, arm64 FEAT_BF16); elsewhere f32 runs.
+     * tower.info.precision says which ran (docs/bf16.md).
+     */
+    precision: z.enum(PRECISIONS).default('f32'),
     /** Packed folders: check each stage's recorded checksum (see README, "Integrity"). */
     verify: z.boolean().default(false),
   })

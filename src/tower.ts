@@ -160,7 +160,7 @@ export class VisionTower {
     const residency = decision.residency;
     const { value: native, backend } = await openFirstAvailable(candidates, async (b) => {
       try {
-        return await lib.openTower(model.spec, { backend: b, residency, threads: o.threads, slots: o.slots });
+        return await lib.openTower(model.spec, { backend: b, residency, threads: o.threads, slots: o.slots, precision: o.precision });
       } catch (e) {
         throw toTesseraError(e);
       }
@@ -176,7 +176,7 @@ export class VisionTower {
       fileBytes: weights.fileBytes,
       peakRss: peakRss(),
     };
-    const info = describe(model.spec, path, backend, memory, lib.simdLevel);
+    const info = describe(model.spec, path, backend, memory, lib.simdLevel, native.stats().precision);
     const tower = new VisionTower(native, model.spec, info, model.preprocessorConfig, o.memoryBudget);
     // A preprocessor config that is there is checked now (its bounds, its patch geometry against
     // the tower's), so a bad one fails open, not every later encode. A Qwen tower without one can

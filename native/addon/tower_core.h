@@ -17,6 +17,7 @@ struct OpenOptions {
   std::string residency = "resident";
   int threads = 0;
   int slots = 2;
+  std::string precision = "f32";  // "f32" or "bf16" (the CPU backend's linears; Backend::precision says what runs)
 };
 
 struct TowerCore {
@@ -33,6 +34,6 @@ struct TowerCore {
   void close();  // frees everything; later calls fail with ERR_CLOSED
 };
 
-std::unique_ptr<gpu::Backend> make_backend(const std::string& name, int threads);
+std::unique_ptr<gpu::Backend> make_backend(const std::string& name, int threads, const std::string& precision);
 
 }  // namespace tessera::addon

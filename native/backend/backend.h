@@ -97,6 +97,9 @@ class Backend {
  public:
   virtual ~Backend() = default;
   virtual const char* name() const = 0;
+  // What the linears compute in: "f32", or "bf16" (bf16 operands, f32 sums) where the backend was
+  // asked for bf16 and has the units for it. Never "bf16" where f32 runs.
+  virtual const char* precision() const { return "f32"; }
 
   // ---- memory
   // Bytes of its own scratch the backend holds at most after running `work` (beyond the buffers

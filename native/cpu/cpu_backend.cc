@@ -18,8 +18,11 @@ const char* simd_name(Simd level) {
   switch (level) {
     case Simd::Scalar: return "scalar";
     case Simd::Neon: return "neon";
+    case Simd::NeonBf16: return "neon-bf16";
     case Simd::Avx2: return "avx2";
     case Simd::Avx512: return "avx512";
+    case Simd::Avx512Bf16: return "avx512-bf16";
+    case Simd::Amx: return "amx";
   }
   return "?";
 }
@@ -28,10 +31,18 @@ static const Kernels* table(Simd level) {
   switch (level) {
     case Simd::Scalar: return scalar_kernels();
     case Simd::Neon: return neon_kernels();
+    case Simd::NeonBf16: return neon_bf16_kernels();
     case Simd::Avx2: return avx2_kernels();
     case Simd::Avx512: return avx512_kernels();
+    case Simd::Avx512Bf16: return avx512_bf16_kernels();
+    case Simd::Amx: return amx_kernels();
   }
   return nullptr;
+}
+
+bool has_bf16(Simd level) {
+  const Kernels* k = table(level);
+  return k && k->bf16;
 }
 
 static bool runs(Simd level) {
@@ -40,15 +51,18 @@ static bool runs(Simd level) {
   switch (level) {
     case Simd::Scalar: return true;
     case Simd::Neon: return f.neon;
+    case Simd::NeonBf16: return f.neon_bf16;
     case Simd::Avx2: return f.avx2_fma;
     case Simd::Avx512: return f.avx512;
+    case Simd::Avx512Bf16: return f.avx512_bf16;
+    case Simd::Amx: return f.amx_bf16;
   }
   return false;
 }
 
 std::vector<Simd> supported_simd() {
   std::vector<Simd> out;
-  for (Simd s : {Simd::Scalar, Simd::Neon, Simd::Avx2, Simd::Avx512})
+  for (Simd s : {Simd::Scalar, Simd::Neon, Simd::NeonBf16, Simd::Avx2, Simd::Avx512, Simd::Avx512Bf16, Simd::Amx})
     if (runs(s)) out.push_back(s);
   return out;
 }
@@ -69,12 +83,14 @@ struct HostBuffer : gpu::Buffer {
 
 class CpuBackend final : public gpu::Backend {
  public:
-  CpuBackend(int threads, const Kernels& k) : pool_(threads), ws_(pool_.size()), ctx_{pool_, k, ws_} {}
+  CpuBackend(int threads, const Kernels& k, Precision p)
+      : pool_(threads), ws_(pool_.size()), ctx_{pool_, k, ws_, p == Precision::Bf16 && k.bf16 != nullptr} {}
   ~CpuBackend() override {
     for (gpu::Buffer* b : live_) delete b;
   }
 
   const char* name() const override { return "cpu"; }
+  const char* precision() const override { return ctx_.bf16 ? "bf16" : "f32"; }
 
   gpu::Buffer* alloc(size_t bytes) override {
     auto* b = new HostBuffer();
@@ -158,7 +174,7 @@ class CpuBackend final : public gpu::Backend {
     size_t shared = 0, pack_a = 0, accum = 0;
     int gemm_slots = 0;
     for (const LinearShape& l : w.linears) {
-      LinearScratch s = linear_scratch(ctx_.k, T, l.rows, l.in, l.out);
+      LinearScratch s = linear_scratch(ctx_, T, l.rows, l.in, l.out);
       if (!s.tasks) continue;
       shared = std::max(shared, s.shared_floats);
       pack_a = std::max(pack_a, s.pack_a_floats);
@@ -194,16 +210,18 @@ class CpuBackend final : public gpu::Backend {
 
 }  // namespace
 
-std::unique_ptr<gpu::Backend> make_cpu_backend(int threads, Simd level) {
-  return std::make_unique<CpuBackend>(threads, kernels_for(level));
+std::unique_ptr<gpu::Backend> make_cpu_backend(int threads, Simd level, Precision precision) {
+  return std::make_unique<CpuBackend>(threads, kernels_for(level), precision);
 }
 
 std::unique_ptr<gpu::Backend> make_cpu_backend_avx2(int threads, bool bf16_unpack) {
   kernels_for(Simd::Avx2);  // ERR_INVALID_ARGUMENT where AVX2 does not run
-  return std::make_unique<CpuBackend>(threads, *avx2_kernels(bf16_unpack));
+  return std::make_unique<CpuBackend>(threads, *avx2_kernels(bf16_unpack), Precision::F32);
 }
 
-std::unique_ptr<gpu::Backend> make_cpu_backend(int threads) { return make_cpu_backend(threads, best_simd()); }
+std::unique_ptr<gpu::Backend> make_cpu_backend(int threads, Precision precision) {
+  return make_cpu_backend(threads, best_simd(), precision);
+}
 
 static const CpuBackend& as_cpu(const gpu::Backend& b) {
   const auto* c = dynamic_cast<const CpuBackend*>(&b);

@@ -15,6 +15,7 @@ struct Context {
   ThreadPool& pool;
   const Kernels& k;
   Workspace& ws;
+  bool bf16 = false;  // precision 'bf16' and k.bf16 set: linears with bf16 weights run k.bf16
 };
 
 using gpu::Act;
@@ -46,7 +47,8 @@ struct LinearScratch {
   size_t shared_floats = 0, pack_a_floats = 0, accum_floats = 0;
   int tasks = 0;
 };
-LinearScratch linear_scratch(const Kernels& k, int threads, int64_t M, int64_t K, int64_t N);
+// In precision 'bf16', the larger of the f32 and the bf16 path's (a tower's linears may take either).
+LinearScratch linear_scratch(const Context& c, int threads, int64_t M, int64_t K, int64_t N);
 
 // ---- helpers shared by the drivers (tensor_util.cc)
 // Throws ERR_INVALID_ARGUMENT "<op>: <what>" unless cond.

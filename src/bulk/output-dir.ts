@@ -32,7 +32,7 @@ import { toVllmContentPart, vllmUnsupported } from '../outputs/vllm.js';
 import { ENCODER_CACHE_FILE, encoderCacheBytes, encoderCacheIdentifier } from '../outputs/vllm-encoder-cache.js';
 import type { BulkInput } from './inputs.js';
 
-import { OUTPUT_FORMATS } from '../options.js';
+import { OUTPUT_FORMATS, type Precision } from '../options.js';
 
 export { OUTPUT_FORMATS };
 export type OutputFormat = (typeof OUTPUT_FORMATS)[number];
@@ -50,6 +50,8 @@ export interface OutputJob {
   family: Family;
   /** The options that change the output (sizing, admission, stages), keys sorted. */
   options: Record<string, number | boolean>;
+  /** tower.info.precision: what the linears ran in (outputs of f32 and bf16 runs are never mixed). */
+  precision: Precision;
   /** Also fingerprint each input by its SHA-256 (not only size and mtime). */
   hashInputs: boolean;
   /** Extra strings for the record (tessera's version, demo_random_weights); not compared. */
@@ -84,6 +86,7 @@ export function outputJob(
     modelSignature: `${i.family} depth ${i.depth} hidden ${i.hidden} out ${i.outHidden} ${i.dtype} ${i.memory.fileBytes} bytes`,
     family: i.family,
     options,
+    precision: i.precision,
     // vllm-encoder-cache names each image's folder by the SHA-256 of its bytes.
     hashInputs: (o.hashInputs ?? false) || o.format === 'vllm-encoder-cache',
     notes: o.notes ?? {},
@@ -132,6 +135,8 @@ function fingerprint(job: OutputJob, input: BulkInput, stamp: InputStamp): strin
     modelSignature: job.modelSignature,
     format: job.format,
     options: job.options,
+    // f32 is recorded as absent: records written before precision existed (all f32) stay up to date
+    ...(job.precision !== 'f32' ? { precision: job.precision } : {}),
     input: input.rel,
     size: stamp.size,
     mtimeMs: stamp.mtimeMs,

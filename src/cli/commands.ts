@@ -4,7 +4,7 @@
 // checked by the library's zod schemas (open: OpenOptionsSchema, encode: encodeManyOptionsSchema,
 // bulk: BulkOutputOptionsSchema, job: the fleet's JobOptionsSchema).
 import { GEMMA_SOFT_TOKEN_BUDGETS } from '../image/config.js';
-import { BACKENDS, DEFAULT_BATCH, OUTPUT_FORMATS, RESIDENCIES } from '../options.js';
+import { BACKENDS, DEFAULT_BATCH, OUTPUT_FORMATS, PRECISIONS, RESIDENCIES } from '../options.js';
 import { DTYPES } from '../spec/types.js';
 import { MAX_GROUP_IMAGES } from '../fleet/job.js';
 import type { Command, Flag } from './flags.js';
@@ -12,6 +12,7 @@ import type { Command, Flag } from './flags.js';
 const open = {
   backend: { type: 'string', choices: BACKENDS, group: 'open' },
   residency: { type: 'string', choices: RESIDENCIES, group: 'open' },
+  precision: { type: 'string', choices: PRECISIONS, group: 'open' },
 } satisfies Record<string, Flag>;
 
 /** The options that change an image's output (encode's, and a fleet job's): the sizing keys of both families and --stages. */
@@ -71,6 +72,7 @@ export const WORKER: Command = {
     json: { type: 'boolean' },
     backend: { ...open.backend, detail: true },
     residency: { ...open.residency, detail: true },
+    precision: { ...open.precision, detail: true },
     threads: { type: 'int', min: 0, group: 'open', detail: true },
     'lock-duration': { type: 'int', value: 'MS', key: 'lockDurationMs', group: 'worker', detail: true },
     'stalled-interval': { type: 'int', value: 'MS', key: 'stalledIntervalMs', group: 'worker', detail: true },
