@@ -7,7 +7,7 @@
 
 namespace tessera::addon {
 
-std::unique_ptr<gpu::Backend> make_backend(const std::string& name, int threads, const std::string& precision) {
+std::unique_ptr<backend::Backend> make_backend(const std::string& name, int threads, const std::string& precision) {
   if (precision != "f32" && precision != "bf16") fail(Code::InvalidArgument, "precision '" + precision + "' is not f32 or bf16");
   if (name == "cpu") return cpu::make_cpu_backend(threads, precision == "bf16" ? cpu::Precision::Bf16 : cpu::Precision::F32);
   if (name == "metal" || name == "metal-emulated") return mtl::make_metal_backend(name);

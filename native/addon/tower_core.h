@@ -23,7 +23,7 @@ struct OpenOptions {
 struct TowerCore {
   TowerSpec spec;
   OpenOptions options;
-  std::unique_ptr<gpu::Backend> backend;
+  std::unique_ptr<backend::Backend> backend;
   std::unique_ptr<WeightStore> store;
   std::unique_ptr<VisionModel> model;
   std::mutex mu;
@@ -34,6 +34,6 @@ struct TowerCore {
   void close();  // frees everything; later calls fail with ERR_CLOSED
 };
 
-std::unique_ptr<gpu::Backend> make_backend(const std::string& name, int threads, const std::string& precision);
+std::unique_ptr<backend::Backend> make_backend(const std::string& name, int threads, const std::string& precision);
 
 }  // namespace tessera::addon

@@ -17,7 +17,7 @@
 
 #include "common/dtype.h"
 
-namespace tessera::gpu {
+namespace tessera::backend {
 
 // Backend-owned memory: scratch it allocated, or host memory it wraps (weights in a slot, a
 // mapping or a resident block). `host` is the CPU-visible address (null if none).
@@ -186,4 +186,4 @@ class Backend {
 // ERR_NUMERIC: `stage` produced `bad` non-finite values, the first at flat index `first` of a `cols`-wide output.
 [[noreturn]] void fail_nonfinite(const std::string& stage, int64_t bad, int64_t first, int64_t cols);
 
-}  // namespace tessera::gpu
+}  // namespace tessera::backend

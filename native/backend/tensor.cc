@@ -1,7 +1,7 @@
 #include "common/error.h"
 #include "backend/backend.h"
 
-namespace tessera::gpu {
+namespace tessera::backend {
 
 void Backend::check_finite(const Tensor& x, const std::string& stage) {
   int64_t first = -1;
@@ -49,4 +49,4 @@ Tensor Tensor::reshaped(int64_t new_cols) const {
   return t;
 }
 
-}  // namespace tessera::gpu
+}  // namespace tessera::backend

@@ -28,21 +28,21 @@ std::vector<Simd> supported_simd();
 
 // threads <= 0: one per physical core. Precision::Bf16 on a level without bf16 units runs f32, and
 // the backend's precision() says so.
-std::unique_ptr<gpu::Backend> make_cpu_backend(int threads, Precision precision = Precision::F32);
+std::unique_ptr<backend::Backend> make_cpu_backend(int threads, Precision precision = Precision::F32);
 // The same with the kernels forced to `level` (ERR_INVALID_ARGUMENT if this machine cannot run it).
-std::unique_ptr<gpu::Backend> make_cpu_backend(int threads, Simd level, Precision precision = Precision::F32);
+std::unique_ptr<backend::Backend> make_cpu_backend(int threads, Simd level, Precision precision = Precision::F32);
 // The AVX2 level with the given bf16 widening (common/cpu_features.h: CpuFeatures::bf16_unpack),
 // whatever this CPU's vendor: for running both tables side by side in one process (tests,
 // scripts/bench/kernels/widening_ab.cc). ERR_INVALID_ARGUMENT without AVX2.
-std::unique_ptr<gpu::Backend> make_cpu_backend_avx2(int threads, bool bf16_unpack);
+std::unique_ptr<backend::Backend> make_cpu_backend_avx2(int threads, bool bf16_unpack);
 
 // ---- the backend's own scratch (packed weight strips, per-thread GEMM and attention buffers)
 // It grows to the largest op run so far and is kept for the backend's lifetime, so a model's
-// memory prediction must add it: gpu::Backend::workspace_bytes(work) predicts it from the
+// memory prediction must add it: backend::Backend::workspace_bytes(work) predicts it from the
 // formulas the kernels allocate by (what a fresh backend holds at most after running `work`).
 // What the workspace of `backend` (a CPU backend) holds now, for the tests of that prediction.
-using gpu::LinearShape;
-using gpu::Workload;
-uint64_t held_workspace_bytes(const gpu::Backend& backend);
+using backend::LinearShape;
+using backend::Workload;
+uint64_t held_workspace_bytes(const backend::Backend& backend);
 
 }  // namespace tessera::cpu

@@ -94,7 +94,7 @@ std::string describe(NSError* e) {
 // Host memory seen by the GPU: the whole pages around `host`, as one MTLBuffer, or, past the device's
 // maxBufferLength (a large mapped file), as views of `window` bytes every `window / 2` bytes, so that any
 // binding up to window / 2 bytes lies entirely inside one view.
-struct MetalBuffer : gpu::Buffer {
+struct MetalBuffer : backend::Buffer {
   std::vector<id<MTLBuffer>> views;
   size_t base = 0;    // bytes from the first page to `host`
   size_t window = 0;  // bytes per view
@@ -126,13 +126,13 @@ class MetalExecutor final : public Executor {
       wait_all();
     } catch (...) {
     }
-    for (gpu::Buffer* b : live_) destroy(static_cast<MetalBuffer*>(b));
+    for (backend::Buffer* b : live_) destroy(static_cast<MetalBuffer*>(b));
   }
 
   const char* name() const override { return "metal"; }
   const DeviceLimits& limits() const override { return lim_; }
 
-  gpu::Buffer* wrap(void* host, size_t bytes) override {
+  backend::Buffer* wrap(void* host, size_t bytes) override {
     auto* b = new MetalBuffer();
     try {
       attach(b, host, bytes);
@@ -143,7 +143,7 @@ class MetalExecutor final : public Executor {
     live_.push_back(b);
     return b;
   }
-  gpu::Buffer* alloc(size_t bytes) override {
+  backend::Buffer* alloc(size_t bytes) override {
     auto* b = new MetalBuffer();
     try {
       b->storage = AlignedBuffer(round_up(std::max<size_t>(bytes, 1), size_t(lim_.page)), size_t(lim_.page));
@@ -155,7 +155,7 @@ class MetalExecutor final : public Executor {
     live_.push_back(b);
     return b;
   }
-  void release(gpu::Buffer* buf) override {
+  void release(backend::Buffer* buf) override {
     for (size_t i = 0; i < live_.size(); i++)
       if (live_[i] == buf) {
         live_.erase(live_.begin() + long(i));
@@ -353,7 +353,7 @@ class MetalExecutor final : public Executor {
   id<MTLCommandBuffer> cb_ = nil;
   id<MTLComputeCommandEncoder> enc_ = nil;
   DeviceLimits lim_;
-  std::vector<gpu::Buffer*> live_;
+  std::vector<backend::Buffer*> live_;
   std::mutex mu_;
   std::condition_variable cv_;
   int inflight_ = 0;

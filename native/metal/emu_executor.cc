@@ -69,7 +69,7 @@ const Library& library() {
 // Scratch is allocated at its exact size (not rounded to pages): under the sanitizer run (ASan runtime
 // preloaded, emulator library built with -fsanitize=address) a kernel reading one element past a buffer
 // hits the allocator's redzone.
-struct EmuBuffer : gpu::Buffer {
+struct EmuBuffer : backend::Buffer {
   void* owned = nullptr;  // null when wrapping host memory
   ~EmuBuffer() override { std::free(owned); }
 };
@@ -81,19 +81,19 @@ class EmuExecutor final : public Executor {
     lim_.max_buffer = uint64_t(1) << 40;
   }
   ~EmuExecutor() override {
-    for (gpu::Buffer* b : live_) delete b;
+    for (backend::Buffer* b : live_) delete b;
   }
   const char* name() const override { return "mslemu"; }
   const DeviceLimits& limits() const override { return lim_; }
 
-  gpu::Buffer* wrap(void* host, size_t bytes) override {
+  backend::Buffer* wrap(void* host, size_t bytes) override {
     auto* b = new EmuBuffer();
     b->host = host;
     b->bytes = bytes;
     live_.push_back(b);
     return b;
   }
-  gpu::Buffer* alloc(size_t bytes) override {
+  backend::Buffer* alloc(size_t bytes) override {
     auto* b = new EmuBuffer();
     if (posix_memalign(&b->owned, 64, std::max<size_t>(bytes, 1)) != 0) {
       b->owned = nullptr;
@@ -106,7 +106,7 @@ class EmuExecutor final : public Executor {
     live_.push_back(b);
     return b;
   }
-  void release(gpu::Buffer* buf) override {
+  void release(backend::Buffer* buf) override {
     for (size_t i = 0; i < live_.size(); i++)
       if (live_[i] == buf) {
         live_.erase(live_.begin() + long(i));
@@ -193,7 +193,7 @@ class EmuExecutor final : public Executor {
   EmuOptions opt_;
   const Library& lib_;
   DeviceLimits lim_;
-  std::vector<gpu::Buffer*> live_;
+  std::vector<backend::Buffer*> live_;
   std::vector<Dispatch> batch_;
 };
 

@@ -9,7 +9,7 @@
 
 namespace tessera {
 
-std::unique_ptr<VisionModel> make_model(const TowerSpec& spec, gpu::Backend& backend, WeightStore& store) {
+std::unique_ptr<VisionModel> make_model(const TowerSpec& spec, backend::Backend& backend, WeightStore& store) {
   if (spec.family == "qwen3_5" || spec.family == "qwen3_vl") return make_qwen_vision(spec, backend, store);
   if (spec.family == "gemma4") return make_gemma4_vision(spec, backend, store);
   fail(Code::ModelFormat, "unknown tower family '" + spec.family + "'");
@@ -50,13 +50,13 @@ std::vector<int64_t> chunk_sizes(int64_t rows, int64_t chunk) {
   return sizes;
 }
 
-void walk_stages(const TowerSpec& spec, gpu::Backend& backend, WeightStore& store, const EncodeControl& ctl,
+void walk_stages(const TowerSpec& spec, backend::Backend& backend, WeightStore& store, const EncodeControl& ctl,
                  EncodeOutput& out, const StageOps& run, const StageSink& collect) {
   // The pass ends with the backend's wait: after the last stage (where a deferred finite check or a GPU error
   // surfaces), or here on the way out of an error (which is the one reported: a second is dropped).
   struct Pass {
     WeightStore& s;
-    gpu::Backend& b;
+    backend::Backend& b;
     ~Pass() {
       if (std::uncaught_exceptions()) try {
           b.finish();
@@ -81,7 +81,7 @@ void walk_stages(const TowerSpec& spec, gpu::Backend& backend, WeightStore& stor
   backend.finish();
 }
 
-StageOutput download_stage(gpu::Backend& backend, const gpu::Tensor& t, const std::string& name, RowKind kind) {
+StageOutput download_stage(backend::Backend& backend, const backend::Tensor& t, const std::string& name, RowKind kind) {
   StageOutput s;
   s.name = name;
   s.kind = kind;

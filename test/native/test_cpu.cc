@@ -17,7 +17,7 @@
 
 using tessera::DType;
 using tessera::cpu::Simd;
-using namespace tessera::gpu;
+using namespace tessera::backend;
 
 namespace {
 

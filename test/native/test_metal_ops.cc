@@ -27,7 +27,7 @@
 #include "metal/metal_backend.h"
 
 using tessera::DType;
-using namespace tessera::gpu;
+using namespace tessera::backend;
 namespace mtl = tessera::mtl;
 
 namespace {

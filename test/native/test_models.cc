@@ -149,69 +149,69 @@ TowerFile gemma_tower(DType dt) {
 }
 
 // Forwards everything to a CPU backend, counting the bytes alloc() hands out while they are live.
-class CountingBackend final : public gpu::Backend {
+class CountingBackend final : public backend::Backend {
  public:
-  std::unique_ptr<gpu::Backend> in;
+  std::unique_ptr<backend::Backend> in;
   uint64_t live = 0, peak = 0;
-  std::map<gpu::Buffer*, size_t> allocated;
+  std::map<backend::Buffer*, size_t> allocated;
 
-  explicit CountingBackend(std::unique_ptr<gpu::Backend> backend = cpu::make_cpu_backend(2)) : in(std::move(backend)) {}
+  explicit CountingBackend(std::unique_ptr<backend::Backend> backend = cpu::make_cpu_backend(2)) : in(std::move(backend)) {}
   const char* name() const override { return in->name(); }
   const char* precision() const override { return in->precision(); }
-  uint64_t workspace_bytes(const gpu::Workload& w) const override { return in->workspace_bytes(w); }
-  gpu::Buffer* alloc(size_t bytes) override {
+  uint64_t workspace_bytes(const backend::Workload& w) const override { return in->workspace_bytes(w); }
+  backend::Buffer* alloc(size_t bytes) override {
     live += bytes;
     peak = std::max(peak, live);
-    gpu::Buffer* b = in->alloc(bytes);
+    backend::Buffer* b = in->alloc(bytes);
     allocated[b] = bytes;
     return b;
   }
-  gpu::Buffer* wrap_host(void* host, size_t bytes) override { return in->wrap_host(host, bytes); }
-  bool pack_weight(gpu::Tensor& w) override { return in->pack_weight(w); }
-  void release(gpu::Buffer* b) override {
+  backend::Buffer* wrap_host(void* host, size_t bytes) override { return in->wrap_host(host, bytes); }
+  bool pack_weight(backend::Tensor& w) override { return in->pack_weight(w); }
+  void release(backend::Buffer* b) override {
     if (auto it = allocated.find(b); it != allocated.end()) {
       live -= it->second;
       allocated.erase(it);
     }
     in->release(b);
   }
-  void upload(gpu::Buffer* d, size_t o, const void* s, size_t n) override { in->upload(d, o, s, n); }
-  void download(void* d, const gpu::Tensor& s) override { in->download(d, s); }
-  void linear(const gpu::Tensor& y, const gpu::Tensor& x, const gpu::Tensor& w, const gpu::LinearArgs& a) override {
+  void upload(backend::Buffer* d, size_t o, const void* s, size_t n) override { in->upload(d, o, s, n); }
+  void download(void* d, const backend::Tensor& s) override { in->download(d, s); }
+  void linear(const backend::Tensor& y, const backend::Tensor& x, const backend::Tensor& w, const backend::LinearArgs& a) override {
     in->linear(y, x, w, a);
   }
-  void layer_norm(const gpu::Tensor& y, const gpu::Tensor& x, const gpu::Tensor& g, const gpu::Tensor& b,
+  void layer_norm(const backend::Tensor& y, const backend::Tensor& x, const backend::Tensor& g, const backend::Tensor& b,
                   float eps) override {
     in->layer_norm(y, x, g, b, eps);
   }
-  void rms_norm(const gpu::Tensor& y, const gpu::Tensor& x, const gpu::Tensor* w, int64_t g, float eps,
-                const gpu::Tensor* residual) override {
+  void rms_norm(const backend::Tensor& y, const backend::Tensor& x, const backend::Tensor* w, int64_t g, float eps,
+                const backend::Tensor* residual) override {
     in->rms_norm(y, x, w, g, eps, residual);
   }
-  void add(const gpu::Tensor& y, const gpu::Tensor& a, const gpu::Tensor& b) override { in->add(y, a, b); }
-  void mul(const gpu::Tensor& y, const gpu::Tensor& a, const gpu::Tensor& b) override { in->mul(y, a, b); }
-  void affine(const gpu::Tensor& y, const gpu::Tensor& x, const gpu::Tensor* s, const gpu::Tensor* m, float k,
+  void add(const backend::Tensor& y, const backend::Tensor& a, const backend::Tensor& b) override { in->add(y, a, b); }
+  void mul(const backend::Tensor& y, const backend::Tensor& a, const backend::Tensor& b) override { in->mul(y, a, b); }
+  void affine(const backend::Tensor& y, const backend::Tensor& x, const backend::Tensor* s, const backend::Tensor* m, float k,
               float shift) override {
     in->affine(y, x, s, m, k, shift);
   }
-  void rope(const gpu::Tensor& x, const gpu::Tensor& c, const gpu::Tensor& s, int64_t h, int64_t hd,
-            int64_t sec, const gpu::HeadNorm* norm) override {
+  void rope(const backend::Tensor& x, const backend::Tensor& c, const backend::Tensor& s, int64_t h, int64_t hd,
+            int64_t sec, const backend::HeadNorm* norm) override {
     in->rope(x, c, s, h, hd, sec, norm);
   }
-  void attention(const gpu::Tensor& o, const gpu::Tensor& q, const gpu::Tensor& k, const gpu::Tensor& v, int64_t h,
-                 int64_t hd, float sc, const std::vector<gpu::Segment>& seg) override {
+  void attention(const backend::Tensor& o, const backend::Tensor& q, const backend::Tensor& k, const backend::Tensor& v, int64_t h,
+                 int64_t hd, float sc, const std::vector<backend::Segment>& seg) override {
     in->attention(o, q, k, v, h, hd, sc, seg);
   }
   int64_t attention_query_block() const override { return in->attention_query_block(); }
-  void gather_sum(const gpu::Tensor& y, const gpu::Tensor& t, gpu::Buffer* l, int64_t taps, bool acc) override {
+  void gather_sum(const backend::Tensor& y, const backend::Tensor& t, backend::Buffer* l, int64_t taps, bool acc) override {
     in->gather_sum(y, t, l, taps, acc);
   }
-  int64_t count_nonfinite(const gpu::Tensor& x, int64_t* first) override { return in->count_nonfinite(x, first); }
+  int64_t count_nonfinite(const backend::Tensor& x, int64_t* first) override { return in->count_nonfinite(x, first); }
   void submit(std::function<void()> done) override { in->submit(std::move(done)); }
   void finish() override { in->finish(); }
 };
 
-using Factory = std::unique_ptr<VisionModel> (*)(const TowerSpec&, gpu::Backend&, WeightStore&, int64_t);
+using Factory = std::unique_ptr<VisionModel> (*)(const TowerSpec&, backend::Backend&, WeightStore&, int64_t);
 
 struct Run {
   EncodeOutput out;
@@ -222,7 +222,7 @@ struct Run {
 // packed: the resident store lets the backend rearrange the linear weights at open, as the addon
 // does (the other residencies hand linear() the file's layout, which it packs as it reads).
 Run encode(TowerFile& f, Factory make, int64_t row_chunk, const PixelInput& in, bool packed,
-           std::unique_ptr<gpu::Backend> cpu_backend = cpu::make_cpu_backend(2)) {
+           std::unique_ptr<backend::Backend> cpu_backend = cpu::make_cpu_backend(2)) {
   iotest::TempFile file(f.bytes);
   f.spec.files = {file.path};
   for (auto& st : f.spec.stages)

@@ -32,7 +32,7 @@
 
 extern "C" int fake_metal_source_compiles(void);  // fake_metal.mm
 using namespace tessera;
-using namespace tessera::gpu;
+using namespace tessera::backend;
 
 static int passed = 0, failed = 0;
 static void verdict(bool ok, const std::string& name, const std::string& msg) {

@@ -6,7 +6,7 @@
 namespace tessera::mtl {
 using namespace detail;
 
-void encode_count_nonfinite(Executor& ex, const gpu::Tensor& x, gpu::Buffer* counts, uint64_t offset) {
+void encode_count_nonfinite(Executor& ex, const backend::Tensor& x, backend::Buffer* counts, uint64_t offset) {
   const char* op = "check_finite";
   require_f32(x, op, "x");
   require(counts && offset + 8 <= counts->bytes, op, "the counter slot passes the end of its buffer");

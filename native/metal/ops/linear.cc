@@ -24,7 +24,7 @@ float finite_bound(float b) {
 }
 }  // namespace
 
-void encode_linear(Executor& ex, const gpu::Tensor& y, const gpu::Tensor& x, const gpu::Tensor& w, const gpu::LinearArgs& a) {
+void encode_linear(Executor& ex, const backend::Tensor& y, const backend::Tensor& x, const backend::Tensor& w, const backend::LinearArgs& a) {
   const char* op = "linear";
   require_f32(x, op, "x");
   require_f32(y, op, "y");
@@ -49,7 +49,7 @@ void encode_linear(Executor& ex, const gpu::Tensor& y, const gpu::Tensor& x, con
   p.ldx = u32(x.ld, op, "x.ld");
   p.ldy = u32(y.ld, op, "y.ld");
   p.ldr = a.residual ? u32(a.residual->ld, op, "residual.ld") : 0;
-  p.act = a.act == gpu::Act::GeluTanh ? kargs::kGeluTanh : a.act == gpu::Act::GeluErf ? kargs::kGeluErf : kargs::kCopy;
+  p.act = a.act == backend::Act::GeluTanh ? kargs::kGeluTanh : a.act == backend::Act::GeluErf ? kargs::kGeluErf : kargs::kCopy;
   p.has_bias = a.bias != nullptr;
   p.bias_type = a.bias ? uint32_t(a.bias->dtype) : 0;
   p.has_residual = a.residual != nullptr;
