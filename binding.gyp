@@ -3,12 +3,12 @@
     {
       "target_name": "tessera",
       "sources": [
-        "<!@(node scripts/gyp-sources.mjs)"
+        "<!@(node gyp/sources.mjs)"
       ],
       "include_dirs": [
         "<!(node -p \"require('node-addon-api').include_dir\")",
         "native",
-        "<!(node scripts/msl-kernels.mjs headers)"
+        "<!(node gyp/msl-kernels.mjs headers)"
       ],
       "defines": [
         "NAPI_VERSION=8",
@@ -74,14 +74,14 @@
               {
                 "action_name": "metallib",
                 "inputs": [
-                  "<!@(node scripts/msl-kernels.mjs sources)"
+                  "<!@(node gyp/msl-kernels.mjs sources)"
                 ],
                 "outputs": [
                   "<(PRODUCT_DIR)/tessera.metallib"
                 ],
                 "action": [
                   "node",
-                  "scripts/msl-kernels.mjs",
+                  "gyp/msl-kernels.mjs",
                   "metallib",
                   "<(PRODUCT_DIR)/tessera.metallib",
                   "--if-toolchain"

@@ -8,7 +8,7 @@ import { execFileSync } from 'node:child_process';
 import { mkdirSync, readdirSync } from 'node:fs';
 import { join, relative } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { addonCxxFlags } from './gyp-sources.mjs';
+import { addonCxxFlags } from '../gyp/sources.mjs';
 
 const root = fileURLToPath(new URL('..', import.meta.url));
 const sources = [];

@@ -1,7 +1,7 @@
 // What the cost model needs to predict `tessera doctor`'s Metal runs on a Mac (src/doctor.ts): every dispatch of
 // each doctor fixture tower, as the MSL emulator counts it (docs/metal-on-linux.md#counters), stored in
 // test/fixtures/doctor-counts.json (shipped with the fixtures) with the stamp of the kernel sources they were
-// counted from (scripts/msl-kernels.mjs). A Mac has no emulator, so the counts travel with the package; the
+// counted from (gyp/msl-kernels.mjs). A Mac has no emulator, so the counts travel with the package; the
 // doctor test recounts them and fails when a kernel change left them stale.
 //   node scripts/doctor-counts.mjs           recount and write the file (needs dist/ and the emulator)
 //   node scripts/doctor-counts.mjs --check   recount and compare; exit 1 when the file differs
@@ -29,7 +29,7 @@ async function child(name) {
 /** { stamp, fixtures: { name: [dispatch counts] } }, counted now. */
 export async function countFixtures() {
   const { DOCTOR_FIXTURES } = await import(join(ROOT, 'dist', 'doctor-fixtures.js'));
-  const { writeHeaders } = await import('./msl-kernels.mjs');
+  const { writeHeaders } = await import('../gyp/msl-kernels.mjs');
   writeHeaders(join(ROOT, 'build', 'metal'));
   const stamp = /kStampKernel = "(\w+)"/.exec(readFileSync(join(ROOT, 'build', 'metal', 'sources.gen.h'), 'utf8'))[1];
   const dir = mkdtempSync(join(tmpdir(), 'tessera-doctor-counts-'));

@@ -18,7 +18,7 @@ import { spawnSync } from 'node:child_process';
 import fs from 'node:fs';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { METAL_COMPILE } from './msl-kernels.mjs';
+import { METAL_COMPILE } from '../gyp/msl-kernels.mjs';
 
 const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
 const results = [];
@@ -48,12 +48,12 @@ const gyp = run('npx', ['node-gyp', 'rebuild', '-j', '4'], { stdio: 'inherit' })
 record('addon build (ARC, Metal + Foundation)', gyp.status === 0 ? 'PASS' : 'FAIL');
 
 // 2. offline compile of what ships
-const gen = run('node', ['scripts/msl-kernels.mjs', 'headers']);
+const gen = run('node', ['gyp/msl-kernels.mjs', 'headers']);
 const srcDir = path.join(ROOT, 'build/metal/src');
 const airDir = path.join(ROOT, 'build/metal/air');
 fs.mkdirSync(airDir, { recursive: true });
 const kernels = gen.status === 0 ? fs.readdirSync(srcDir).filter((f) => f.endsWith('.metal')) : [];
-if (!kernels.length) record('kernel sources', 'FAIL', 'scripts/msl-kernels.mjs headers wrote no build/metal/src/*.metal');
+if (!kernels.length) record('kernel sources', 'FAIL', 'gyp/msl-kernels.mjs headers wrote no build/metal/src/*.metal');
 for (const f of kernels) {
   if (!haveCompiler) { record(`xcrun metal ${f}`, 'SKIPPED', 'no Metal compiler'); continue; }
   const r = run('xcrun', [...METAL_COMPILE, '-c', path.join(srcDir, f), '-o', path.join(airDir, f.replace(/\.metal$/, '.air'))]);

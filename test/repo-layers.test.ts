@@ -60,3 +60,20 @@ describe('src/ layers', () => {
     expect(missing).toEqual([]);
   });
 });
+
+// The build-time modules both the product's build and the test tools run (the native source list,
+// the Metal kernel headers) live in gyp/; tools/ never reaches into scripts/ (a developer's
+// commands) for them.
+describe('tools/ and scripts/', () => {
+  const ROOT = fileURLToPath(new URL('..', import.meta.url));
+  const scriptsOf = (dir: string): string[] =>
+    readdirSync(dir, { withFileTypes: true }).flatMap((d) => (d.isDirectory() ? scriptsOf(join(dir, d.name)) : /\.(mjs|ts)$/.test(d.name) ? [join(dir, d.name)] : []));
+  const specs = (file: string) => [...readFileSync(file, 'utf8').matchAll(/(?:\bfrom\s+|\bimport\s*\(\s*|^\s*import\s+)'([^']+)'/gm)].map((m) => resolve(dirname(file), m[1]!));
+
+  it('no module under tools/ imports one under scripts/', () => {
+    const tools = scriptsOf(join(ROOT, 'tools'));
+    expect(tools.some((f) => specs(f).some((s) => s.startsWith(join(ROOT, 'gyp'))))).toBe(true); // the parser sees tools' imports
+    const wrong = tools.flatMap((f) => specs(f).filter((s) => s.startsWith(join(ROOT, 'scripts') + '/')).map((s) => `${relative(ROOT, f)} -> ${relative(ROOT, s)}`));
+    expect(wrong).toEqual([]);
+  });
+});

@@ -13,8 +13,8 @@ import { spawnSync } from 'node:child_process';
 import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { addonCxxFlags, nativeSources } from '../scripts/gyp-sources.mjs';
-import { writeHeaders } from '../scripts/msl-kernels.mjs';
+import { addonCxxFlags, nativeSources } from '../gyp/sources.mjs';
+import { writeHeaders } from '../gyp/msl-kernels.mjs';
 import { commandStamp, compileAndLink, headerFiles, withLock } from './build-jobs.mjs';
 
 const ROOT = fileURLToPath(new URL('..', import.meta.url));

@@ -12,7 +12,7 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { addonCxxFlags } from '../gyp-sources.mjs';
+import { addonCxxFlags } from '../../gyp/sources.mjs';
 
 const ROOT = fileURLToPath(new URL('../..', import.meta.url));
 const CXX = process.env['CXX'] ?? 'g++';

@@ -10,7 +10,7 @@ import { mkdirSync, readFileSync, readdirSync } from 'node:fs';
 import { cpus } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { addonCxxFlags } from '../gyp-sources.mjs';
+import { addonCxxFlags } from '../../gyp/sources.mjs';
 import { fmaPeak } from './ort/fma-peak.mjs';
 import { waitQuiet } from './ort/quiet.mjs';
 
