@@ -4,6 +4,7 @@
 // equal to HF's reference stages laid out that way (and numpy reads it, where numpy is installed);
 // sglang: the precomputed_embedding item; npy: one file per tensor; Gemma 4 is refused for vllm
 // (vLLM takes no Gemma 4 image embeddings) and written for sglang.
+import { createHash } from 'node:crypto';
 import { spawnSync } from 'node:child_process';
 import { mkdtempSync, readFileSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -77,7 +78,9 @@ describe('--format vllm', () => {
     }
     // The record beside it says what it was made from.
     const rec = JSON.parse(readFileSync(at(dir, 'coffee.tessera.json'), 'utf8'));
-    expect(rec.files).toEqual(['coffee.vllm.json']);
+    // Each file with its size and the SHA-256 of its bytes, verified on resume.
+    const written = readFileSync(at(dir, 'coffee.vllm.json'));
+    expect(rec.files).toEqual([{ name: 'coffee.vllm.json', bytes: written.length, sha256: createHash('sha256').update(written).digest('hex') }]);
     expect(rec.record).toMatchObject({ format: 'vllm', family: 'qwen3_vl', tokens: '24', input: relative(process.cwd(), join(IMAGES, 'coffee.png')) });
   });
 
