@@ -276,4 +276,25 @@ describe('tessera encode --out-dir (the CLI)', () => {
     expect(r.stdout).toMatch(/1 damaged output redone/);
     expect(r.stderr).toMatch(/z\.png: its output was damaged/);
   });
+
+  it('a FIFO or a link to a file outside at manifest.jsonl: refused before any image, exit 2, nothing written outside', { timeout: FIFO_TIMEOUT_MS * 2 }, () => {
+    const image = join(tmp, 'in', 'a.png');
+    const fifoDir = join(tmp, 'cli-fifo');
+    mkdirSync(fifoDir);
+    mkfifo(join(fifoDir, 'manifest.jsonl'));
+    // spawnSync's own timeout kills a CLI that regressed into blocking (status null: fails the test).
+    let r = spawnSync(process.execPath, [MAIN, 'encode', image, '--model', MODEL, '--max-pixels', '32768', '--out-dir', fifoDir], { encoding: 'utf8', timeout: FIFO_TIMEOUT_MS });
+    expect(r.status, r.stderr).toBe(2);
+    expect(r.stderr).toMatch(/manifest\.jsonl is a FIFO/);
+    expect(readdirSync(fifoDir)).toEqual(['manifest.jsonl']);
+    const linkDir = join(tmp, 'cli-link');
+    mkdirSync(linkDir);
+    const outside = join(tmp, 'outside-cli.txt');
+    writeFileSync(outside, 'precious\n');
+    symlinkSync(outside, join(linkDir, 'manifest.jsonl'));
+    r = spawnSync(process.execPath, [MAIN, 'encode', image, '--model', MODEL, '--max-pixels', '32768', '--out-dir', linkDir], { encoding: 'utf8', timeout: FIFO_TIMEOUT_MS });
+    expect(r.status, r.stderr).toBe(2);
+    expect(r.stderr).toMatch(/manifest\.jsonl is a symbolic link/);
+    expect(readFileSync(outside, 'utf8')).toBe('precious\n');
+  });
 });
