@@ -29,7 +29,7 @@ import type { EncodeOptions, EncodeResult, VisionTower } from '../tower.js';
 import { checkOutputTarget, temporaryFileOwner, writeError, writeFileAtomic } from '../io/atomic-file.js';
 import { openOwnFile, readOwnFile, sha256OfRange } from '../io/read-back.js';
 import { npyBytes } from '../outputs/npy.js';
-import { safetensorsBytes } from '../formats/safetensors.js';
+import { readSafetensorsOutputHeader, safetensorsBytes } from '../formats/safetensors.js';
 import { toSglangItemJson } from '../outputs/sglang.js';
 import { resultTensors } from '../outputs/tensors.js';
 import { toVllmContentPart, vllmUnsupported } from '../outputs/vllm.js';
@@ -233,24 +233,9 @@ type FoundRecord =
   | { format: 'safetensors'; record: Record<string, string>; path: string; dataStart: number }
   | { format: 'sidecar'; record: Record<string, string>; path: string; files: RecordedFile[] };
 
-/** The header of a safetensors output: its __metadata__ and where its data section starts; undefined when it is not readable as one. */
 async function readSafetensorsRecord(path: string): Promise<FoundRecord | undefined> {
-  const f = await openOwnFile(path);
-  if (!f) return undefined;
-  try {
-    const lenBuf = Buffer.alloc(8);
-    if ((await f.handle.read(lenBuf, 0, 8, 0)).bytesRead !== 8) return undefined;
-    const n = Number(lenBuf.readBigUInt64LE(0));
-    if (n <= 0 || n > MAX_RECORD_BYTES || 8 + n > f.size) return undefined;
-    const text = Buffer.alloc(n);
-    if ((await f.handle.read(text, 0, n, 8)).bytesRead !== n) return undefined;
-    const meta = (JSON.parse(text.toString('utf8')) as { __metadata__?: Record<string, string> }).__metadata__;
-    return meta && typeof meta === 'object' ? { format: 'safetensors', record: meta, path, dataStart: 8 + n } : undefined;
-  } catch {
-    return undefined;
-  } finally {
-    await f.handle.close().catch(() => undefined);
-  }
+  const h = await readSafetensorsOutputHeader(path);
+  return h ? { format: 'safetensors', record: h.metadata, path, dataStart: h.dataStart } : undefined;
 }
 
 async function readRecord(job: OutputJob, input: BulkInput): Promise<FoundRecord | undefined> {
