@@ -98,7 +98,9 @@ describe('--format vllm', () => {
     }
     // The record beside it says what it was made from.
     const rec = JSON.parse(readFileSync(at(dir, 'coffee.tessera.json'), 'utf8'));
-    expect(rec.files).toEqual(['coffee.vllm.json']);
+    // Each file with its size and the SHA-256 of its bytes, verified on resume.
+    const written = readFileSync(at(dir, 'coffee.vllm.json'));
+    expect(rec.files).toEqual([{ name: 'coffee.vllm.json', bytes: written.length, sha256: createHash('sha256').update(written).digest('hex') }]);
     expect(rec.record).toMatchObject({ format: 'vllm', family: 'qwen3_vl', tokens: '24', input: relative(process.cwd(), join(IMAGES, 'coffee.png')) });
   });
 
@@ -195,7 +197,8 @@ print(json.dumps([list(e.shape), str(e.dtype), list(g.shape), str(g.dtype), g.to
     // The record sits where the image's other outputs would, names the identifier and the file.
     const rec = JSON.parse(readFileSync(at(dir, 'coffee.tessera.json'), 'utf8'));
     expect(rec.record).toMatchObject({ format: 'vllm-encoder-cache', identifier: sha, input_sha256: sha });
-    expect(rec.files.map((f: string) => join(dirname(at(dir, 'coffee.tessera.json')), f))).toEqual([join(dir, sha, 'encoder_cache.safetensors')]);
+    expect(rec.files.map((f: { name: string }) => join(dirname(at(dir, 'coffee.tessera.json')), f.name))).toEqual([join(dir, sha, 'encoder_cache.safetensors')]);
+    expect(rec.files[0]).toMatchObject({ bytes: file.byteLength, sha256: createHash('sha256').update(file).digest('hex') });
     const manifest = readFileSync(join(dir, 'manifest.jsonl'), 'utf8').trim().split('\n').map((l) => JSON.parse(l));
     expect(manifest.find((m) => m.input.endsWith('coffee.png')).output).toMatch(/coffee\.tessera\.json$/);
     // A rerun finds both images up to date.

@@ -13,19 +13,26 @@
 //                (vLLM's encoder-cache storage; the record names the identifier; inputs are hashed)
 //   sglang       stem.sglang.json                + stem.tessera.json
 // The record says what the output was made from: the model, the options, the format, the input's
-// size and mtime (and SHA-256 with hashInputs). A rerun skips an image whose record matches
-// (findUpToDate) and redoes one whose record differs or is missing.
+// size and mtime (and SHA-256 with hashInputs), and what was written: each file's byte size and the
+// SHA-256 of its bytes (safetensors: of its data section, since the record sits in its header). A
+// rerun skips an image whose record matches and whose files are still those bytes (checkOutputs:
+// sizes by fstat, checksums by reading each file back in chunks); it redoes one whose record differs
+// or is missing, and one whose files are damaged (reported as redone). Records of layout 1 (before
+// sizes and checksums were kept) are redone once. Records, outputs and the manifest are read back
+// with O_NOFOLLOW | O_NONBLOCK (io/read-back.ts): a link or FIFO in their place is never trusted.
+// With guardInputs (the fleet), an output whose record names another input is never replaced.
 import { createHash } from 'node:crypto';
 import { createReadStream } from 'node:fs';
-import { mkdir, readdir, readFile, stat, unlink } from 'node:fs/promises';
+import { mkdir, readdir, stat, unlink } from 'node:fs/promises';
 import { dirname, join, relative, sep } from 'node:path';
 import { TesseraError } from '../errors.js';
 import { ioError } from '../io/io-error.js';
 import type { Family } from '../spec/types.js';
 import type { EncodeOptions, EncodeResult, VisionTower } from '../tower.js';
-import { temporaryFileOwner, writeFileAtomic } from '../io/atomic-file.js';
+import { checkOutputTarget, temporaryFileOwner, writeError, writeFileAtomic } from '../io/atomic-file.js';
+import { openOwnFile, readOwnFile, sha256OfRange } from '../io/read-back.js';
 import { npyBytes } from '../outputs/npy.js';
-import { readSafetensorsMetadata, safetensorsBytes } from '../formats/safetensors.js';
+import { readSafetensorsOutputHeader, safetensorsBytes } from '../formats/safetensors.js';
 import { toSglangItemJson } from '../outputs/sglang.js';
 import { resultTensors } from '../outputs/tensors.js';
 import { toVllmContentPart, vllmUnsupported } from '../outputs/vllm.js';
@@ -38,7 +45,7 @@ export { OUTPUT_FORMATS };
 export type OutputFormat = (typeof OUTPUT_FORMATS)[number];
 
 /** Version of the output layout and record; a different version is redone. */
-export const OUTPUT_LAYOUT_VERSION = '1';
+export const OUTPUT_LAYOUT_VERSION = '2';
 
 /** What every output of one run is made with (see outputJob). */
 export interface OutputJob {
@@ -56,6 +63,12 @@ export interface OutputJob {
   hashInputs: boolean;
   /** Extra strings for the record (tessera's version, demo_random_weights); not compared. */
   notes: Record<string, string>;
+  /**
+   * Never replace an output whose record names another input (its rel or its source path): set by
+   * the fleet, whose jobs come from many callers; `tessera encode` refuses colliding inputs up front
+   * (checkDistinctOutputs) and lets a later run replace what an earlier one wrote.
+   */
+  guardInputs?: boolean;
 }
 
 /** The options of EncodeOptions that change what is written; the others (signal, onProgress) do not. */
@@ -156,6 +169,7 @@ function record(job: OutputJob, input: BulkInput, stamp: InputStamp, r: EncodeRe
     input_size: String(stamp.size),
     input_mtime_ms: String(stamp.mtimeMs),
     ...(stamp.sha256 ? { input_sha256: stamp.sha256 } : {}),
+    source: input.path,
     tokens: String(r.tokens),
     width: String(r.width),
     ...job.notes,
@@ -219,31 +233,100 @@ export interface UpToDateOutput {
   width: number;
 }
 
-async function readRecord(job: OutputJob, input: BulkInput): Promise<{ record: Record<string, string>; files: string[] } | undefined> {
+/** Records are a few KiB; a bound keeps a hostile file from filling memory. */
+const MAX_RECORD_BYTES = 16 * 1024 * 1024;
+
+/** One file of a sidecar record: its name beside the record, its byte size and the SHA-256 of its bytes. */
+interface RecordedFile {
+  name: string;
+  bytes: number;
+  sha256: string;
+}
+
+/** An image's record as found on disk, with what is needed to verify its files. */
+type FoundRecord =
+  | { format: 'safetensors'; record: Record<string, string>; path: string; dataStart: number }
+  | { format: 'sidecar'; record: Record<string, string>; path: string; files: RecordedFile[] };
+
+async function readSafetensorsRecord(path: string): Promise<FoundRecord | undefined> {
+  const h = await readSafetensorsOutputHeader(path);
+  return h ? { format: 'safetensors', record: h.metadata, path, dataStart: h.dataStart } : undefined;
+}
+
+async function readRecord(job: OutputJob, input: BulkInput): Promise<FoundRecord | undefined> {
   const path = recordPath(job, input);
-  if (job.format === 'safetensors') {
-    const meta = await readSafetensorsMetadata(path);
-    return meta ? { record: meta, files: [path] } : undefined;
-  }
+  if (job.format === 'safetensors') return readSafetensorsRecord(path);
+  const bytes = await readOwnFile(path, MAX_RECORD_BYTES);
+  if (!bytes) return undefined;
   try {
-    const r = JSON.parse(await readFile(path, 'utf8')) as { record?: Record<string, string>; files?: string[] };
-    if (!r.record || !Array.isArray(r.files)) return undefined;
-    return { record: r.record, files: [...r.files.map((f) => join(dirname(path), f)), path] };
+    const r = JSON.parse(bytes.toString('utf8')) as { record?: Record<string, string>; files?: unknown[] };
+    if (!r.record || typeof r.record !== 'object' || !Array.isArray(r.files)) return undefined;
+    const files = r.files.filter(
+      (f): f is RecordedFile =>
+        typeof f === 'object' && f !== null && typeof (f as RecordedFile).name === 'string' && Number.isSafeInteger((f as RecordedFile).bytes) && typeof (f as RecordedFile).sha256 === 'string',
+    );
+    return { format: 'sidecar', record: r.record, path, files };
   } catch {
     return undefined;
   }
 }
 
+/** Why the file at `path` is not the `bytes` bytes of SHA-256 `sha256` written there (from byte `start`), or undefined when it is. */
+async function damageOf(path: string, start: number, bytes: number, sha256: string): Promise<string | undefined> {
+  const f = await openOwnFile(path);
+  if (!f) return `${path} is missing or not a regular file`;
+  try {
+    if (f.size !== start + bytes) return `${path} is ${f.size} bytes, its record says ${start + bytes}`;
+    if ((await sha256OfRange(f.handle, start, f.size)) !== sha256) return `${path} does not hold the bytes its record names (SHA-256 differs)`;
+    return undefined;
+  } catch (e) {
+    return `${path} cannot be read back (${(e as Error).message})`;
+  } finally {
+    await f.handle.close().catch(() => undefined);
+  }
+}
+
+/** What a rerun finds of an image's outputs (checkOutputs). */
+export type OutputState =
+  /** Record matches and every file is the bytes it names: skip the image. */
+  | { state: 'up-to-date'; output: UpToDateOutput }
+  /** Record matches but a file is damaged (why says which and how): redo it, and say so. */
+  | { state: 'damaged'; why: string }
+  /** No record, or one of another job or input state: (re)do it. */
+  | { state: 'stale' };
+
 /**
- * The one up-to-date check: the image's outputs when every file of them exists and their record
- * matches this job and this input (the image can be skipped), else undefined.
+ * The one up-to-date check: the image's outputs are up to date when their record matches this job
+ * and this input and every file they list is still the size and SHA-256 the record holds.
  */
-export async function findUpToDate(job: OutputJob, input: BulkInput, stamp: InputStamp): Promise<UpToDateOutput | undefined> {
+export async function checkOutputs(job: OutputJob, input: BulkInput, stamp: InputStamp): Promise<OutputState> {
   const found = await readRecord(job, input);
-  if (!found || found.record['tessera_output'] !== fingerprint(job, input, stamp)) return undefined;
-  for (const f of found.files) if (!(await stat(f).then((s) => s.isFile(), () => false))) return undefined;
-  const { record, files } = found;
-  return { record, files, primary: primaryOutput(job, input), tokens: Number(record['tokens']), width: Number(record['width']) };
+  if (!found || found.record['tessera_output'] !== fingerprint(job, input, stamp)) return { state: 'stale' };
+  const { record } = found;
+  let files: string[];
+  let why: string | undefined;
+  if (found.format === 'safetensors') {
+    const bytes = Number(record['data_bytes']);
+    const sha = record['data_sha256'];
+    why = !Number.isSafeInteger(bytes) || !sha ? `${found.path}: its record lacks the data section's size and checksum` : await damageOf(found.path, found.dataStart, bytes, sha);
+    files = [found.path];
+  } else {
+    const dir = dirname(found.path);
+    if (!found.files.length) why = `${found.path}: its record lists no files`;
+    for (const f of found.files) {
+      why ??= await damageOf(join(dir, f.name), 0, f.bytes, f.sha256);
+      if (why) break;
+    }
+    files = [...found.files.map((f) => join(dir, f.name)), found.path];
+  }
+  if (why) return { state: 'damaged', why };
+  return { state: 'up-to-date', output: { record, files, primary: primaryOutput(job, input), tokens: Number(record['tokens']), width: Number(record['width']) } };
+}
+
+/** The image's outputs when they are up to date (checkOutputs), else undefined. */
+export async function findUpToDate(job: OutputJob, input: BulkInput, stamp: InputStamp): Promise<UpToDateOutput | undefined> {
+  const s = await checkOutputs(job, input, stamp);
+  return s.state === 'up-to-date' ? s.output : undefined;
 }
 
 /** The record of the image's outputs when they are up to date (findUpToDate), else undefined. */
@@ -254,6 +337,23 @@ export async function upToDateRecord(job: OutputJob, input: BulkInput, stamp: In
 /** True when the image's outputs are up to date (findUpToDate). */
 export async function isUpToDate(job: OutputJob, input: BulkInput, stamp: InputStamp): Promise<boolean> {
   return (await findUpToDate(job, input, stamp)) !== undefined;
+}
+
+/**
+ * With guardInputs: refuses (ERR_INVALID_ARGUMENT, naming both inputs) to replace outputs whose
+ * record names another input, by rel or by source. A record without a source (layout 1) is judged by its rel.
+ */
+async function checkSlotOwner(job: OutputJob, input: BulkInput): Promise<void> {
+  const found = await readRecord(job, input);
+  if (!found) return;
+  const rel = found.record['input'];
+  const source = found.record['source'];
+  if (rel === input.rel && (source === undefined || source === input.path)) return;
+  const other = source ?? rel ?? 'another input';
+  throw new TesseraError(
+    'ERR_INVALID_ARGUMENT',
+    `${input.path} (as ${input.rel}) and ${other}${rel && rel !== other ? ` (as ${rel})` : ''} map to the same output ${found.path}, which holds ${other}'s: refusing to replace it; give one of them another rel`,
+  );
 }
 
 export interface WrittenOutput {
@@ -274,28 +374,32 @@ export async function writeImageOutputs(job: OutputJob, input: BulkInput, result
   try {
     await mkdir(dir, { recursive: true });
   } catch (e) {
-    throw ioError(dir, 'cannot create folder', e);
+    throw writeError(dir, e, 'cannot create folder');
   }
+  if (job.guardInputs) await checkSlotOwner(job, input);
   const meta = record(job, input, stamp, result);
   if (job.format === 'safetensors') {
     const path = stem + '.safetensors';
-    await writeFileAtomic(path, safetensorsBytes(resultTensors(result), meta));
+    const tensors = resultTensors(result);
+    // The data section is the tensors' bytes in order (safetensorsBytes); its size and checksum go in the header.
+    const h = createHash('sha256');
+    let bytes = 0;
+    for (const t of tensors) {
+      h.update(t.data);
+      bytes += t.data.byteLength;
+    }
+    await writeFileAtomic(path, safetensorsBytes(tensors, { ...meta, data_bytes: String(bytes), data_sha256: h.digest('hex') }));
     return { primary: path, files: [path] };
   }
   const recordFile = stem + '.tessera.json';
+  await checkOutputTarget(recordFile); // a FIFO or link there is refused, not unlinked
   await unlink(recordFile).catch(() => undefined);
-  const files: string[] = [];
+  const contents: { path: string; bytes: Uint8Array }[] = [];
   if (job.format === 'npy') {
-    for (const t of resultTensors(result)) {
-      const path = `${stem}.${t.name}.npy`;
-      await writeFileAtomic(path, npyBytes(t));
-      files.push(path);
-    }
+    for (const t of resultTensors(result)) contents.push({ path: `${stem}.${t.name}.npy`, bytes: npyBytes(t) });
   } else if (job.format === 'vllm' || job.format === 'vllm-torch') {
-    const path = stem + '.vllm.json';
     const encoding = job.format === 'vllm' ? 'npy' : 'torch';
-    await writeFileAtomic(path, JSON.stringify(toVllmContentPart(result, job.family, { encoding })));
-    files.push(path);
+    contents.push({ path: stem + '.vllm.json', bytes: Buffer.from(JSON.stringify(toVllmContentPart(result, job.family, { encoding }))) });
   } else if (job.format === 'vllm-encoder-cache') {
     const identifier = encoderCacheIdentifier(stamp.sha256, input.path);
     meta['identifier'] = identifier;
@@ -305,17 +409,17 @@ export async function writeImageOutputs(job: OutputJob, input: BulkInput, result
     } catch (e) {
       throw ioError(folder, 'cannot create folder', e);
     }
-    const path = join(folder, ENCODER_CACHE_FILE);
-    await writeFileAtomic(path, encoderCacheBytes(result, meta));
-    files.push(path);
+    contents.push({ path: join(folder, ENCODER_CACHE_FILE), bytes: encoderCacheBytes(result, meta) });
   } else {
-    const path = stem + '.sglang.json';
-    await writeFileAtomic(path, toSglangItemJson(result));
-    files.push(path);
+    contents.push({ path: stem + '.sglang.json', bytes: Buffer.from(toSglangItemJson(result)) });
   }
-  const names = files.map((f) => relative(dir, f).split(sep).join('/'));
-  await writeFileAtomic(recordFile, JSON.stringify({ record: meta, files: names }, null, 1) + '\n');
-  return { primary: primaryOutput(job, input), files: [...files, recordFile] };
+  const files: RecordedFile[] = [];
+  for (const c of contents) {
+    await writeFileAtomic(c.path, c.bytes);
+    files.push({ name: relative(dir, c.path).split(sep).join('/'), bytes: c.bytes.byteLength, sha256: createHash('sha256').update(c.bytes).digest('hex') });
+  }
+  await writeFileAtomic(recordFile, JSON.stringify({ record: meta, files }, null, 1) + '\n');
+  return { primary: primaryOutput(job, input), files: [...contents.map((c) => c.path), recordFile] };
 }
 
 /**

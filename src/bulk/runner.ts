@@ -8,7 +8,10 @@
 // date (or unreadable) is reported as soon as the feed reaches it, while the images before it may
 // still be encoding. A failure is the image's own (its code and message, without encodeMany's
 // "input N" prefix) and says when it happened: while reading the input, encoding it, or writing its
-// outputs (the caller decides whether a write failure ends its run).
+// outputs (the caller decides whether a write failure ends its run: ERR_INVALID_ARGUMENT is the
+// image's own target, which can never be written — a name too long, a FIFO or link in its place —
+// while ERR_IO is the system's refusal, a full disk or a read-only folder, which the next image meets
+// too). An image whose outputs were found damaged on a rerun is encoded again, its outcome saying why.
 import { mkdir } from 'node:fs/promises';
 import { relative } from 'node:path';
 import { TesseraError, toTesseraError } from '../errors.js';
@@ -17,7 +20,7 @@ import { ioError } from '../io/io-error.js';
 import type { EncodeManyOptions, EncodeResult, VisionTower } from '../tower.js';
 import type { BulkInput } from './inputs.js';
 import { Manifest, type ManifestEntry } from './manifest.js';
-import { findUpToDate, removeStaleTemporaries, stampInput, writeImageOutputs, type InputStamp, type OutputJob } from './output-dir.js';
+import { checkOutputs, removeStaleTemporaries, stampInput, writeImageOutputs, type InputStamp, type OutputJob } from './output-dir.js';
 
 /** An input made ready to encode: the image (a path or its bytes) and, when outputs are written, its stamp. */
 export interface LoadedInput {
@@ -61,7 +64,7 @@ export type BulkOutcome = Settled &
   (
     | { status: 'skipped'; output: string; files: string[]; tokens: number; width: number }
     /** output and files: written under outputs.dir (absent without outputs). */
-    | { status: 'encoded'; result: EncodeResult; output?: string; files?: string[]; writeMs: number }
+    | { status: 'encoded'; result: EncodeResult; output?: string; files?: string[]; writeMs: number; redone?: string }
     | { status: 'failed'; error: TesseraError; during: 'read' | 'encode' | 'write' }
   );
 
@@ -100,6 +103,8 @@ interface Fed {
   input: BulkInput;
   readMs: number;
   stamp?: InputStamp;
+  /** Its outputs were found damaged (why): they are redone. */
+  redone?: string;
 }
 
 /** Runs `inputs` through `tower` (see the header); one outcome per input. Throws only what ends the whole run (ERR_ABORTED, ERR_CLOSED, a manifest that cannot be written). */
@@ -134,13 +139,14 @@ export async function* runBulk(
         settle({ index, input, readMs: performance.now() - t0, status: 'failed', error: toTesseraError(e), during: 'read' });
         continue;
       }
-      const upToDate = outputs && loaded.stamp && !opts.force ? await findUpToDate(outputs, input, loaded.stamp) : undefined;
+      const found = outputs && loaded.stamp && !opts.force ? await checkOutputs(outputs, input, loaded.stamp) : undefined;
       const readMs = performance.now() - t0;
-      if (upToDate) {
-        settle({ index, input, readMs, status: 'skipped', output: upToDate.primary, files: upToDate.files, tokens: upToDate.tokens, width: upToDate.width });
+      if (found?.state === 'up-to-date') {
+        const u = found.output;
+        settle({ index, input, readMs, status: 'skipped', output: u.primary, files: u.files, tokens: u.tokens, width: u.width });
         continue;
       }
-      fed.set(fedCount++, { index, input, readMs, ...(loaded.stamp ? { stamp: loaded.stamp } : {}) });
+      fed.set(fedCount++, { index, input, readMs, ...(loaded.stamp ? { stamp: loaded.stamp } : {}), ...(found?.state === 'damaged' ? { redone: found.why } : {}) });
       yield loaded.image;
     }
   }
@@ -149,6 +155,7 @@ export async function* runBulk(
     const f = fed.get(item.index)!;
     fed.delete(item.index);
     const { index, input, readMs } = f;
+    const redone = f.redone !== undefined ? { redone: f.redone } : {};
     if (item.error) {
       // encodeMany names the image by its place in the feed; the outcome names it by its input.
       const own = item.error.cause instanceof TesseraError ? item.error.cause : item.error;
@@ -168,7 +175,7 @@ export async function* runBulk(
     const w0 = performance.now();
     try {
       const written = await writeImageOutputs(outputs, input, result, stamp);
-      return { index, input, readMs, status: 'encoded', result, output: written.primary, files: written.files, writeMs: performance.now() - w0 };
+      return { index, input, readMs, status: 'encoded', result, output: written.primary, files: written.files, writeMs: performance.now() - w0, ...redone };
     } catch (e) {
       return { index, input, readMs, status: 'failed', error: toTesseraError(e, 'ERR_IO'), during: 'write' };
     }

@@ -146,6 +146,7 @@ export async function encodeCommand(args: readonly string[], io: CliIo): Promise
     [c[0]!.padEnd(fileWidth), c[1]!.padStart(11), c[2]!.padStart(12), c[3]!.padStart(7), c[4]!.padStart(9)].join('  ').trimEnd();
   let failed = 0;
   let skipped = 0;
+  let redone = 0;
   let encoded = 0;
   const failedInputs: number[] = [];
   const outName = (p: string) => (job ? relative(job.dir, p).split('\\').join('/') : p);
@@ -219,8 +220,10 @@ export async function encodeCommand(args: readonly string[], io: CliIo): Promise
       },
     });
     for await (const outcome of outcomes) {
-      // A write that fails (a full disk, a read-only folder) ends the run: the next would fail too.
-      if (outcome.status === 'failed' && outcome.during === 'write') throw outcome.error;
+      // A write the system refuses (ERR_IO: a full disk, a read-only folder) ends the run: the next
+      // would fail too. A target that can never be written (ERR_INVALID_ARGUMENT: a name over the
+      // filesystem's limit, a FIFO or link in its place) fails its image alone, like a bad image.
+      if (outcome.status === 'failed' && outcome.during === 'write' && outcome.error.code !== 'ERR_INVALID_ARGUMENT') throw outcome.error;
       if (outcome.status === 'failed') {
         failed++;
         failedInputs.push(outcome.index);
@@ -228,6 +231,10 @@ export async function encodeCommand(args: readonly string[], io: CliIo): Promise
       else {
         if (writer) await addToRunFile(writer, outcome.index, outcome.result);
         encoded++;
+        if (outcome.redone !== undefined) {
+          redone++;
+          if (!o.json) bar.above(() => io.err(`tessera encode: ${outcome.input.path}: its output was damaged (${outcome.redone}): redone`));
+        }
       }
       show(outcome);
       if (outcome.status === 'encoded') reclaimer.afterImage();
@@ -263,10 +270,10 @@ export async function encodeCommand(args: readonly string[], io: CliIo): Promise
   const peak = process.resourceUsage().maxRSS * 1024;
   const out = job ? job.dir : o.bulk.out;
   if (o.json) {
-    io.out(JSON.stringify({ type: 'summary', images: inputs.length, encoded, skipped, failed, seconds, imagesPerSecond: encoded / seconds,
+    io.out(JSON.stringify({ type: 'summary', images: inputs.length, encoded, skipped, redone, failed, seconds, imagesPerSecond: encoded / seconds,
       peakRssBytes: peak, model: modelPath, family: tower.info.family, demo, out: out ?? null, format: job?.format ?? (o.bulk.out ? 'safetensors' : null) }));
   } else {
-    io.out(`encoded ${encoded} of ${inputs.length} image${inputs.length === 1 ? '' : 's'}${skipped ? ` (${skipped} up to date, skipped)` : ''} in ${seconds.toFixed(2)} s ` +
+    io.out(`encoded ${encoded} of ${inputs.length} image${inputs.length === 1 ? '' : 's'}${skipped ? ` (${skipped} up to date, skipped)` : ''}${redone ? ` (${redone} damaged output${redone === 1 ? '' : 's'} redone)` : ''} in ${seconds.toFixed(2)} s ` +
       `(${(encoded / seconds).toFixed(2)} images/s); peak memory ${formatBytes(peak)}${out ? `; wrote ${out}` : ''}`);
     if (demo) io.out(`(demo tower: ${basename(modelPath!)} has RANDOM weights)`);
   }

@@ -39,7 +39,8 @@ export async function runGroup(
   let encoded = 0;
   let readMs = 0;
   let writeMs = 0;
-  for await (const o of runBulk(tower, bulk, { outputs: out, load: loadJobInput(fetch), encode: encodeOptions })) {
+  // guardInputs: jobs come from many callers, so an output another input wrote is never replaced (the image fails, ERR_INVALID_ARGUMENT).
+  for await (const o of runBulk(tower, bulk, { outputs: { ...out, guardInputs: true }, load: loadJobInput(fetch), encode: encodeOptions })) {
     readMs += o.readMs;
     if (o.status === 'encoded') {
       encoded++;

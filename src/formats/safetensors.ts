@@ -5,10 +5,10 @@
 // Writing tessera's outputs (--out, --out-dir): the JSON header (tensor name -> dtype, shape,
 // data_offsets; `__metadata__` holds strings only) is padded with spaces so the data starts 8-byte
 // aligned, then the tensors' bytes follow in order (safetensors-writer.ts streams a large file);
-// readSafetensorsMetadata reads an output's record back.
-import { open } from 'node:fs/promises';
+// readSafetensorsOutputHeader reads an output's record back.
 import { TesseraError } from '../errors.js';
 import { openRegular } from '../io/open-regular.js';
+import { openOwnFile } from '../io/read-back.js';
 import type { DType } from '../spec/types.js';
 import { jsonStructureProblem } from './json-structure.js';
 import { DTYPE_BYTES, elementCount, type IndexedTensor } from './tensor-index.js';
@@ -158,22 +158,26 @@ export function safetensorsBytes(tensors: readonly WritableTensor[], metadata: R
   ]);
 }
 
-/** The __metadata__ of a safetensors file's header (bounded read), or undefined when it is not one. */
-export async function readSafetensorsMetadata(path: string): Promise<Record<string, string> | undefined> {
-  const fh = await open(path, 'r').catch(() => undefined);
-  if (!fh) return undefined;
+/**
+ * The __metadata__ of one of tessera's safetensors outputs (bounded read) and where its data section
+ * starts, or undefined when it is not one. Opened as read-back.ts opens what tessera wrote: never
+ * through a link, never blocking on a FIFO, regular files only.
+ */
+export async function readSafetensorsOutputHeader(path: string): Promise<{ metadata: Record<string, string>; dataStart: number } | undefined> {
+  const f = await openOwnFile(path);
+  if (!f) return undefined;
   try {
     const lenBuf = Buffer.alloc(8);
-    if ((await fh.read(lenBuf, 0, 8, 0)).bytesRead !== 8) return undefined;
+    if ((await f.handle.read(lenBuf, 0, 8, 0)).bytesRead !== 8) return undefined;
     const n = Number(lenBuf.readBigUInt64LE(0));
-    if (n <= 0 || n > 1 << 24) return undefined;
+    if (n <= 0 || n > 1 << 24 || 8 + n > f.size) return undefined;
     const text = Buffer.alloc(n);
-    if ((await fh.read(text, 0, n, 8)).bytesRead !== n) return undefined;
-    const header = JSON.parse(text.toString('utf8')) as { __metadata__?: Record<string, string> };
-    return header.__metadata__;
+    if ((await f.handle.read(text, 0, n, 8)).bytesRead !== n) return undefined;
+    const metadata = (JSON.parse(text.toString('utf8')) as { __metadata__?: Record<string, string> }).__metadata__;
+    return metadata && typeof metadata === 'object' ? { metadata, dataStart: 8 + n } : undefined;
   } catch {
     return undefined;
   } finally {
-    await fh.close();
+    await f.handle.close().catch(() => undefined);
   }
 }

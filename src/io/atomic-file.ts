@@ -2,37 +2,61 @@
 // temporary file beside the target (same directory, so the rename cannot cross filesystems),
 // written, fsync'ed, then renamed over the target, and the directory fsync'ed. Readers see the old
 // file or the whole new one, never a half-written one. A target that exists and is not a regular
-// file (a device, FIFO, directory, socket) is refused before anything is created: renaming over it
-// would replace a device node with a file. Every failure removes the temporary file and is a
-// TesseraError (ERR_IO for the system's refusals: ENOSPC, EACCES, EROFS, ...).
+// file (a device, FIFO, directory, socket) or is a symbolic link is refused before anything is
+// created (lstat: nothing is opened, so a FIFO cannot block): renaming over it would replace a
+// device node with a file, and a link is not followed out of the folder it sits in. Temporary names
+// are short and of fixed length (`.tessera-tmp-PPPPPPPP-RRRRRRRR`: the process id and 32 random bits
+// in hex, 30 bytes), so a temporary name fits wherever the target's does. Every failure removes the
+// temporary file and is a TesseraError: ERR_INVALID_ARGUMENT when the target can never be written
+// (not a regular file, a link, a name over the filesystem's limit: ENAMETOOLONG), ERR_IO for the
+// system's refusals (ENOSPC, EACCES, EROFS, ...), which may pass.
 import { randomBytes } from 'node:crypto';
 import { constants } from 'node:fs';
-import { open, rename, stat, unlink, type FileHandle } from 'node:fs/promises';
+import { lstat, open, rename, unlink, type FileHandle } from 'node:fs/promises';
 import { basename, dirname, join } from 'node:path';
 import { TesseraError } from '../errors.js';
 import { errnoOf, ioError } from '../io/io-error.js';
 
-/** Refuses a target that exists and is not a regular file (symlinks are followed). */
+/** What a non-regular file is, for messages. */
+export function fileKind(st: { isDirectory(): boolean; isFIFO(): boolean; isSocket(): boolean; isSymbolicLink(): boolean }): string {
+  return st.isSymbolicLink() ? 'a symbolic link' : st.isDirectory() ? 'a directory' : st.isFIFO() ? 'a FIFO' : st.isSocket() ? 'a socket' : 'a device';
+}
+
+/**
+ * The error of a system call on `target` while writing it: a name the filesystem can never hold
+ * (ENAMETOOLONG) is the target's own fault and permanent (ERR_INVALID_ARGUMENT); every other errno
+ * is ioError's (ERR_IO).
+ */
+export function writeError(target: string, e: unknown, action = 'cannot write'): TesseraError {
+  if (errnoOf(e) === 'ENAMETOOLONG')
+    return new TesseraError('ERR_INVALID_ARGUMENT', `${action} ${target}: its name (${Buffer.byteLength(basename(target))} bytes) is longer than the filesystem allows`, { cause: e });
+  return ioError(target, action, e);
+}
+
+/**
+ * Refuses a target that exists and is not a regular file, or is a symbolic link (lstat: the link
+ * is not followed, and nothing is opened, so a FIFO cannot block).
+ */
 export async function checkOutputTarget(target: string): Promise<void> {
   let st;
   try {
-    st = await stat(target);
+    st = await lstat(target);
   } catch (e) {
     if (errnoOf(e) === 'ENOENT') return;
-    throw ioError(target, 'cannot write', e);
+    throw writeError(target, e);
   }
-  if (!st.isFile()) {
-    const kind = st.isDirectory() ? 'a directory' : st.isFIFO() ? 'a FIFO' : st.isSocket() ? 'a socket' : 'a device';
-    throw new TesseraError('ERR_INVALID_ARGUMENT', `output ${target} exists and is ${kind}, not a regular file: refusing to replace it`);
-  }
+  if (!st.isFile())
+    throw new TesseraError('ERR_INVALID_ARGUMENT', `output ${target} exists and is ${fileKind(st)}, not a regular file: refusing to replace it`);
 }
 
-/** A file beside `target` that nobody else names: `.NAME.tessera-TAG-PID-RANDOM`. */
-function siblingPath(target: string, tag: string): string {
-  return join(dirname(target), `.${basename(target)}.tessera-${tag}-${process.pid}-${randomBytes(4).toString('hex')}`);
+/** A file beside `target` that nobody else names: `.tessera-TAG-PPPPPPPP-RRRRRRRR` (30 bytes for tmp). */
+function siblingPath(target: string, tag: 'tmp' | 'data'): string {
+  return join(dirname(target), `.tessera-${tag}-${process.pid.toString(16).padStart(8, '0')}-${randomBytes(4).toString('hex')}`);
 }
 
-const SIBLING_NAME = /^\..+\.tessera-(?:tmp|data)-(\d+)-[0-9a-f]{8}$/;
+/** The names of this module's temporary files: today's, and the longer ones of earlier versions (`.NAME.tessera-TAG-PID-RANDOM`). */
+const SIBLING_NAME = /^\.tessera-(?:tmp|data)-([0-9a-f]{8})-[0-9a-f]{8}$/;
+const OLD_SIBLING_NAME = /^\..+\.tessera-(?:tmp|data)-(\d+)-[0-9a-f]{8}$/;
 
 /**
  * The process that made a temporary or scratch file of this module, from its name; undefined for
@@ -40,20 +64,22 @@ const SIBLING_NAME = /^\..+\.tessera-(?:tmp|data)-(\d+)-[0-9a-f]{8}$/;
  */
 export function temporaryFileOwner(name: string): number | undefined {
   const m = SIBLING_NAME.exec(name);
-  return m ? Number(m[1]) : undefined;
+  if (m) return parseInt(m[1]!, 16);
+  const old = OLD_SIBLING_NAME.exec(name);
+  return old ? Number(old[1]) : undefined;
 }
 
 /**
  * A scratch file beside `target` (created exclusively, mode 0600), for data that is staged before
  * the final file is written; remove() deletes it.
  */
-export async function createScratchFile(target: string, tag: string): Promise<{ path: string; handle: FileHandle; remove(): Promise<void> }> {
+export async function createScratchFile(target: string, tag: 'data'): Promise<{ path: string; handle: FileHandle; remove(): Promise<void> }> {
   const path = siblingPath(target, tag);
   let handle: FileHandle;
   try {
     handle = await open(path, constants.O_WRONLY | constants.O_CREAT | constants.O_EXCL, 0o600);
   } catch (e) {
-    throw ioError(target, 'cannot write', e);
+    throw writeError(target, e);
   }
   return {
     path,
@@ -86,7 +112,7 @@ export class AtomicFile {
       const handle = await open(tempPath, constants.O_WRONLY | constants.O_CREAT | constants.O_EXCL, 0o666);
       return new AtomicFile(target, tempPath, handle);
     } catch (e) {
-      throw ioError(target, 'cannot write', e);
+      throw writeError(target, e);
     }
   }
 
@@ -118,7 +144,7 @@ export class AtomicFile {
       await rename(this.tempPath, this.target);
     } catch (e) {
       await this.abort();
-      throw ioError(this.target, 'cannot write', e);
+      throw writeError(this.target, e);
     }
     await syncDirectory(dirname(this.target));
   }
