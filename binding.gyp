@@ -69,7 +69,26 @@
                 "-framework Metal",
                 "-framework Foundation"
               ]
-            }
+            },
+            "actions": [
+              {
+                "action_name": "metallib",
+                "inputs": [
+                  "<!@(node scripts/msl-kernels.mjs sources)"
+                ],
+                "outputs": [
+                  "<(PRODUCT_DIR)/tessera.metallib"
+                ],
+                "action": [
+                  "node",
+                  "scripts/msl-kernels.mjs",
+                  "metallib",
+                  "<(PRODUCT_DIR)/tessera.metallib",
+                  "--if-toolchain"
+                ],
+                "message": "Compiling metal/*.metal with xcrun metal -std=metal3.0 -Werror into tessera.metallib"
+              }
+            ]
           }
         ]
       ]

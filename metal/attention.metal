@@ -40,7 +40,7 @@ inline void flash(device const float* q, device const float* k, device const flo
         om[j] = make_filled_simdgroup_matrix<float, 8>(0.0f);
     }
     const uint r = lane / 4, part = lane % 4, per = kb / 4;  // softmax: 4 lanes per row, `per` keys each
-    float m = -INFINITY, l = 0.0f;
+    float m = kNoScore, l = 0.0f;
     for (uint k0 = 0; k0 < p.n; k0 += kb) {
         threadgroup_barrier(mem_flags::mem_threadgroup);       // the previous tile is no longer read
         if (k0 + kb <= p.n) {
@@ -70,13 +70,13 @@ inline void flash(device const float* q, device const float* k, device const flo
         simdgroup_barrier(mem_flags::mem_threadgroup);
         // online softmax of row r over this tile's keys part * per ... part * per + per - 1
         threadgroup float* srow = mine + r * sw + part * per;
-        float mx = -INFINITY;
+        float mx = kNoScore;
         for (uint i = 0; i < per; i++)
             if (k0 + part * per + i < p.n) mx = max(mx, srow[i]);
         mx = max(mx, simd_shuffle_xor(mx, 1));
         mx = max(mx, simd_shuffle_xor(mx, 2));
         const float m_new = max(m, mx);                         // finite: the tile has at least one key
-        const float corr = precise::exp(m - m_new);             // 0 on the first tile (m = -inf)
+        const float corr = precise::exp(m - m_new);             // 0 on the first tile (m = kNoScore)
         float sum = 0.0f;
         for (uint i = 0; i < per; i++) {
             const float pj = k0 + part * per + i < p.n ? precise::exp(srow[i] - m_new) : 0.0f;
@@ -110,7 +110,7 @@ inline void flash(device const float* q, device const float* k, device const flo
     simdgroup_barrier(mem_flags::mem_threadgroup);
     const uint row = q0 + sg * 8 + r;
     if (row >= p.nq) return;
-    const float inv = 1.0f / l;
+    const float inv = l > 0.0f ? 1.0f / l : 0.0f;  // a row that saw no key (n = 0): zeros, not 1 / 0
     for (uint d = part; d < hd; d += 4) o[row * p.ldo + head * hd + d] = mine[r * sw + d] * inv;
 }
 
@@ -161,7 +161,7 @@ kernel void attention_segment(device const float* q [[buffer(0)]], device const 
     const uint row = gp.x * kargs::kAttnRowsPerGroup + sg;
     const bool live = row < p.nq;
     for (uint d = lane; d < hd; d += 32) qs[sg * hd + d] = live ? q[row * p.ldq + head * hd + d] * p.scale : 0.0f;
-    float m = -INFINITY, l = 0.0f;
+    float m = kNoScore, l = 0.0f;
     float acc[4] = {0.0f, 0.0f, 0.0f, 0.0f};
     for (uint k0 = 0; k0 < p.n; k0 += kb) {
         threadgroup_barrier(mem_flags::mem_threadgroup);       // the previous tile is no longer read
@@ -172,14 +172,14 @@ kernel void attention_segment(device const float* q [[buffer(0)]], device const 
         }
         threadgroup_barrier(mem_flags::mem_threadgroup);
         const bool has_key = lane < kb && k0 + lane < p.n;
-        float s = -INFINITY;
+        float s = kNoScore;
         if (has_key) {
             s = 0.0f;
             for (uint d = 0; d < hd; d++) s += qs[sg * hd + d] * ks[lane * hd + d];
         }
         const float m_new = max(m, simd_max(s));                // finite: the tile has at least one key
         const float pj = has_key ? precise::exp(s - m_new) : 0.0f;
-        const float corr = precise::exp(m - m_new);             // 0 on the first tile (m = -inf)
+        const float corr = precise::exp(m - m_new);             // 0 on the first tile (m = kNoScore)
         l = l * corr + simd_sum(pj);
         if (lane < kb) ps[sg * kb + lane] = pj;
         simdgroup_barrier(mem_flags::mem_threadgroup);
@@ -193,7 +193,7 @@ kernel void attention_segment(device const float* q [[buffer(0)]], device const 
         m = m_new;
     }
     if (!live) return;
-    const float inv = 1.0f / l;
+    const float inv = l > 0.0f ? 1.0f / l : 0.0f;  // a row that saw no key (n = 0): zeros, not 1 / 0
     for (uint i = 0; i < 4; i++) {
         const uint d = lane + 32 * i;
         if (d < hd) o[row * p.ldo + head * hd + d] = acc[i] * inv;

@@ -4,6 +4,14 @@
 #include "shared/args.h"
 using namespace metal;
 
+// The online softmax's "no score yet" (a running maximum before the first key, a lane with no key). Every
+// library is compiled with fast math (native/metal/device.mm), under which the compiler may assume that no
+// value is infinite or NaN, so -INFINITY cannot stand for it: a finite value far below any score, half of
+// -FLT_MAX so that the difference of two of them cannot overflow (llama.cpp's flash attention uses the same).
+// exp(kNoScore - m) is 0 for every score m a tower produces. No kernel uses INFINITY, NAN, isinf or isnan
+// (tools/mslemu/lint.mjs refuses them in metal/).
+constant constexpr float kNoScore = -FLT_MAX / 2;
+
 // Widen one stored weight element to float. bf16 is the top half of an f32: widened by a shift.
 inline float widen(device const float* w, uint i) { return w[i]; }
 inline float widen(device const half* w, uint i) { return float(w[i]); }

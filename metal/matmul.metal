@@ -29,7 +29,7 @@ struct Tail {
 inline float epilogue(float acc, uint r, uint c, constant kargs::Linear& p, Tail t) {
     float v = acc;
     if (p.has_bias != 0) v = v + load_any(t.bias, p.bias_type, c);
-    v = min(max(v, p.out_min), p.out_max);
+    if (p.has_out_clamp != 0) v = min(max(v, p.out_min), p.out_max);
     v = activate(p.act, v);
     if (p.has_mul != 0) v = v * t.mul[r * p.ldm + c];
     if (p.has_residual != 0) v = v + t.res[r * p.ldr + c];
@@ -48,13 +48,14 @@ inline void stage(device const float* x, device const W* w, constant kargs::Line
         device const float* xr = x + gr * p.ldx + gk;
         device const W* wr = w + gn * p.in + gk;
         for (uint i = 0; i < 8; i++) {
-            xs[i] = min(max(xr[i], p.in_min), p.in_max);
+            xs[i] = p.has_in_clamp != 0 ? min(max(xr[i], p.in_min), p.in_max) : xr[i];
             ws[i] = widen(wr, i);
         }
     } else {
         for (uint i = 0; i < 8; i++) {
             const bool kin = gk + i < p.in;
-            xs[i] = (gr < p.rows && kin) ? min(max(x[gr * p.ldx + gk + i], p.in_min), p.in_max) : 0.0f;
+            const float xv = (gr < p.rows && kin) ? x[gr * p.ldx + gk + i] : 0.0f;
+            xs[i] = p.has_in_clamp != 0 ? min(max(xv, p.in_min), p.in_max) : xv;
             ws[i] = (gn < p.out && kin) ? widen(w, gn * p.in + gk + i) : 0.0f;
         }
     }
@@ -118,7 +119,10 @@ inline void matvec_cols(device const float* x, device const W* w, Tail tail, dev
     for (uint r = 0; r < kargs::kMatvecMaxRows; r++) acc[r] = 0.0f;
     for (uint k = lane; k < p.in; k += 32) {
         const float wk = widen(w, col * p.in + k);
-        for (uint r = 0; r < p.rows; r++) acc[r] += min(max(x[r * p.ldx + k], p.in_min), p.in_max) * wk;
+        for (uint r = 0; r < p.rows; r++) {
+            const float xv = x[r * p.ldx + k];
+            acc[r] += (p.has_in_clamp != 0 ? min(max(xv, p.in_min), p.in_max) : xv) * wk;
+        }
     }
     for (uint r = 0; r < p.rows; r++) {
         const float s = simd_sum(acc[r]);

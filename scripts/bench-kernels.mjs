@@ -1,6 +1,7 @@
 // Builds and runs scripts/bench/kernels/cpu_kernels.cc (the CPU backend's ops at real Qwen3.5 tower shapes,
 // GFLOP/s per op and SIMD level). Not part of npm test. Arguments go to the benchmark:
 //   node scripts/bench-kernels.mjs [--threads T] [--simd avx512] [--rows 1120,4096] [--reps 3] [--dtype bf16]
+//                                  [--simd amx --precision bf16]   (precision bf16: docs/bf16.md)
 // With --widening-ab first, it builds and runs scripts/bench/kernels/widening_ab.cc instead: the two
 // AVX2 bf16 widenings taking turns in one process (see that file for its options).
 import { execFileSync } from 'node:child_process';

@@ -51,6 +51,14 @@ function hostBuild() {
     { cwd: ROOT, stdio: ['ignore', args.has('--quiet') ? 'ignore' : 2, 2] });
   if (r.status !== 0) throw new Error(`node-gyp ${configured ? 'build' : 'rebuild'} failed`);
   install(path.join(ROOT, 'build', 'Release', 'tessera.node'), prebuildPath(process.platform, process.arch));
+  // macOS: the kernels compiled ahead of time (binding.gyp's metallib action) go beside the addon, where
+  // native/metal/device.mm looks for them
+  const metallib = path.join(ROOT, 'build', 'Release', 'tessera.metallib');
+  if (process.platform === 'darwin') {
+    if (!fs.existsSync(metallib) || fs.statSync(metallib).size === 0)
+      throw new Error('build/Release/tessera.metallib is missing or empty: a release needs the kernels compiled by xcrun metal (binding.gyp; Xcode 26: xcodebuild -downloadComponent MetalToolchain)');
+    install(metallib, path.join(path.dirname(prebuildPath(process.platform, process.arch)), 'tessera.metallib'));
+  }
 }
 
 // binding.gyp's tessera target as a compiler command line: its `<!(...)` expansions run as gyp runs them.

@@ -1,5 +1,5 @@
 #!/usr/bin/env node
-// `npm run test:metal` (docs/metal-on-linux.md#what-only-a-mac-shows): what only a Mac can show. macOS arm64 only.
+// `npm run test:metal` (docs/metal-on-linux.md#what-only-macos-shows): what only a Mac can show. macOS arm64 only.
 //   1. toolchain: the SDK and Apple's Metal compiler (Xcode 26 ships it as a separate component)
 //   2. offline compile of exactly what ships (build/metal/src/*.metal, includes inlined) with
 //      `xcrun metal -std=metal3.0 -Wall -Werror`, then one metallib
@@ -18,6 +18,7 @@ import { spawnSync } from 'node:child_process';
 import fs from 'node:fs';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { METAL_COMPILE } from './msl-kernels.mjs';
 
 const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
 const results = [];
@@ -55,7 +56,7 @@ const kernels = gen.status === 0 ? fs.readdirSync(srcDir).filter((f) => f.endsWi
 if (!kernels.length) record('kernel sources', 'FAIL', 'scripts/msl-kernels.mjs headers wrote no build/metal/src/*.metal');
 for (const f of kernels) {
   if (!haveCompiler) { record(`xcrun metal ${f}`, 'SKIPPED', 'no Metal compiler'); continue; }
-  const r = run('xcrun', ['-sdk', 'macosx', 'metal', '-std=metal3.0', '-Wall', '-Werror', '-c', path.join(srcDir, f), '-o', path.join(airDir, f.replace(/\.metal$/, '.air'))]);
+  const r = run('xcrun', [...METAL_COMPILE, '-c', path.join(srcDir, f), '-o', path.join(airDir, f.replace(/\.metal$/, '.air'))]);
   record(`xcrun metal -Werror ${f}`, r.status === 0 ? 'PASS' : 'FAIL', r.status === 0 ? '' : (r.stderr || r.stdout).trim());
 }
 if (haveCompiler && kernels.length) {

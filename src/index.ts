@@ -3,6 +3,8 @@ export type { OpenOptions, EncodeOptions, EncodeResult, Estimate, PixelInput, Gr
 export type { TowerInfo, MemoryInfo } from './tower-info.js';
 export { TesseraError, ERROR_CODES } from './errors.js';
 export type { ErrorCode } from './errors.js';
+export { runDoctor, HF_TOLERANCE } from './doctor.js';
+export type { DoctorReport, DoctorOptions, DoctorRun, DoctorStage, DoctorTower, DoctorGpu } from './doctor.js';
 export type { TowerSpec, StageSpec, TensorSpec, Family, DType } from './spec/types.js';
 export type { EncodeManyItem, EncodeManyOptions } from './tower.js';
 // Bulk outputs: the per-image writer `tessera encode --out-dir` uses, and the engines' payloads (docs/downstream.md).

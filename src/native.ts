@@ -1,5 +1,6 @@
 // Loads the addon (a prebuilt binary from prebuilds/ or a source build in build/) and describes its surface. The addon is
 // N-API only and context-aware, so this works in worker_threads and Electron.
+import type { Precision } from './options.js';
 import { createRequire } from 'node:module';
 import { readdirSync } from 'node:fs';
 import { join } from 'node:path';
@@ -56,7 +57,7 @@ export interface NativeTower {
   sizing(patches: number): NativeSizing;
   /** Values per input (pixel) row. */
   readonly patchWidth: number;
-  stats(): { bytesRead: number; residentBytes: number; reads: number; violations: number; packedWeights: number; residency: string; backend: string };
+  stats(): { bytesRead: number; residentBytes: number; reads: number; violations: number; packedWeights: number; residency: string; backend: string; precision: Precision };
   close(): void;
 }
 
@@ -65,6 +66,7 @@ export interface NativeOpenOptions {
   residency: string;
   threads?: number;
   slots?: number;
+  precision?: Precision;
 }
 
 export interface Addon {
@@ -74,6 +76,8 @@ export interface Addon {
   errorCodes: string[];
   /** How the AVX2 kernels widen bf16 weights, 'unpack' or 'shift' (native/common/cpu_features.h). */
   bf16Widening: string;
+  /** The bf16 GEMM precision 'bf16' runs on: 'amx', 'avx512-bf16', 'neon-bf16' or 'none' (native/common/cpu_features.h). */
+  bf16Level: string;
   /** Element-wise dtype conversion with common/dtype.h's rounding (tessera pack --dtype). */
   convertDtype(src: Uint8Array, from: string, to: string): Uint8Array;
   /** The weights file's stage and tensor alignments (native/io/weight_alignment.h). */

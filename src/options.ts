@@ -17,6 +17,9 @@ const positiveInt = z.number().int().positive().max(Number.MAX_SAFE_INTEGER);
 export const BACKENDS = ['auto', 'cpu', 'metal', 'metal-emulated'] as const;
 /** How a tower holds its weights (OpenOptions.residency; docs/design.md#residency). */
 export const RESIDENCIES = ['auto', 'stream', 'mapped', 'resident'] as const;
+/** What the CPU backend's linears compute in (OpenOptions.precision; docs/bf16.md). */
+export const PRECISIONS = ['f32', 'bf16'] as const;
+export type Precision = (typeof PRECISIONS)[number];
 
 export const OpenOptionsSchema = z
   .object({
@@ -25,6 +28,12 @@ export const OpenOptionsSchema = z
     slots: z.number().int().min(1).max(16).default(2),
     memoryBudget: positiveInt.optional(),
     threads: z.number().int().min(0).max(1024).default(0),
+    /**
+     * What the CPU backend's linears compute in: 'f32' (exact, the default) or 'bf16' (bf16 operands,
+     * f32 sums) where the CPU has bf16 units (AMX, AVX512-BF16, arm64 FEAT_BF16); elsewhere f32 runs.
+     * tower.info.precision says which ran (docs/bf16.md).
+     */
+    precision: z.enum(PRECISIONS).default('f32'),
     /** Packed folders: check each stage's recorded checksum (see README, "Integrity"). */
     verify: z.boolean().default(false),
   })
@@ -109,7 +118,7 @@ export function encodeManyOptionsSchema(family?: Family) {
 }
 
 /** What `--out-dir` writes per image (src/bulk/output-dir.ts, README "Output files"). */
-export const OUTPUT_FORMATS = ['safetensors', 'npy', 'vllm', 'sglang'] as const;
+export const OUTPUT_FORMATS = ['safetensors', 'npy', 'vllm', 'vllm-torch', 'vllm-encoder-cache', 'sglang'] as const;
 
 /** `tessera encode`'s bulk-output flags, as an object (the CLI checks its flags with this). */
 export const BulkOutputOptionsSchema = z
@@ -178,7 +187,7 @@ export function closestKey(key: string, known: readonly string[]): string | unde
   return best !== undefined && bestD <= Math.max(2, Math.floor(best.length / 3)) ? best : undefined;
 }
 
-function describeValue(v: unknown): string {
+export function describeValue(v: unknown): string {
   if (v === null) return 'null';
   if (Array.isArray(v)) return 'an array';
   if (typeof v === 'string') return JSON.stringify(v.length > 40 ? v.slice(0, 40) + '...' : v);
@@ -205,7 +214,8 @@ export function parseArgument<S extends z.ZodType>(schema: S, value: unknown, ca
     const key = issue.keys[0]!;
     const shape = (schema as unknown as { shape?: Record<string, unknown> }).shape;
     const known = shape ? Object.keys(shape) : [];
-    if (OTHER_FAMILY[key] && !known.includes(key))
+    // (own keys only: '__proto__' is a key a parsed JSON object may have, not a lookup of Object.prototype)
+    if (Object.hasOwn(OTHER_FAMILY, key) && !known.includes(key))
       throw new TesseraError('ERR_INVALID_ARGUMENT', `${call}: option '${key}' is a ${OTHER_FAMILY[key]}`);
     const near = closestKey(key, known);
     throw new TesseraError(

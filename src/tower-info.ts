@@ -1,5 +1,6 @@
 // tower.info: what a tower is (family, sizes, dtype, bytes per stage kind) and what it holds in
 // memory, derived from the TowerSpec and the residency decision; nothing here touches the addon.
+import type { Precision } from './options.js';
 import type { Residency } from './residency/index.js';
 import type { Family, SourceKind, StageSpec, TowerSpec } from './spec/types.js';
 
@@ -20,6 +21,8 @@ export interface TowerInfo {
   backend: string;
   residency: string;
   simd: string;
+  /** What the linears compute in: 'bf16' only where it was asked for and the CPU has bf16 units (never claimed otherwise). */
+  precision: Precision;
   memory: MemoryInfo;
 }
 
@@ -51,7 +54,14 @@ export function peakRss(): number {
 }
 
 
-export function describe(spec: TowerSpec, path: string, backend: string, memory: MemoryInfo, simd: string): TowerInfo {
+export function describe(
+  spec: TowerSpec,
+  path: string,
+  backend: string,
+  memory: MemoryInfo,
+  simd: string,
+  precision: Precision,
+): TowerInfo {
   const bytes = spec.stages.map(stageBytes);
   const blockBytes = spec.stages.flatMap((s, i) => (s.kind === 'block' ? [bytes[i]!] : []));
   const total = bytes.reduce((a, b) => a + b, 0);
@@ -79,6 +89,7 @@ export function describe(spec: TowerSpec, path: string, backend: string, memory:
     backend,
     residency: memory.residency,
     simd,
+    precision,
     memory,
   };
 }

@@ -2,6 +2,7 @@
 // residency, hands the TowerSpec to the addon and queues encodes (one at a time per tower; the
 // work itself runs off the JS thread in the addon).
 import { freemem, totalmem } from 'node:os';
+import { backendCandidates, openFirstAvailable } from './backend-choice.js';
 import { TesseraError, toTesseraError } from './errors.js';
 import { addon, type NativeEncodeResult, type NativeTower } from './native.js';
 import { loadModel } from './load-model.js';
@@ -79,13 +80,6 @@ export interface Estimate extends Plan {
   peakBytes: number;
 }
 
-function resolveBackend(requested: string): string {
-  if (requested === 'auto') return process.platform === 'darwin' && process.arch === 'arm64' ? 'metal' : 'cpu';
-  if (requested === 'metal' && !(process.platform === 'darwin' && process.arch === 'arm64'))
-    throw new TesseraError('ERR_BACKEND_UNAVAILABLE', `backend 'metal' needs macOS on Apple Silicon (this is ${process.platform}/${process.arch})`);
-  return requested;
-}
-
 /** One grid or a list, each { t, h, w } or [t, h, w] (sides already checked by pixelInputSchema). */
 function normaliseGrid(grid: Grid | [number, number, number] | (Grid | [number, number, number])[]): Grid[] {
   const list: (Grid | [number, number, number])[] =
@@ -102,6 +96,21 @@ function checkSize(size: { width: number; height: number }): { width: number; he
   if (!ok(size.width) || !ok(size.height))
     throw new TesseraError('ERR_INVALID_ARGUMENT', `estimate: width and height must be positive integers, not ${String(size.width)}x${String(size.height)}`);
   return { width: size.width, height: size.height };
+}
+
+/**
+ * The cause of an ERR_OUT_OF_MEMORY refusal made before any work because the image's predicted
+ * peak is more than the machine's whole memory: unlike a failed allocation, no retry on this
+ * machine can help (the fleet fails such a job once: src/fleet/failure-class.ts).
+ */
+export class ExceedsMachineMemory extends Error {
+  constructor(
+    readonly peakBytes: number,
+    readonly totalBytes: number,
+  ) {
+    super(`about ${peakBytes} bytes needed, ${totalBytes} bytes of memory in all`);
+    this.name = 'ExceedsMachineMemory';
+  }
 }
 
 export class VisionTower {
@@ -131,7 +140,7 @@ export class VisionTower {
   static async open(path: string, options: OpenOptions = {}): Promise<VisionTower> {
     parseModelPath(path);
     const o = parseArgument(OpenOptionsSchema, options, 'VisionTower.open');
-    const backend = resolveBackend(o.backend);
+    const candidates = backendCandidates(o.backend);
     const model = await loadModel(path, { verify: o.verify });
     const lib = addon();
     let weights: WeightMemory;
@@ -149,12 +158,13 @@ export class VisionTower {
       totalMem: totalmem(),
     });
     const residency = decision.residency;
-    let native: NativeTower;
-    try {
-      native = await lib.openTower(model.spec, { backend, residency, threads: o.threads, slots: o.slots });
-    } catch (e) {
-      throw toTesseraError(e);
-    }
+    const { value: native, backend } = await openFirstAvailable(candidates, async (b) => {
+      try {
+        return await lib.openTower(model.spec, { backend: b, residency, threads: o.threads, slots: o.slots, precision: o.precision });
+      } catch (e) {
+        throw toTesseraError(e);
+      }
+    });
     const memory: MemoryInfo = {
       residency,
       reason: decision.reason,
@@ -166,7 +176,7 @@ export class VisionTower {
       fileBytes: weights.fileBytes,
       peakRss: peakRss(),
     };
-    const info = describe(model.spec, path, backend, memory, lib.simdLevel);
+    const info = describe(model.spec, path, backend, memory, lib.simdLevel, native.stats().precision);
     const tower = new VisionTower(native, model.spec, info, model.preprocessorConfig, o.memoryBudget);
     // A preprocessor config that is there is checked now (its bounds, its patch geometry against
     // the tower's), so a bad one fails open, not every later encode. A Qwen tower without one can
@@ -326,13 +336,13 @@ export class VisionTower {
       throw this.#tooLarge(e, options, `about ${e.peakBytes} bytes to encode, over memoryBudget ${this.#memoryBudget}`);
     const total = totalmem();
     if (this.#memoryBudget === undefined && e.peakBytes > total)
-      throw this.#tooLarge(e, options, `about ${e.peakBytes} bytes to encode, more than this machine's ${total} bytes of memory`, 'ERR_OUT_OF_MEMORY');
+      throw this.#tooLarge(e, options, `about ${e.peakBytes} bytes to encode, more than this machine's ${total} bytes of memory`, 'ERR_OUT_OF_MEMORY', new ExceedsMachineMemory(e.peakBytes, total));
   }
 
-  #tooLarge(p: Plan, options: PreprocessOptions, why: string, code: 'ERR_IMAGE_TOO_LARGE' | 'ERR_OUT_OF_MEMORY' = 'ERR_IMAGE_TOO_LARGE'): TesseraError {
+  #tooLarge(p: Plan, options: PreprocessOptions, why: string, code: 'ERR_IMAGE_TOO_LARGE' | 'ERR_OUT_OF_MEMORY' = 'ERR_IMAGE_TOO_LARGE', cause?: Error): TesseraError {
     const given = (['minPixels', 'maxPixels', 'maxSoftTokens'] as const).filter((k) => options[k] !== undefined).map((k) => `${k} ${options[k]}`);
     const by = given.length ? ` (sized by ${given.join(', ')})` : '';
-    return new TesseraError(code, `the image resized to ${p.resized.width}x${p.resized.height}${by} needs ${p.patches} patches: ${why}`);
+    return new TesseraError(code, `the image resized to ${p.resized.width}x${p.resized.height}${by} needs ${p.patches} patches: ${why}`, cause ? { cause } : undefined);
   }
 
   /** Decodes, preprocesses and encodes one image (a path, Buffer or Uint8Array). */

@@ -92,6 +92,7 @@ describe('tessera encode', () => {
       ['encode', IMAGES + 'tiny.png', '--max-soft-tokens', '100'],
       ['encode', IMAGES + 'tiny.png', '--batch', '0'],
       ['encode', IMAGES + 'tiny.png', '--backend', 'gpu'],
+      ['encode', IMAGES + 'tiny.png', '--precision', 'fp8'],
       ['encode', IMAGES + 'tiny.png', '--model', join(tmp, 'no-such-model')],
       ['frobnicate'],
       [],
@@ -116,6 +117,16 @@ describe('tessera encode', () => {
     const r = spawnSync(MAIN, ['--version'], { encoding: 'utf8' });
     expect(r.stdout.trim()).toMatch(/^\d+\.\d+\.\d+/);
     expect(r.status).toBe(0);
+  });
+
+  it('--precision bf16 encodes (f32 where the CPU has no bf16 units) within bf16 distance of f32', () => {
+    const outs = ['f32', 'bf16'].map((p) => {
+      const out = join(tmp, `precision-${p}.safetensors`);
+      const r = tessera('encode', IMAGES + 'coffee.png', '--model', FIXTURES + 'qwen3_5-tiny/model', '--max-pixels', '32768', '--out', out, '--precision', p);
+      expect(r.code, r.stderr).toBe(0);
+      return asFloat32(readSafetensors(out)['image.0.embeddings']!);
+    });
+    expect(relErr(outs[1]!, outs[0]!)).toBeLessThan(1e-2);
   });
 
   it('--help and --version exit 0', () => {

@@ -47,7 +47,7 @@ describe('the flag tables', () => {
     const worker = parseFlags(WORKER, allFlags(WORKER)).groups;
     expect(() => parseArgument(OpenOptionsSchema, worker['open'], 't')).not.toThrow();
     expect(Object.keys(worker['worker']!).sort()).toEqual(['lockDurationMs', 'maxStalledCount', 'stalledIntervalMs']);
-    expect(worker['fetch']).toEqual({ maxBytes: 1 });
+    expect(worker['fetch']).toEqual({ maxBytes: 1, allowPrivateUrls: true });
   });
 
   it('refuses malformed ints, unknown choices, missing required flags and unknown flags, naming the flag', () => {

@@ -20,7 +20,7 @@ describe('fleet CLI usage', () => {
     expect(e.stderr).toMatch(/scheme must be redis:\/\/ or rediss:\/\//);
     const f = await tessera(['enqueue', '/tmp/x.png', '--redis', 'redis://127.0.0.1:1', '--queue', 'q', '--format', 'png']);
     expect(f.code).toBe(2);
-    expect(f.stderr).toMatch(/--format must be one of safetensors, npy, vllm, sglang/);
+    expect(f.stderr).toMatch(/--format must be one of safetensors, npy, vllm, vllm-torch, vllm-encoder-cache, sglang/);
     // Nothing listens on port 1: enqueue gives up on a Redis it never reached (a worker would wait).
     const g = await tessera(['enqueue', '/tmp/x.png', '--redis', 'redis://127.0.0.1:1', '--queue', 'q']);
     expect(g.code).toBe(2);

@@ -178,7 +178,8 @@ describe.skipIf(!HAVE_REDIS)('fleet: group jobs', () => {
     const addr = server.address();
     const url = `http://127.0.0.1:${typeof addr === 'object' && addr ? addr.port : 0}/flaky/page.png`;
     try {
-      fleet.workers = [await startWorker(fleet.redis.url, 'retry', out)];
+      // The test's server is on 127.0.0.1: a worker fetches from it only with the opt-in.
+      fleet.workers = [await startWorker(fleet.redis.url, 'retry', out, ['--allow-private-urls'])];
       const r = await tessera(['enqueue', local!, '-', '--redis', fleet.redis.url, '--queue', 'retry', '--group', '2', '--backoff-ms', '200', '--wait'], url + '\n');
       expect(r.code, r.stdout + r.stderr).toBe(0);
       expect(hits).toBe(2);

@@ -47,7 +47,8 @@ describe.skipIf(!HAVE_REDIS)('fleet: SIGTERM during a job', () => {
       }),
     );
 
-    fleet.workers = await Promise.all([0, 1].map(() => startWorker(fleet.redis.url, 'term', out)));
+    // (the page's server is on 127.0.0.1: fetched with the opt-in)
+    fleet.workers = await Promise.all([0, 1].map(() => startWorker(fleet.redis.url, 'term', out, ['--allow-private-urls'])));
     expect((await tessera(['enqueue', bigUrl, ...q, '--max-pixels', String(BIG.maxPixels)])).code).toBe(0);
     expect((await tessera(['enqueue', images + '/good', ...q])).code).toBe(0);
 

@@ -43,7 +43,8 @@ describe.skipIf(!HAVE_REDIS)('fleet: URL inputs', () => {
 
   it('fetches, bounds and classifies URL inputs', async () => {
     const out = join(fleet.tmp, 'out');
-    fleet.workers = [await startWorker(fleet.redis.url, 'urls', out, ['--max-fetch-bytes', String(1 << 20)])];
+    // The server is on 127.0.0.1, which workers refuse by default (test/fleet-url-policy.test.ts).
+    fleet.workers = [await startWorker(fleet.redis.url, 'urls', out, ['--max-fetch-bytes', String(1 << 20), '--allow-private-urls'])];
     const urls = ['good/page.png', 'missing.png', 'declared-huge.png', 'streamed-huge.png', 'flaky.png', 'down.png'].map((p) => `${base}/${p}`);
     const r = await tessera(['enqueue', '-', '--redis', fleet.redis.url, '--queue', 'urls', '--wait', '--attempts', '2', '--backoff-ms', '200'], urls.join('\n') + '\n');
     expect(r.code, r.stderr).toBe(1);

@@ -9,7 +9,7 @@ import { describe, expect, it } from 'vitest';
 // @ts-expect-error: plain ESM build scripts, no type declarations
 import { build, findClang } from '../tools/mslemu/build.mjs';
 // @ts-expect-error: plain ESM build scripts, no type declarations
-import { lintFile } from '../tools/mslemu/lint.mjs';
+import { lintFile, lintHeaders } from '../tools/mslemu/lint.mjs';
 // @ts-expect-error: plain ESM build scripts, no type declarations
 import { metalFiles, ROOT } from '../tools/mslemu/prepass.mjs';
 // @ts-expect-error: plain ESM build script, no type declarations
@@ -63,6 +63,22 @@ describe.skipIf(!status.available)(title, () => {
       const r = lintFile(f, status.cxx);
       expect(r.errors, f).toEqual([]);
     }
+  });
+
+  it('lint: no INFINITY, NAN, isinf or isnan anywhere in metal/ (headers too); each planted one reported at its line', () => {
+    expect(lintHeaders()).toEqual([]);
+    const f = 'tools/mslemu/tests/bad_nonfinite.metal';
+    const r = lintFile(f, status.cxx);
+    const want = [`${f}:7: 'INFINITY'`, `${f}:8: 'NAN'`, `${f}:9: 'isinf'`, `${f}:9: 'isnan'`];
+    for (const w of want) expect(r.errors.some((e: string) => e.startsWith(w)), `${w}\nin\n${r.errors.join('\n')}`).toBe(true);
+    expect(r.errors.length).toBe(want.length);  // the mentions in comments are not reported
+    // a header that names one is refused too
+    const dir = fs.mkdtempSync(path.join(ROOT, 'build', 'lint-h-'));
+    fs.writeFileSync(path.join(dir, 'x.h'), '// INFINITY in a comment is fine\ninline float lowest() { return -INFINITY; }\n');
+    const h = lintHeaders(dir);
+    fs.rmSync(dir, { recursive: true, force: true });
+    expect(h.length).toBe(1);
+    expect(h[0]).toMatch(/x\.h:2: 'INFINITY': an infinity under fast math/);
   });
 
   it('lint: the planted address-space and MSL errors are each reported at their line', () => {

@@ -1,15 +1,21 @@
 // `metal-emulated`: the real MSL kernels through the real op layer (native/metal) on the MSL emulator.
 //   - every op table-driven against the CPU backend, bit-identical under the four schedule/poison runs
-//     (test/native/test_metal_ops.cc, run here with TESSERA_METAL_OPS=1)
+//     (test/native/test_metal_ops.cc, run here with TESSERA_METAL_OPS=1), and again on the kernels compiled
+//     with -ffast-math (TESSERA_METAL_OPS=fast: the GPU's tolerance; the towers on them: metal-fastmath.test.ts)
+//   - the finite check counted on the device: checkFinite adds count_nonfinite dispatches and no wait
+//     (TESSERA_MSLEMU_SYNCS), and an infinity still fails with ERR_NUMERIC naming the stage and token
 //   - the tiny fixture towers of all three families (their smallest case) through
 //     VisionTower.open(path, { backend: 'metal-emulated' }), every stage within 5e-3 of HF (docs/design.md#numerics)
 // Needs the emulator library (clang >= 15, built here on demand); without it these tests say why they skip.
 import { spawnSync } from 'node:child_process';
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { describe, expect, it } from 'vitest';
 import { TesseraError, VisionTower } from '../src/index.js';
-import { FIXTURES, readJson, readTensors, relErr } from './helpers/fixtures.js';
+import { FIXTURES, readJson, readTensors } from './helpers/fixtures.js';
+import { towerCase } from './helpers/metal-towers.js';
 // @ts-expect-error: plain ESM build script, no type declarations
 import { build } from '../tools/mslemu/build.mjs';
 // @ts-expect-error: plain ESM build script, no type declarations
@@ -21,41 +27,14 @@ const title = status.available ? 'metal-emulated' : `metal-emulated (skipped: ${
 if (!status.available) console.warn(`test/metal-ops.test.ts: skipped: ${status.reason}`);
 const { bin: BIN } = await buildNativeTests({ quiet: true });
 
-// Every stage of one fixture case through metal-emulated; returns the worst error per stage.
-async function towerCase(family: string, caseName: string, gemma: boolean, backend: 'metal' | 'metal-emulated'): Promise<Record<string, number>> {
-  const dir = join(FIXTURES, family);
-  const ref = readTensors(join(dir, 'expected', `${caseName}.safetensors`));
-  const tower = await VisionTower.open(join(dir, 'model'), { backend });
-  try {
-    expect(tower.info.backend).toBe(backend);
-    const pixelValues = ref['pixel_values']!.f32();
-    const input = gemma
-      ? { pixelValues, positions: Int32Array.from(ref['positions']!.i64()) }
-      : (() => {
-          const [t, h, w] = ref['image_grid_thw']!.i64();
-          return { pixelValues, grid: { t: t!, h: h!, w: w! } };
-        })();
-    const r = await tower.encodePixels(input, { stages: true });
-    const names = Object.keys(ref).filter((k) => !['pixel_values', 'image_grid_thw', 'positions'].includes(k));
-    expect(names.length).toBeGreaterThan(3);
-    const errs: Record<string, number> = {};
-    for (const name of names) {
-      const ours = name.startsWith('deepstack.') ? r.deepstack![Number(name.split('.')[1])] : r.stages![name];
-      expect(ours, `stage ${name}`).toBeDefined();
-      errs[name] = relErr(ours!, ref[name]!.f32());
-    }
-    return errs;
-  } finally {
-    await tower.close();
-  }
-}
-
 const FAMILIES = [['qwen3_5-tiny', false], ['qwen3_vl-tiny', false], ['gemma4-tiny', true]] as const;
 const onMac = process.platform === 'darwin' && process.arch === 'arm64';
 
-// The op cases of test/native/test_metal_ops.cc on `target` (1: the emulator, metal: the GPU).
-function nativeOps(target: '1' | 'metal') {
-  const r = spawnSync(BIN, ['metal:'], { env: { ...process.env, TESSERA_METAL_OPS: target }, encoding: 'utf8', timeout: 170_000 });
+// The op cases of test/native/test_metal_ops.cc on `target` (1: the emulator, fast: the emulator's fast-math
+// kernels, metal: the GPU).
+function nativeOps(target: '1' | 'fast' | 'metal') {
+  const lib = target === 'fast' ? { TESSERA_MSLEMU_LIB: status.fastMathLib as string } : {};
+  const r = spawnSync(BIN, ['metal:'], { env: { ...process.env, ...lib, TESSERA_METAL_OPS: target }, encoding: 'utf8', timeout: 170_000 });
   const out = r.stdout + r.stderr;
   expect(r.status, out.split('\n').filter((l) => !l.startsWith('ok')).join('\n')).toBe(0);
   expect(out).toMatch(/^[1-9]\d* passed, 0 failed$/m);
@@ -78,6 +57,7 @@ function towers(backend: 'metal' | 'metal-emulated', all: boolean) {
 
 describe.skipIf(!status.available)(title, () => {
   it('every op vs the CPU backend (odd sizes, dtypes, strides), bit-identical under 4 schedule/poison runs', () => nativeOps('1'), 180_000);
+  it('the same on the kernels compiled with -ffast-math (finite-math-only, as Metal\'s fast math), within the GPU tolerance', () => nativeOps('fast'), 180_000);
   it('counted traffic within the design bars (docs/metal.md#counted-traffic)', () => {
     const r = spawnSync(BIN, ['metal counts:'], { env: { ...process.env, TESSERA_METAL_OPS: '1' }, encoding: 'utf8', timeout: 170_000 });
     const out = r.stdout + r.stderr;
@@ -85,6 +65,51 @@ describe.skipIf(!status.available)(title, () => {
     expect(out).toMatch(/^1 passed, 0 failed$/m);
   }, 180_000);
   towers('metal-emulated', false);
+
+  it('the finite check runs on the device: one count_nonfinite per stage in the batches, no wait of its own; an infinity is ERR_NUMERIC naming its stage', async () => {
+    const dir = join(FIXTURES, 'qwen3_5-tiny');
+    const ref = readTensors(join(dir, 'expected', 'rocket_thin.safetensors'));
+    const [t, h, w] = ref['image_grid_thw']!.i64();
+    const input = { pixelValues: ref['pixel_values']!.f32(), grid: { t: t!, h: h!, w: w! } };
+    const tmp = mkdtempSync(join(tmpdir(), 'tessera-syncs-'));
+    // One encode's batches and waits, from the emulator executor's log (read when the backend is created).
+    const encode = async (checkFinite: boolean, pixelValues = input.pixelValues) => {
+      const file = join(tmp, `syncs-${checkFinite}-${pixelValues === input.pixelValues}.log`);
+      process.env['TESSERA_MSLEMU_SYNCS'] = file;
+      const tower = await VisionTower.open(join(dir, 'model'), { backend: 'metal-emulated' });
+      delete process.env['TESSERA_MSLEMU_SYNCS'];
+      let error: unknown;
+      try {
+        await tower.encodePixels({ ...input, pixelValues }, { checkFinite });
+      } catch (e) {
+        error = e;
+      } finally {
+        await tower.close();
+      }
+      const lines = readFileSync(file, 'utf8').trim().split('\n');
+      return {
+        stages: tower.spec.stages.length,
+        waits: lines.filter((l) => l === 'wait').length,
+        checks: lines.flatMap((l) => l.split(' ')).filter((k) => k === 'count_nonfinite').length,
+        error,
+      };
+    };
+    try {
+      const on = await encode(true), off = await encode(false);
+      expect(on.error).toBeUndefined();
+      expect(on.checks).toBe(on.stages);
+      expect(off.checks).toBe(0);
+      expect(on.waits, 'the check must not add a wait').toBe(off.waits);
+      const px = input.pixelValues.slice();
+      px[5 * input.pixelValues.length / (t! * h! * w!) + 7] = Infinity;
+      const bad = await encode(true, px);
+      expect(bad.error).toBeInstanceOf(TesseraError);
+      expect((bad.error as TesseraError).code).toBe('ERR_NUMERIC');
+      expect((bad.error as TesseraError).message).toMatch(/^stage 'embed' produced \d+ non-finite value\(s\); the first at token 5, channel /);
+    } finally {
+      rmSync(tmp, { recursive: true, force: true });
+    }
+  }, 120_000);
 
   it('a whole tower is bit-identical under another schedule and poison (TESSERA_MSLEMU_SCHEDULE / _POISON)', async () => {
     const dir = join(FIXTURES, 'qwen3_5-tiny');

@@ -9,10 +9,18 @@ import { build } from '../tools/native-tests.mjs';
 
 // build() throws when the runner does not build: the file then fails before any test.
 const { bin: BIN } = await build({ quiet: true });
-const LEVELS = { avx512: ['avx512', 'avx2', 'scalar'], avx2: ['avx2', 'scalar'], neon: ['neon'], scalar: ['scalar'] }[
-  addon().simdLevel
-] ?? ['scalar'];
-// One run per level (TESSERA_SIMD lowers the best one), and on x86 with AVX2 one more with the AVX2
+// The ladder below this machine's best level, its bf16 level where it has one (native/common/cpu_features.h).
+const LADDERS: Record<string, string[]> = {
+  amx: ['amx', 'avx512-bf16', 'avx512', 'avx2', 'scalar'],
+  'avx512-bf16': ['avx512-bf16', 'avx512', 'avx2', 'scalar'],
+  avx512: ['avx512', 'avx2', 'scalar'],
+  avx2: ['avx2', 'scalar'],
+  'neon-bf16': ['neon-bf16', 'neon'],
+  neon: ['neon'],
+  scalar: ['scalar'],
+};
+const LEVELS = LADDERS[addon().bf16Level !== 'none' ? addon().bf16Level : addon().simdLevel] ?? ['scalar'];
+// One run per level (TESSERA_SIMD holds the ladder there: the fallback of precision bf16 included), and on x86 with AVX2 one more with the AVX2
 // table this CPU's vendor does not choose (TESSERA_BF16_WIDEN: the bf16 weight layout for Intel's
 // ports or for AMD's), so both AVX2 GEMM tables are checked on any x86 machine.
 const RUNS: { name: string; env: Record<string, string> }[] = LEVELS.map((level) => ({

@@ -160,6 +160,16 @@ const { createHash } = require_('node:crypto');
     expect(r.code).toBe(2);
   });
 
+  it('`npx tessera doctor --json` runs the shipped fixture towers (dist/doctor-fixtures) and agrees with HF', () => {
+    const r = run(join(bareEnv.PATH!, 'npx'), ['--no-install', 'tessera', 'doctor', '--json', '--backend', 'cpu']);
+    expect(r.code, r.stderr).toBe(0);
+    const report = JSON.parse(r.stdout) as { verdict: { ok: boolean }; towers: { name: string; runs: { backend: string; ok: boolean }[] }[] };
+    expect(report.verdict.ok).toBe(true);
+    expect(report.towers.map((t) => t.name)).toEqual(['qwen3_5-tiny/rocket_thin', 'gemma4-tiny/rocket_thin']);
+    for (const t of report.towers) expect(t.runs).toEqual([expect.objectContaining({ backend: 'cpu', ok: true })]);
+    expect(existsSync(join(installed(), 'dist', 'doctor-fixtures', 'doctor-counts.json'))).toBe(true);
+  });
+
   it('types resolve for an ESM (.ts) and a CommonJS (.cts) consumer', () => {
     writeFileSync(join(consumer, 'esm.ts'), `import { VisionTower, TesseraError, type EncodeResult } from 'tessera-vision';
 export async function tokens(path: string): Promise<number> {

@@ -55,11 +55,14 @@ struct Affine {
   u32 pad0, pad1;
 };
 // y = act(clamp(clamp(x, in) · Wᵀ + bias, out)) · mul + residual; W is [out, in] of type `w` (kernel variant).
+// The clamps apply only where has_in_clamp / has_out_clamp: "no clamp" is not an infinite bound, since the
+// kernels run under fast math (metal/kernel_common.h); a bound given as infinite beside a finite one is ±FLT_MAX.
 struct Linear {
   u32 rows, in, out, ldx, ldy, ldr;
   u32 act, has_bias, bias_type, has_residual;
   float in_min, in_max, out_min, out_max;
   u32 has_mul, ldm;
+  u32 has_in_clamp, has_out_clamp;
 };
 // LayerNorm (weight + bias) or RMSNorm over each `group` consecutive columns (group == cols: the row); RMSNorm
 // then adds the residual (has_residual: f32, row stride ldr).
@@ -84,6 +87,10 @@ struct Attention {
   float scale;
   u32 nq;  // query rows (n, or a chunk of queries against all n keys)
   u32 pad1, pad2;
+};
+// count_nonfinite over x [rows, cols] with row stride ldx.
+struct Finite {
+  u32 rows, cols, ldx, pad0;
 };
 // y[r, c] (+)= Σ_t w[r, t] · table[idx[r, t], c]; idx < 0 contributes nothing.
 struct Gather {

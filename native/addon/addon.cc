@@ -2,6 +2,7 @@
 // instance data), so the addon loads in worker_threads and Electron's processes.
 #include <napi.h>
 
+#include "addon/bind_backends.h"
 #include "addon/bind_image.h"
 #include "addon/bind_pack.h"
 #include "addon/bind_residency.h"
@@ -14,6 +15,7 @@ Napi::Object Init(Napi::Env env, Napi::Object exports) {
   RegisterImage(env, exports);
   RegisterResidency(env, exports);
   RegisterPack(env, exports);
+  RegisterBackends(env, exports);
   return exports;
 }
 

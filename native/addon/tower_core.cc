@@ -7,14 +7,15 @@
 
 namespace tessera::addon {
 
-std::unique_ptr<gpu::Backend> make_backend(const std::string& name, int threads) {
-  if (name == "cpu") return cpu::make_cpu_backend(threads);
+std::unique_ptr<backend::Backend> make_backend(const std::string& name, int threads, const std::string& precision) {
+  if (precision != "f32" && precision != "bf16") fail(Code::InvalidArgument, "precision '" + precision + "' is not f32 or bf16");
+  if (name == "cpu") return cpu::make_cpu_backend(threads, precision == "bf16" ? cpu::Precision::Bf16 : cpu::Precision::F32);
   if (name == "metal" || name == "metal-emulated") return mtl::make_metal_backend(name);
   fail(Code::BackendUnavailable, "backend '" + name + "' is not available in this build");
 }
 
 void TowerCore::open() {
-  backend = make_backend(options.backend, options.threads);
+  backend = make_backend(options.backend, options.threads, options.precision);
   store = make_weight_store(spec, options.residency, *backend, options.slots);
   model = make_model(spec, *backend, *store);
   store->pack_linear_weights(model->linear_weight_roles());

@@ -17,12 +17,13 @@ struct OpenOptions {
   std::string residency = "resident";
   int threads = 0;
   int slots = 2;
+  std::string precision = "f32";  // "f32" or "bf16" (the CPU backend's linears; Backend::precision says what runs)
 };
 
 struct TowerCore {
   TowerSpec spec;
   OpenOptions options;
-  std::unique_ptr<gpu::Backend> backend;
+  std::unique_ptr<backend::Backend> backend;
   std::unique_ptr<WeightStore> store;
   std::unique_ptr<VisionModel> model;
   std::mutex mu;
@@ -33,6 +34,6 @@ struct TowerCore {
   void close();  // frees everything; later calls fail with ERR_CLOSED
 };
 
-std::unique_ptr<gpu::Backend> make_backend(const std::string& name, int threads);
+std::unique_ptr<backend::Backend> make_backend(const std::string& name, int threads, const std::string& precision);
 
 }  // namespace tessera::addon

@@ -301,6 +301,7 @@ Napi::Value NativeTower::Stats(const Napi::CallbackInfo& info) {
     o.Set("packedWeights", Napi::Number::New(env, double(s.packed)));
     o.Set("residency", core->store->residency());
     o.Set("backend", core->backend->name());
+    o.Set("precision", core->backend->precision());
     return o;
   });
 }
@@ -312,7 +313,7 @@ Napi::Value NativeTower::Close(const Napi::CallbackInfo& info) {
   return info.Env().Undefined();
 }
 
-// openTower(spec, { backend, residency, threads, slots }) → Promise<NativeTower>
+// openTower(spec, { backend, residency, threads, slots, precision }) → Promise<NativeTower>
 Napi::Value OpenTower(const Napi::CallbackInfo& info) {
   Napi::Env env = info.Env();
   return guarded(env, [&]() -> Napi::Value {
@@ -325,6 +326,7 @@ Napi::Value OpenTower(const Napi::CallbackInfo& info) {
     if (o.Get("residency").IsString()) core->options.residency = o.Get("residency").As<Napi::String>().Utf8Value();
     if (o.Get("threads").IsNumber()) core->options.threads = o.Get("threads").As<Napi::Number>().Int32Value();
     if (o.Get("slots").IsNumber()) core->options.slots = o.Get("slots").As<Napi::Number>().Int32Value();
+    if (o.Get("precision").IsString()) core->options.precision = o.Get("precision").As<Napi::String>().Utf8Value();
     auto* w = new OpenWorker(env, core);
     Napi::Promise p = w->promise();
     w->Queue();
@@ -342,6 +344,7 @@ void RegisterTower(Napi::Env env, Napi::Object exports) {
   Napi::Array codes = Napi::Array::New(env, kCodeCount);
   for (int i = 0; i < kCodeCount; i++) codes.Set(uint32_t(i), code_name(static_cast<Code>(i)));
   exports.Set("errorCodes", codes);
+  exports.Set("bf16Level", Napi::String::New(env, bf16_level()));
 }
 
 }  // namespace tessera::addon

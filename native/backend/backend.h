@@ -17,7 +17,7 @@
 
 #include "common/dtype.h"
 
-namespace tessera::gpu {
+namespace tessera::backend {
 
 // Backend-owned memory: scratch it allocated, or host memory it wraps (weights in a slot, a
 // mapping or a resident block). `host` is the CPU-visible address (null if none).
@@ -97,6 +97,9 @@ class Backend {
  public:
   virtual ~Backend() = default;
   virtual const char* name() const = 0;
+  // What the linears compute in: "f32", or "bf16" (bf16 operands, f32 sums) where the backend was
+  // asked for bf16 and has the units for it. Never "bf16" where f32 runs.
+  virtual const char* precision() const { return "f32"; }
 
   // ---- memory
   // Bytes of its own scratch the backend holds at most after running `work` (beyond the buffers
@@ -164,6 +167,12 @@ class Backend {
   // Number of non-finite values in x; *first (if non-null) gets the first one's flat index.
   // Waits for the work issued so far.
   virtual int64_t count_nonfinite(const Tensor& x, int64_t* first) = 0;
+  // The finite check of a stage's output (EncodeControl::check_finite): ERR_NUMERIC naming the stage, how
+  // many values are not finite and where the first is (fail_nonfinite). This default counts at once
+  // (count_nonfinite, a wait: the CPU, which runs each op as it is issued, has nothing to wait for). A backend
+  // that batches work (Metal) counts on the device as part of the work issued so far and reports at its next
+  // wait (download, finish), so the check adds no round trip of its own.
+  virtual void check_finite(const Tensor& x, const std::string& stage);
 
   // ---- submission
   // Ends the current stage's recording and starts it. on_complete runs (on any thread) once the
@@ -174,4 +183,7 @@ class Backend {
   virtual void finish() = 0;
 };
 
-}  // namespace tessera::gpu
+// ERR_NUMERIC: `stage` produced `bad` non-finite values, the first at flat index `first` of a `cols`-wide output.
+[[noreturn]] void fail_nonfinite(const std::string& stage, int64_t bad, int64_t first, int64_t cols);
+
+}  // namespace tessera::backend

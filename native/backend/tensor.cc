@@ -1,7 +1,18 @@
 #include "common/error.h"
 #include "backend/backend.h"
 
-namespace tessera::gpu {
+namespace tessera::backend {
+
+void Backend::check_finite(const Tensor& x, const std::string& stage) {
+  int64_t first = -1;
+  const int64_t bad = count_nonfinite(x, &first);
+  if (bad) fail_nonfinite(stage, bad, first, x.cols);
+}
+
+void fail_nonfinite(const std::string& stage, int64_t bad, int64_t first, int64_t cols) {
+  fail(Code::Numeric, "stage '" + stage + "' produced " + std::to_string(bad) + " non-finite value(s); the first at token " +
+                          std::to_string(first / cols) + ", channel " + std::to_string(first % cols));
+}
 
 Tensor make_tensor(Buffer* buf, size_t offset, DType dtype, int64_t rows, int64_t cols) {
   Tensor t;
@@ -38,4 +49,4 @@ Tensor Tensor::reshaped(int64_t new_cols) const {
   return t;
 }
 
-}  // namespace tessera::gpu
+}  // namespace tessera::backend

@@ -5,9 +5,28 @@
 
 #if defined(__x86_64__) || defined(_M_X64)
 #include <cpuid.h>
+#if defined(__linux__)
+#include <sys/syscall.h>
+#include <unistd.h>
+#endif
+#elif defined(__aarch64__) && defined(__linux__)
+#include <sys/auxv.h>
 #endif
 
 namespace tessera {
+
+#if defined(__x86_64__) || defined(_M_X64)
+// AMX's tile data (8 KiB of state a thread) is off until the process asks Linux for it
+// (arch_prctl(ARCH_REQ_XCOMP_PERM, XFEATURE_XTILEDATA), kernel 5.16+); refused, AMX stays off.
+static bool amx_permitted() {
+#if defined(__linux__)
+  constexpr long kArchReqXcompPerm = 0x1023, kXfeatureXtiledata = 18;
+  return syscall(SYS_arch_prctl, kArchReqXcompPerm, kXfeatureXtiledata) == 0;
+#else
+  return false;
+#endif
+}
+#endif
 
 static CpuFeatures detect() {
   CpuFeatures f;
@@ -27,17 +46,35 @@ static CpuFeatures detect() {
   if (!__get_cpuid_count(7, 0, &a, &b, &c, &d)) return f;
   bool avx2 = b & (1u << 5);
   bool avx512 = (b & (1u << 16)) && (b & (1u << 17)) && (b & (1u << 30)) && (b & (1u << 31));  // F DQ BW VL
+  const bool amx = (d & (1u << 22)) && (d & (1u << 24));  // AMX-BF16, AMX-TILE
+  const bool xtile = (xcr0 & 0x60000) == 0x60000;  // XTILECFG, XTILEDATA enabled by the OS
+  unsigned a1 = 0, b1 = 0, c1 = 0, d1 = 0;
+  const bool avx512bf16 = __get_cpuid_count(7, 1, &a1, &b1, &c1, &d1) && (a1 & (1u << 5));
   f.avx2_fma = ymm && avx2 && fma && f16c;
   f.avx512 = f.avx2_fma && zmm && avx512;
+  f.avx512_bf16 = f.avx512 && avx512bf16;
+  f.amx_bf16 = f.avx512_bf16 && amx && xtile;  // and amx_permitted(), asked below unless TESSERA_SIMD holds it off
   f.bf16_unpack = intel;
 #elif defined(__aarch64__)
   f.neon = true;
+#if defined(__linux__)
+  constexpr unsigned long kHwcap2Bf16 = 1ul << 14;
+  f.neon_bf16 = getauxval(AT_HWCAP2) & kHwcap2Bf16;
+#elif defined(__APPLE__)
+  f.neon_bf16 = false;  // not detected on macOS yet (sysctl hw.optional.arm.FEAT_BF16): f32
 #endif
-  // TESSERA_SIMD=avx2|scalar lowers the level (for tests of every path and for comparisons).
+#endif
+  // TESSERA_SIMD holds the ladder at a level (for tests of every path and for comparisons).
   if (const char* cap = std::getenv("TESSERA_SIMD")) {
     if (!std::strcmp(cap, "scalar")) f = CpuFeatures{};
-    else if (!std::strcmp(cap, "avx2")) f.avx512 = false;
+    else if (!std::strcmp(cap, "avx2")) f.avx512 = f.avx512_bf16 = f.amx_bf16 = false;
+    else if (!std::strcmp(cap, "avx512")) f.avx512_bf16 = f.amx_bf16 = false;
+    else if (!std::strcmp(cap, "avx512-bf16")) f.amx_bf16 = false;
+    else if (!std::strcmp(cap, "neon")) f.neon_bf16 = false;
   }
+#if defined(__x86_64__) || defined(_M_X64)
+  if (f.amx_bf16) f.amx_bf16 = amx_permitted();
+#endif
   if (const char* w = std::getenv("TESSERA_BF16_WIDEN")) {
     if (!std::strcmp(w, "unpack")) f.bf16_unpack = true;
     else if (!std::strcmp(w, "shift")) f.bf16_unpack = false;
@@ -56,6 +93,14 @@ const char* simd_level() {
   if (f.avx2_fma) return "avx2";
   if (f.neon) return "neon";
   return "scalar";
+}
+
+const char* bf16_level() {
+  const auto& f = cpu_features();
+  if (f.amx_bf16) return "amx";
+  if (f.avx512_bf16) return "avx512-bf16";
+  if (f.neon_bf16) return "neon-bf16";
+  return "none";
 }
 
 const char* bf16_widening() { return cpu_features().bf16_unpack ? "unpack" : "shift"; }

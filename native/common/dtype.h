@@ -33,6 +33,13 @@ inline uint16_t f32_to_bf16(float f) {
 float f16_to_f32(uint16_t h);
 uint16_t f32_to_f16(float f);
 
+// Element i of a t-typed array as bf16: bf16 as it is, f32 and f16 rounded (f32_to_bf16).
+inline uint16_t bf16_at(const void* p, DType t, size_t i) {
+  if (t == DType::BF16) return static_cast<const uint16_t*>(p)[i];
+  if (t == DType::F16) return f32_to_bf16(f16_to_f32(static_cast<const uint16_t*>(p)[i]));
+  return f32_to_bf16(static_cast<const float*>(p)[i]);
+}
+
 // Widens n elements of type t starting at src into dst (f32).
 void widen_to_f32(const void* src, DType t, float* dst, size_t n);
 

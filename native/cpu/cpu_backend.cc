@@ -18,8 +18,11 @@ const char* simd_name(Simd level) {
   switch (level) {
     case Simd::Scalar: return "scalar";
     case Simd::Neon: return "neon";
+    case Simd::NeonBf16: return "neon-bf16";
     case Simd::Avx2: return "avx2";
     case Simd::Avx512: return "avx512";
+    case Simd::Avx512Bf16: return "avx512-bf16";
+    case Simd::Amx: return "amx";
   }
   return "?";
 }
@@ -28,10 +31,18 @@ static const Kernels* table(Simd level) {
   switch (level) {
     case Simd::Scalar: return scalar_kernels();
     case Simd::Neon: return neon_kernels();
+    case Simd::NeonBf16: return neon_bf16_kernels();
     case Simd::Avx2: return avx2_kernels();
     case Simd::Avx512: return avx512_kernels();
+    case Simd::Avx512Bf16: return avx512_bf16_kernels();
+    case Simd::Amx: return amx_kernels();
   }
   return nullptr;
+}
+
+bool has_bf16(Simd level) {
+  const Kernels* k = table(level);
+  return k && k->bf16;
 }
 
 static bool runs(Simd level) {
@@ -40,15 +51,18 @@ static bool runs(Simd level) {
   switch (level) {
     case Simd::Scalar: return true;
     case Simd::Neon: return f.neon;
+    case Simd::NeonBf16: return f.neon_bf16;
     case Simd::Avx2: return f.avx2_fma;
     case Simd::Avx512: return f.avx512;
+    case Simd::Avx512Bf16: return f.avx512_bf16;
+    case Simd::Amx: return f.amx_bf16;
   }
   return false;
 }
 
 std::vector<Simd> supported_simd() {
   std::vector<Simd> out;
-  for (Simd s : {Simd::Scalar, Simd::Neon, Simd::Avx2, Simd::Avx512})
+  for (Simd s : {Simd::Scalar, Simd::Neon, Simd::NeonBf16, Simd::Avx2, Simd::Avx512, Simd::Avx512Bf16, Simd::Amx})
     if (runs(s)) out.push_back(s);
   return out;
 }
@@ -63,20 +77,22 @@ const Kernels& kernels_for(Simd level) {
 
 namespace {
 
-struct HostBuffer : gpu::Buffer {
+struct HostBuffer : backend::Buffer {
   AlignedBuffer storage;  // empty for wrapped host memory
 };
 
-class CpuBackend final : public gpu::Backend {
+class CpuBackend final : public backend::Backend {
  public:
-  CpuBackend(int threads, const Kernels& k) : pool_(threads), ws_(pool_.size()), ctx_{pool_, k, ws_} {}
+  CpuBackend(int threads, const Kernels& k, Precision p)
+      : pool_(threads), ws_(pool_.size()), ctx_{pool_, k, ws_, p == Precision::Bf16 && k.bf16 != nullptr} {}
   ~CpuBackend() override {
-    for (gpu::Buffer* b : live_) delete b;
+    for (backend::Buffer* b : live_) delete b;
   }
 
   const char* name() const override { return "cpu"; }
+  const char* precision() const override { return ctx_.bf16 ? "bf16" : "f32"; }
 
-  gpu::Buffer* alloc(size_t bytes) override {
+  backend::Buffer* alloc(size_t bytes) override {
     auto* b = new HostBuffer();
     try {
       b->storage = AlignedBuffer(bytes);
@@ -89,14 +105,14 @@ class CpuBackend final : public gpu::Backend {
     track(b);
     return b;
   }
-  gpu::Buffer* wrap_host(void* host, size_t bytes) override {
+  backend::Buffer* wrap_host(void* host, size_t bytes) override {
     auto* b = new HostBuffer();
     b->host = host;
     b->bytes = bytes;
     track(b);
     return b;
   }
-  void release(gpu::Buffer* buf) override {
+  void release(backend::Buffer* buf) override {
     if (!buf) return;
     {
       std::lock_guard<std::mutex> lock(mu_);
@@ -104,61 +120,61 @@ class CpuBackend final : public gpu::Backend {
     }
     delete buf;
   }
-  void upload(gpu::Buffer* dst, size_t offset, const void* src, size_t bytes) override {
+  void upload(backend::Buffer* dst, size_t offset, const void* src, size_t bytes) override {
     require(dst && (bytes == 0 || dst->host), "upload", "destination has no host memory");
     require(offset <= dst->bytes && bytes <= dst->bytes - offset, "upload",
             std::to_string(bytes) + " bytes at offset " + std::to_string(offset) + " pass the end of a " +
                 std::to_string(dst->bytes) + "-byte buffer");
     if (bytes) std::memcpy(static_cast<char*>(dst->host) + offset, src, bytes);
   }
-  void download(void* dst, const gpu::Tensor& src) override {
+  void download(void* dst, const backend::Tensor& src) override {
     require_tensor(src, "download", "src");
     const size_t row = size_t(src.cols) * dtype_size(src.dtype);
     for (int64_t r = 0; r < src.rows; ++r)
       std::memcpy(static_cast<char*>(dst) + size_t(r) * row, src.host_ptr<char>(r), row);
   }
 
-  void linear(const gpu::Tensor& y, const gpu::Tensor& x, const gpu::Tensor& w, const gpu::LinearArgs& a) override {
+  void linear(const backend::Tensor& y, const backend::Tensor& x, const backend::Tensor& w, const backend::LinearArgs& a) override {
     cpu::linear(ctx_, y, x, w, a);
   }
-  bool pack_weight(gpu::Tensor& w) override { return cpu::pack_weight(ctx_, w); }
-  void layer_norm(const gpu::Tensor& y, const gpu::Tensor& x, const gpu::Tensor& g, const gpu::Tensor& b,
+  bool pack_weight(backend::Tensor& w) override { return cpu::pack_weight(ctx_, w); }
+  void layer_norm(const backend::Tensor& y, const backend::Tensor& x, const backend::Tensor& g, const backend::Tensor& b,
                   float eps) override {
     cpu::layer_norm(ctx_, y, x, g, b, eps);
   }
-  void rms_norm(const gpu::Tensor& y, const gpu::Tensor& x, const gpu::Tensor* w, int64_t group, float eps,
-                const gpu::Tensor* residual) override {
+  void rms_norm(const backend::Tensor& y, const backend::Tensor& x, const backend::Tensor* w, int64_t group, float eps,
+                const backend::Tensor* residual) override {
     cpu::rms_norm(ctx_, y, x, w, group, eps, residual);
   }
-  void add(const gpu::Tensor& y, const gpu::Tensor& a, const gpu::Tensor& b) override { cpu::add(ctx_, y, a, b); }
-  void mul(const gpu::Tensor& y, const gpu::Tensor& a, const gpu::Tensor& b) override { cpu::mul(ctx_, y, a, b); }
-  void affine(const gpu::Tensor& y, const gpu::Tensor& x, const gpu::Tensor* sub, const gpu::Tensor* m, float scale,
+  void add(const backend::Tensor& y, const backend::Tensor& a, const backend::Tensor& b) override { cpu::add(ctx_, y, a, b); }
+  void mul(const backend::Tensor& y, const backend::Tensor& a, const backend::Tensor& b) override { cpu::mul(ctx_, y, a, b); }
+  void affine(const backend::Tensor& y, const backend::Tensor& x, const backend::Tensor* sub, const backend::Tensor* m, float scale,
               float shift) override {
     cpu::affine(ctx_, y, x, sub, m, scale, shift);
   }
-  void rope(const gpu::Tensor& x, const gpu::Tensor& cos, const gpu::Tensor& sin, int64_t heads, int64_t head_dim,
-            int64_t sections, const gpu::HeadNorm* norm) override {
+  void rope(const backend::Tensor& x, const backend::Tensor& cos, const backend::Tensor& sin, int64_t heads, int64_t head_dim,
+            int64_t sections, const backend::HeadNorm* norm) override {
     cpu::rope(ctx_, x, cos, sin, heads, head_dim, sections, norm);
   }
   int64_t attention_query_block() const override { return ctx_.k.attention_query_block; }
-  void attention(const gpu::Tensor& out, const gpu::Tensor& q, const gpu::Tensor& k, const gpu::Tensor& v,
-                 int64_t heads, int64_t head_dim, float scale, const std::vector<gpu::Segment>& segs) override {
+  void attention(const backend::Tensor& out, const backend::Tensor& q, const backend::Tensor& k, const backend::Tensor& v,
+                 int64_t heads, int64_t head_dim, float scale, const std::vector<backend::Segment>& segs) override {
     cpu::attention(ctx_, out, q, k, v, heads, head_dim, scale, segs);
   }
-  void gather_sum(const gpu::Tensor& y, const gpu::Tensor& table, gpu::Buffer* lookup, int64_t taps,
+  void gather_sum(const backend::Tensor& y, const backend::Tensor& table, backend::Buffer* lookup, int64_t taps,
                   bool accumulate) override {
     require(lookup && lookup->host, "gather_sum", "lookup buffer has no host memory");
     cpu::gather_sum(ctx_, y, table, lookup->host, lookup->bytes, taps, accumulate);
   }
-  int64_t count_nonfinite(const gpu::Tensor& x, int64_t* first) override { return cpu::count_nonfinite(ctx_, x, first); }
+  int64_t count_nonfinite(const backend::Tensor& x, int64_t* first) override { return cpu::count_nonfinite(ctx_, x, first); }
 
-  uint64_t workspace_bytes(const gpu::Workload& w) const override { return predict_workspace(w); }
+  uint64_t workspace_bytes(const backend::Workload& w) const override { return predict_workspace(w); }
   uint64_t predict_workspace(const Workload& w) const {
     const int T = pool_.size();
     size_t shared = 0, pack_a = 0, accum = 0;
     int gemm_slots = 0;
     for (const LinearShape& l : w.linears) {
-      LinearScratch s = linear_scratch(ctx_.k, T, l.rows, l.in, l.out);
+      LinearScratch s = linear_scratch(ctx_, T, l.rows, l.in, l.out);
       if (!s.tasks) continue;
       shared = std::max(shared, s.shared_floats);
       pack_a = std::max(pack_a, s.pack_a_floats);
@@ -180,7 +196,7 @@ class CpuBackend final : public gpu::Backend {
   void finish() override {}
 
  private:
-  void track(gpu::Buffer* b) {
+  void track(backend::Buffer* b) {
     std::lock_guard<std::mutex> lock(mu_);
     live_.insert(b);
   }
@@ -189,28 +205,30 @@ class CpuBackend final : public gpu::Backend {
   Workspace ws_;
   Context ctx_;
   std::mutex mu_;
-  std::set<gpu::Buffer*> live_;
+  std::set<backend::Buffer*> live_;
 };
 
 }  // namespace
 
-std::unique_ptr<gpu::Backend> make_cpu_backend(int threads, Simd level) {
-  return std::make_unique<CpuBackend>(threads, kernels_for(level));
+std::unique_ptr<backend::Backend> make_cpu_backend(int threads, Simd level, Precision precision) {
+  return std::make_unique<CpuBackend>(threads, kernels_for(level), precision);
 }
 
-std::unique_ptr<gpu::Backend> make_cpu_backend_avx2(int threads, bool bf16_unpack) {
+std::unique_ptr<backend::Backend> make_cpu_backend_avx2(int threads, bool bf16_unpack) {
   kernels_for(Simd::Avx2);  // ERR_INVALID_ARGUMENT where AVX2 does not run
-  return std::make_unique<CpuBackend>(threads, *avx2_kernels(bf16_unpack));
+  return std::make_unique<CpuBackend>(threads, *avx2_kernels(bf16_unpack), Precision::F32);
 }
 
-std::unique_ptr<gpu::Backend> make_cpu_backend(int threads) { return make_cpu_backend(threads, best_simd()); }
+std::unique_ptr<backend::Backend> make_cpu_backend(int threads, Precision precision) {
+  return make_cpu_backend(threads, best_simd(), precision);
+}
 
-static const CpuBackend& as_cpu(const gpu::Backend& b) {
+static const CpuBackend& as_cpu(const backend::Backend& b) {
   const auto* c = dynamic_cast<const CpuBackend*>(&b);
   if (!c) fail(Code::InvalidArgument, std::string("held_workspace_bytes: backend '") + b.name() + "' is not the CPU backend");
   return *c;
 }
 
-uint64_t held_workspace_bytes(const gpu::Backend& backend) { return as_cpu(backend).held_workspace(); }
+uint64_t held_workspace_bytes(const backend::Backend& backend) { return as_cpu(backend).held_workspace(); }
 
 }  // namespace tessera::cpu

@@ -86,7 +86,7 @@ void affine(Context& c, const Tensor& y, const Tensor& x, const Tensor* sub, con
 }
 
 void rope(Context& c, const Tensor& x, const Tensor& cos, const Tensor& sin, int64_t heads, int64_t head_dim,
-          int64_t sections, const gpu::HeadNorm* norm) {
+          int64_t sections, const backend::HeadNorm* norm) {
   const char* op = "rope";
   require_tensor(x, op, "x");
   require_tensor(cos, op, "cos");

@@ -1,5 +1,5 @@
 // The fused tail of linear() (and the whole of activation()): bias, output clamp, activation,
-// multiplier, residual, in the order of gpu::LinearArgs. The vector bodies are epilogue_t in
+// multiplier, residual, in the order of backend::LinearArgs. The vector bodies are epilogue_t in
 // kernels_generic.inc.
 #pragma once
 
@@ -8,7 +8,7 @@
 namespace tessera::cpu {
 
 struct Epilogue {
-  gpu::Act act = gpu::Act::None;
+  backend::Act act = backend::Act::None;
   bool clamp_out = false;
   float lo = 0, hi = 0;
 };

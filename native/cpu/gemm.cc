@@ -15,6 +15,10 @@
 // all of its columns in one call.
 // Partial sums live in a slot-private accumulator, never in y, so y may alias the multiplier and
 // the residual (and even x: x is copied first in that case).
+// Precision 'bf16' (Context::bf16) runs every GEMM on the level's bf16 kernels (Kernels::bf16)
+// through the same blocking: A packed as bf16, weight panels as bf16 (f32 and f16 weights rounded as
+// they are packed) in that ISA's layout, K padded per K block to the kernel's granule; the epilogue
+// is the same f32 one.
 #include <algorithm>
 #include <atomic>
 #include <cmath>
@@ -81,6 +85,28 @@ Split split(int64_t mblocks, int64_t sp, int threads) {
   return s;
 }
 
+// The GEMM one linear runs: the f32 kernels (weights widened in registers) or, in precision 'bf16',
+// the bf16 kernels. Its tile, K granule, panel element size and how a packed weight is marked.
+struct Path {
+  const Bf16Gemm* bf16;  // null: the f32 kernels
+  int mr, nr;
+  int64_t kstep;
+  size_t es;  // bytes of a panel element: the weight's own dtype's, or 2 (bf16)
+  // Tensor::panel of a weight packed for this path: nr, plus kBf16Mark for the bf16 layouts
+  // (whose nr may equal an f32 table's), so neither reads the other's layout.
+  int32_t mark;
+  int64_t padded(int64_t kc) const { return (kc + kstep - 1) / kstep * kstep; }
+};
+constexpr int32_t kBf16Mark = 1 << 20;
+
+Path path_for(const Context& c, DType wt) {
+  if (c.bf16 && c.k.bf16) {
+    const Bf16Gemm& g = *c.k.bf16;
+    return {&g, g.mr, g.nr, g.kstep, 2, g.nr + kBf16Mark};
+  }
+  return {nullptr, c.k.mr, c.k.nr, 1, dtype_size(wt), c.k.nr};
+}
+
 bool overlaps(const Tensor& a, const Tensor& b) {
   if (a.buf != b.buf || a.rows == 0 || b.rows == 0) return false;
   size_t a0 = a.offset, a1 = a.offset + (size_t(a.rows - 1) * size_t(a.ld) + size_t(a.cols)) * dtype_size(a.dtype);
@@ -90,16 +116,23 @@ bool overlaps(const Tensor& a, const Tensor& b) {
 
 }  // namespace
 
-LinearScratch linear_scratch(const Kernels& k, int threads, int64_t M, int64_t K, int64_t N) {
+static LinearScratch path_scratch(const Path& pa, int threads, int64_t M, int64_t K, int64_t N) {
   LinearScratch s;
-  if (M <= 0 || N <= 0 || K <= 0) return s;
-  const Blocking bl = blocking(M, K, N, k.mr, k.nr);
+  const Blocking bl = blocking(M, K, N, pa.mr, pa.nr);
   const Split sl = split(bl.mblocks, bl.strip_panels, threads);  // the first strip is the widest
   s.tasks = int(std::min<int64_t>(threads, sl.items));
-  s.shared_floats = size_t(K) * size_t(bl.strip_panels * k.nr);  // f32 weights; bf16/f16 need half
-  s.pack_a_floats = size_t(bl.mc) * size_t(kKc);
-  s.accum_floats = size_t(bl.mc) * size_t(sl.chunk_panels * k.nr);
+  // f32 weights (bf16/f16 need half); the bf16 path's are bf16, K padded
+  s.shared_floats = pa.bf16 ? (size_t(pa.padded(K)) * size_t(bl.strip_panels * pa.nr) + 1) / 2
+                            : size_t(K) * size_t(bl.strip_panels * pa.nr);
+  s.pack_a_floats = size_t(bl.mc) * size_t(kKc);  // f32 A (the bf16 path's A needs half)
+  s.accum_floats = size_t(bl.mc) * size_t(sl.chunk_panels * pa.nr);
   return s;
+}
+
+LinearScratch linear_scratch(const Context& c, int threads, int64_t M, int64_t K, int64_t N) {
+  LinearScratch s;
+  if (M <= 0 || N <= 0 || K <= 0) return s;
+  return path_scratch(path_for(c, DType::F32), threads, M, K, N);
 }
 
 void linear(Context& c, const Tensor& y, const Tensor& x_in, const Tensor& w, const LinearArgs& args) {
@@ -131,13 +164,15 @@ void linear(Context& c, const Tensor& y, const Tensor& x_in, const Tensor& w, co
   int64_t res_ld = 0, mul_ld = 0;
   operand(args.residual, "residual", res_base, res_ld);
   operand(args.mul, "mul", mul_base, mul_ld);
-  require(!w.panel || (w.panel == c.k.nr && w.contiguous()), op,
-          "weight was packed in panels of " + std::to_string(w.panel) + " rows; this kernel reads " +
-              std::to_string(c.k.nr));
+  const Path pa = path_for(c, w.dtype);
+  require(!w.panel || (w.panel == pa.mark && w.contiguous()), op,
+          "weight was packed in panels marked " + std::to_string(w.panel) + "; this kernel reads " +
+              std::to_string(pa.mark));
   if (M == 0 || N == 0) return;
 
   const Kernels& kk = c.k;
-  const int mr = kk.mr, nr = kk.nr;
+  const Bf16Gemm* bg = pa.bf16;
+  const int mr = pa.mr, nr = pa.nr;
   const int T = c.pool.size();
 
   // y aliasing x: work from a copy of x (a strip re-reads x after an earlier strip wrote y).
@@ -168,12 +203,12 @@ void linear(Context& c, const Tensor& y, const Tensor& x_in, const Tensor& w, co
 
   const Blocking bl = blocking(M, K, N, mr, nr);
   const int64_t panels_total = bl.panels_total, strip_panels = bl.strip_panels, mc = bl.mc, mblocks = bl.mblocks;
-  const size_t w_es = dtype_size(w.dtype);
+  const size_t w_es = pa.es, src_es = dtype_size(w.dtype);  // panel elements; the weight's own
   const char* w_base = static_cast<const char*>(w.buf->host) + w.offset;
   const Kernels::GemmMicro micro = kk.gemm_micro[size_t(w.dtype)];
   // The kernel for a row panel of `rows` real rows: the shortest tile that covers them.
   auto micro_for = [&](int64_t rows) {
-    if (rows < mr)
+    if (rows < mr && !bg)
       for (const Kernels::GemmTail& t : kk.gemm_tail)
         if (t.rows >= rows) return t.micro[size_t(w.dtype)];
     return micro;
@@ -197,6 +232,15 @@ void linear(Context& c, const Tensor& y, const Tensor& x_in, const Tensor& w, co
     return s.bpack + strip_offset(s.sp - s.first_packed, p - s.first_packed, k0, kc, nr) * w_es;
   };
   // One work item: rows [m0, m0 + mrows) against column chunk ch of strip s, over all of K.
+  // The micro-kernel over one row panel: A panel ip of apack (kcp deep), weight panel bp.
+  auto run_micro = [&](Kernels::GemmMicro f32_micro, int64_t kcp, const float* apack, int64_t ip, const void* bp,
+                       float* c_tile, int64_t ldc, bool accumulate, const char* pf, int64_t pf_lines) {
+    if (bg)
+      bg->micro(kcp, reinterpret_cast<const uint16_t*>(apack) + ip * mr * kcp, static_cast<const uint16_t*>(bp), c_tile,
+                ldc, accumulate, pf, pf_lines);
+    else
+      f32_micro(kcp, apack + ip * mr * kcp, bp, c_tile, ldc, accumulate, pf, pf_lines);
+  };
   auto run_item = [&](const Strip& s, int64_t mb, int64_t ch, float* apack, float* acc) {
     const int64_t chunk_panels = s.sl.chunk_panels, ldc = chunk_panels * nr;
     const int64_t m0 = mb * mc, mrows = std::min(mc, M - m0);
@@ -204,25 +248,28 @@ void linear(Context& c, const Tensor& y, const Tensor& x_in, const Tensor& w, co
     const Kernels::GemmMicro last_micro = micro_for(mrows - (mpanels - 1) * mr);
     const int64_t p0 = ch * chunk_panels, p1 = std::min(s.sp, p0 + chunk_panels);
     for (int64_t k0 = 0; k0 < K; k0 += kKc) {
-      const int64_t kc = std::min(kKc, K - k0);
-      // Pack A: micro-panel ip holds rows [ip*mr, ip*mr+mr) as [kc][mr], zero past M.
-      for (int64_t ip = 0; ip < mpanels; ++ip)
-        kk.pack_a(apack + ip * mr * kc, x_base + (m0 + ip * mr) * x_ld + k0, x_ld,
-                  std::min<int64_t>(mr, mrows - ip * mr), kc, mr, clamp_in, in_lo, in_hi);
+      const int64_t kc = std::min(kKc, K - k0), kcp = pa.padded(kc);
+      // Pack A: micro-panel ip holds rows [ip*mr, ip*mr+mr) as [kc][mr] (bf16: the kernel's layout), zero past M.
+      for (int64_t ip = 0; ip < mpanels; ++ip) {
+        const float* xr = x_base + (m0 + ip * mr) * x_ld + k0;
+        const int64_t rows = std::min<int64_t>(mr, mrows - ip * mr);
+        if (bg) bg->pack_a(reinterpret_cast<uint16_t*>(apack) + ip * mr * kcp, xr, x_ld, rows, kc, clamp_in, in_lo, in_hi);
+        else kk.pack_a(apack + ip * mr * kc, xr, x_ld, rows, kc, mr, clamp_in, in_lo, in_hi);
+      }
       for (int64_t p = p0; p < p1; ++p) {
-        const void* bp = panel(s, p, k0, kc);
+        const void* bp = panel(s, p, k0, kcp);
         const int64_t col = (p - p0) * nr;
         // The panel used after this one (the next K block's first after the chunk's last) is
         // fetched into L2 while this one is used, a slice per row panel's call: a weight comes
         // from memory, and its panel's first call would otherwise wait on it (docs/cpu.md).
-        const int64_t nk0 = p + 1 < p1 ? k0 : k0 + kc, nkc = std::min(kKc, K - nk0);
+        const int64_t nk0 = p + 1 < p1 ? k0 : k0 + kc, nkc = pa.padded(std::min(kKc, K - nk0));
         const char* next = nk0 < K ? static_cast<const char*>(panel(s, p + 1 < p1 ? p + 1 : p0, nk0, nkc)) : nullptr;
         constexpr int64_t line = Kernels::kPrefetchLine;
         const int64_t next_lines = next ? (nkc * nr * int64_t(w_es) + line - 1) / line : 0;
         for (int64_t ip = 0; ip < mpanels; ++ip) {
           const int64_t l0 = ip * next_lines / mpanels, l1 = (ip + 1) * next_lines / mpanels;
-          const Kernels::GemmMicro run = ip + 1 < mpanels ? micro : last_micro;
-          run(kc, apack + ip * mr * kc, bp, acc + ip * mr * ldc + col, ldc, k0 > 0, next ? next + l0 * line : nullptr, l1 - l0);
+          run_micro(ip + 1 < mpanels ? micro : last_micro, kcp, apack, ip, bp, acc + ip * mr * ldc + col, ldc, k0 > 0,
+                    next ? next + l0 * line : nullptr, l1 - l0);
         }
       }
     }
@@ -269,14 +316,16 @@ void linear(Context& c, const Tensor& y, const Tensor& x_in, const Tensor& w, co
     // Packed per call, into the one shared strip: the run so far goes first, this strip alone.
     // One pack item per (K block, panel).
     if (!strips.empty()) run_strips();
-    char* bpack = reinterpret_cast<char*>(c.ws.shared((size_t(K) * size_t(np * nr) * w_es + 3) / 4));
+    char* bpack = reinterpret_cast<char*>(c.ws.shared((size_t(pa.padded(K)) * size_t(np * nr) * w_es + 3) / 4));
     c.pool.parallel_for(size_t(kblocks * np), [&](size_t b, size_t e) {
       for (size_t it = b; it < e; ++it) {
         int64_t kb = int64_t(it) / np, p = int64_t(it) % np;
         int64_t k0 = kb * kKc, kc = std::min(kKc, K - k0);
         int64_t n0 = (sp0 + first_packed + p) * nr, n = std::min<int64_t>(nr, N - n0);
-        kk.pack_b(bpack + strip_offset(np, p, k0, kc, nr) * w_es,
-                  w_base + (size_t(n0) * size_t(w.ld) + size_t(k0)) * w_es, w.dtype, w.ld, n, kc, nr);
+        char* dst = bpack + strip_offset(np, p, k0, pa.padded(kc), nr) * w_es;
+        const char* src = w_base + (size_t(n0) * size_t(w.ld) + size_t(k0)) * src_es;
+        if (bg) bg->pack_b(reinterpret_cast<uint16_t*>(dst), src, w.dtype, w.ld, n, kc);
+        else kk.pack_b(dst, src, w.dtype, w.ld, n, kc, nr);
       }
     }, 4);
     strips.push_back({sp0, sp, first_packed, bpack, split(mblocks, sp, T)});
@@ -286,12 +335,17 @@ void linear(Context& c, const Tensor& y, const Tensor& x_in, const Tensor& w, co
 }
 
 bool pack_weight(Context& c, Tensor& w) {
-  const int nr = c.k.nr;
+  const Path pa = path_for(c, w.dtype);
+  const int nr = pa.nr;
   if (w.panel || !w.buf || !w.buf->host || w.rows < nr || w.cols < 1 || !w.contiguous()) return false;
+  // In place needs the same bytes: a bf16 layout whose K would be padded is packed per call instead.
+  if (w.cols % pa.kstep) return false;
   require_tensor(w, "pack_weight", "weight");
   const int64_t K = w.cols, N = w.rows, in_place = N / nr;
-  const int64_t strip_panels = blocking(1, K, N, c.k.mr, nr).strip_panels;
-  const size_t es = dtype_size(w.dtype), bytes = size_t(in_place) * size_t(nr) * size_t(K) * es;
+  const int64_t strip_panels = blocking(1, K, N, pa.mr, nr).strip_panels;
+  // es: the packed panels' element size (bf16 for the bf16 kernels: an f32 weight's panels then
+  // take the first half of its bytes); src_es: the weight's own.
+  const size_t es = pa.es, src_es = dtype_size(w.dtype), bytes = size_t(in_place) * size_t(nr) * size_t(K) * src_es;
   // The whole panels' rows are exactly the bytes their strips take: rearranged in place, from a
   // copy (made here: the pool's tasks must not throw). Items: (strip, K block, panel).
   char* base = w.host_ptr<char>();
@@ -310,12 +364,13 @@ bool pack_weight(Context& c, Tensor& w) {
     for (size_t i = b; i < e; ++i) {
       const Item& it = items[i];
       const int64_t kc = std::min(kKc, K - it.k0);
-      c.k.pack_b(base + (size_t(it.sp0) * size_t(nr) * size_t(K) + strip_offset(it.np, it.p, it.k0, kc, nr)) * es,
-                 copy.as<char>() + (size_t(it.sp0 + it.p) * size_t(nr) * size_t(K) + size_t(it.k0)) * es, w.dtype, K,
-                 nr, kc, nr);
+      char* dst = base + (size_t(it.sp0) * size_t(nr) * size_t(K) + strip_offset(it.np, it.p, it.k0, kc, nr)) * es;
+      const char* src = copy.as<char>() + (size_t(it.sp0 + it.p) * size_t(nr) * size_t(K) + size_t(it.k0)) * src_es;
+      if (pa.bf16) pa.bf16->pack_b(reinterpret_cast<uint16_t*>(dst), src, w.dtype, K, nr, kc);
+      else c.k.pack_b(dst, src, w.dtype, K, nr, kc, nr);
     }
   }, 16);
-  w.panel = nr;
+  w.panel = pa.mark;
   return true;
 }
 

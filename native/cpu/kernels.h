@@ -21,6 +21,34 @@ struct AttnJob {
   float scale;
 };
 
+// The bf16 GEMM of a level with bf16 units (precision 'bf16'): activations rounded to bf16 (round to
+// nearest even, as torch's .to(bfloat16)) times the weights as bf16 (f32 and f16 weights rounded
+// alike when their panels are packed), summed in f32 by the ISA's dot-product instruction. A is packed per row panel and B per weight panel in the layout that instruction wants;
+// K is zero-padded to a multiple of kstep in both (a zero product adds nothing). How the instruction
+// rounds its sums (`sum`) is what the scalar reference of the tests follows, so the kernels are held
+// to it bit for bit (AMX: to a bound, see below).
+struct Bf16Gemm {
+  enum class Sum {
+    PairOddFirst,    // AVX512-BF16 vdpbf16ps: acc += a1·b1, then acc += a0·b0, each rounded to nearest even
+    PairEvenFirst,   // AMX TDPBF16PS as the SDM's pseudocode has it: acc += a0·b0, then acc += a1·b1, each
+                     // rounded to nearest even. Sapphire Rapids does not round so (tens of ulp apart): a bound
+    PairRoundToOdd,  // Arm BFMMLA/BFDOT: acc += (a0·b0 + a1·b1), both adds rounded to odd, denormals flushed
+  };
+  Sum sum;
+  int mr, nr, kstep;  // rows of an A panel, columns of a weight panel, K's padding granule
+  // C[0..mr)[0..nr) (row stride ldc) = (accumulate ? C : 0) + A·B over kc (a multiple of kstep);
+  // C rows past the real ones are written too (the driver's accumulator has room for them).
+  using Micro = void (*)(int64_t kc, const uint16_t* a, const uint16_t* b, float* c, int64_t ldc, bool accumulate,
+                         const void* prefetch, int64_t prefetch_lines);
+  Micro micro;
+  // A panel of x's rows [0, rows) (zero rows up to mr), k < kc (zero up to kc rounded up to kstep),
+  // clamped, rounded to bf16.
+  void (*pack_a)(uint16_t* dst, const float* x, int64_t ldx, int64_t rows, int64_t kc, bool clamp, float lo, float hi);
+  // A weight panel of W's columns [0, n) (zero up to nr), k < kc (zero up to kc rounded up to kstep),
+  // W in dtype dt (rounded to bf16 by bf16_at).
+  void (*pack_b)(uint16_t* dst, const void* w, DType dt, int64_t ldw, int64_t n, int64_t kc);
+};
+
 struct Kernels {
   Simd level;
   // GEMM micro-kernel: C[0..mr)[0..nr) (row stride ldc) = (accumulate ? C : 0) + A·B, where A is
@@ -64,6 +92,8 @@ struct Kernels {
   void (*attention)(const AttnJob& job, float* scratch);
   size_t (*attention_scratch)(int64_t nk, int64_t hd);
   int attention_query_block;  // query rows the attention kernel takes per block (Backend::attention_query_block)
+  // The bf16 GEMM (levels with bf16 units only; a bf16 level is its base level's table plus this).
+  const Bf16Gemm* bf16 = nullptr;
 };
 
 const Kernels& kernels_for(Simd level);
@@ -74,5 +104,8 @@ const Kernels* avx2_kernels();  // the table of CpuFeatures::bf16_unpack
 const Kernels* avx2_kernels(bool bf16_unpack);  // either AVX2 table (tests compare them)
 const Kernels* avx512_kernels();
 const Kernels* neon_kernels();
+const Kernels* avx512_bf16_kernels();  // avx512_kernels() + vdpbf16ps (gemm_bf16_x86.cc)
+const Kernels* amx_kernels();          // avx512_kernels() + AMX tiles (gemm_bf16_x86.cc)
+const Kernels* neon_bf16_kernels();    // neon_kernels() + BFMMLA (gemm_bf16_neon.cc)
 
 }  // namespace tessera::cpu

@@ -15,12 +15,13 @@ struct Context {
   ThreadPool& pool;
   const Kernels& k;
   Workspace& ws;
+  bool bf16 = false;  // precision 'bf16' and k.bf16 set: linears with bf16 weights run k.bf16
 };
 
-using gpu::Act;
-using gpu::LinearArgs;
-using gpu::Segment;
-using gpu::Tensor;
+using backend::Act;
+using backend::LinearArgs;
+using backend::Segment;
+using backend::Tensor;
 
 void linear(Context& c, const Tensor& y, const Tensor& x, const Tensor& w, const LinearArgs& args);
 // Backend::pack_weight: rearranges w's whole panels of nr rows in place into linear()'s [K][nr].
@@ -35,7 +36,7 @@ void mul(Context& c, const Tensor& y, const Tensor& a, const Tensor& b);
 void affine(Context& c, const Tensor& y, const Tensor& x, const Tensor* sub, const Tensor* mul, float scale,
             float shift);
 void rope(Context& c, const Tensor& x, const Tensor& cos, const Tensor& sin, int64_t heads, int64_t head_dim,
-          int64_t sections, const gpu::HeadNorm* norm);
+          int64_t sections, const backend::HeadNorm* norm);
 void gather_sum(Context& c, const Tensor& y, const Tensor& table, const void* lookup, size_t lookup_bytes,
                 int64_t taps, bool accumulate);
 int64_t count_nonfinite(Context& c, const Tensor& x, int64_t* first);
@@ -46,7 +47,8 @@ struct LinearScratch {
   size_t shared_floats = 0, pack_a_floats = 0, accum_floats = 0;
   int tasks = 0;
 };
-LinearScratch linear_scratch(const Kernels& k, int threads, int64_t M, int64_t K, int64_t N);
+// In precision 'bf16', the larger of the f32 and the bf16 path's (a tower's linears may take either).
+LinearScratch linear_scratch(const Context& c, int threads, int64_t M, int64_t K, int64_t N);
 
 // ---- helpers shared by the drivers (tensor_util.cc)
 // Throws ERR_INVALID_ARGUMENT "<op>: <what>" unless cond.

@@ -24,12 +24,12 @@ struct Mapping {
 struct Window {
   int file = 0;
   size_t begin = 0, end = 0;
-  gpu::Buffer* buf = nullptr;
+  backend::Buffer* buf = nullptr;
 };
 
 class MappedStore final : public WeightStore {
  public:
-  MappedStore(const TowerSpec& spec, gpu::Backend& backend) : spec_(spec), backend_(backend), files_(spec.files) {
+  MappedStore(const TowerSpec& spec, backend::Backend& backend) : spec_(spec), backend_(backend), files_(spec.files) {
     std::vector<uint64_t> sizes;
     for (size_t f = 0; f < files_.count(); ++f) sizes.push_back(files_.size(int(f)));
     check_tensors_within_files(spec_, sizes);  // a mapping past the end would fault (SIGBUS), so refuse now
@@ -123,7 +123,7 @@ class MappedStore final : public WeightStore {
   }
 
   const TowerSpec spec_;
-  gpu::Backend& backend_;
+  backend::Backend& backend_;
   FileSet files_;
   std::vector<Mapping> maps_;
   std::vector<std::vector<Window>> windows_;
@@ -132,7 +132,7 @@ class MappedStore final : public WeightStore {
 
 }  // namespace
 
-std::unique_ptr<WeightStore> make_mapped_store(const TowerSpec& spec, gpu::Backend& backend) {
+std::unique_ptr<WeightStore> make_mapped_store(const TowerSpec& spec, backend::Backend& backend) {
   return std::make_unique<MappedStore>(spec, backend);
 }
 

@@ -9,6 +9,6 @@
 
 namespace tessera {
 
-std::unique_ptr<WeightStore> make_mapped_store(const TowerSpec& spec, gpu::Backend& backend);
+std::unique_ptr<WeightStore> make_mapped_store(const TowerSpec& spec, backend::Backend& backend);
 
 }  // namespace tessera

@@ -10,7 +10,7 @@ namespace {
 
 class ResidentStore final : public WeightStore {
  public:
-  ResidentStore(const TowerSpec& spec, gpu::Backend& backend) : backend_(backend) {
+  ResidentStore(const TowerSpec& spec, backend::Backend& backend) : backend_(backend) {
     try {
       load(spec);
     } catch (...) {
@@ -29,7 +29,7 @@ class ResidentStore final : public WeightStore {
         ++stats_.reads;
       }
       stats_.resident_bytes += layout.bytes;
-      gpu::Buffer* buf = backend_.wrap_host(mem.data(), mem.size());
+      backend::Buffer* buf = backend_.wrap_host(mem.data(), mem.size());
       buffers_.push_back(buf);
       memory_.push_back(std::move(mem));
       views_.emplace_back();
@@ -43,8 +43,8 @@ class ResidentStore final : public WeightStore {
   void pack_linear_weights(const std::vector<std::string>& roles) override {
     for (StageWeights& v : views_)
       for (const std::string& role : roles)
-        if (const gpu::Tensor* t = v.find(role)) {
-          gpu::Tensor packed = *t;
+        if (const backend::Tensor* t = v.find(role)) {
+          backend::Tensor packed = *t;
           if (backend_.pack_weight(packed)) {
             v.set(role, packed);
             ++stats_.packed;
@@ -56,16 +56,16 @@ class ResidentStore final : public WeightStore {
   WeightStoreStats stats() const override { return stats_; }
 
  private:
-  gpu::Backend& backend_;
+  backend::Backend& backend_;
   std::vector<AlignedBuffer> memory_;
-  std::vector<gpu::Buffer*> buffers_;
+  std::vector<backend::Buffer*> buffers_;
   std::vector<StageWeights> views_;
   WeightStoreStats stats_;
 };
 
 }  // namespace
 
-std::unique_ptr<WeightStore> make_resident_store(const TowerSpec& spec, gpu::Backend& backend) {
+std::unique_ptr<WeightStore> make_resident_store(const TowerSpec& spec, backend::Backend& backend) {
   return std::make_unique<ResidentStore>(spec, backend);
 }
 

@@ -17,7 +17,7 @@ uint64_t stream_slot_bytes(const TowerSpec& spec) {
   return round_up(std::max<uint64_t>(largest, 1), stream_slot_alignment());
 }
 
-StreamStore::StreamStore(const TowerSpec& spec, gpu::Backend& backend, int slots)
+StreamStore::StreamStore(const TowerSpec& spec, backend::Backend& backend, int slots)
     : spec_(spec), backend_(backend), files_(spec.files) {
   if (slots < 1 || slots > 64)
     fail(Code::InvalidArgument, "slots must be between 1 and 64, got " + std::to_string(slots));
@@ -229,7 +229,7 @@ RingStats StreamStore::ring_stats() const {
   return ring_;
 }
 
-std::unique_ptr<WeightStore> make_stream_store(const TowerSpec& spec, gpu::Backend& backend, int slots) {
+std::unique_ptr<WeightStore> make_stream_store(const TowerSpec& spec, backend::Backend& backend, int slots) {
   return std::make_unique<StreamStore>(spec, backend, slots);
 }
 

@@ -41,7 +41,7 @@ struct RingStats {
 
 class StreamStore final : public WeightStore {
  public:
-  StreamStore(const TowerSpec& spec, gpu::Backend& backend, int slots);
+  StreamStore(const TowerSpec& spec, backend::Backend& backend, int slots);
   ~StreamStore() override;
 
   const char* residency() const override { return "stream"; }
@@ -60,7 +60,7 @@ class StreamStore final : public WeightStore {
   enum class Fill { Empty, Loading, Ready, Failed };
   struct Slot {
     AlignedBuffer mem;
-    gpu::Buffer* buf = nullptr;
+    backend::Buffer* buf = nullptr;
     long stage = -1;  // the stage whose bytes the slot holds (or is reading)
     Fill fill = Fill::Empty;
     bool in_use = false;  // handed out by acquire(), not yet released
@@ -76,7 +76,7 @@ class StreamStore final : public WeightStore {
   void begin_pass_locked();
 
   const TowerSpec spec_;
-  gpu::Backend& backend_;
+  backend::Backend& backend_;
   FileSet files_;
   std::vector<StageLayout> layouts_;
   uint64_t slot_bytes_ = 0;
@@ -95,6 +95,6 @@ class StreamStore final : public WeightStore {
   std::thread thread_;
 };
 
-std::unique_ptr<WeightStore> make_stream_store(const TowerSpec& spec, gpu::Backend& backend, int slots);
+std::unique_ptr<WeightStore> make_stream_store(const TowerSpec& spec, backend::Backend& backend, int slots);
 
 }  // namespace tessera

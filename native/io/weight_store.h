@@ -20,23 +20,23 @@ class StageWeights {
  public:
   // The tensor with this role as a [rows, cols] view: 1-D tensors are [1, n]; N-D tensors are
   // [shape[0], product of the rest]. A missing role is ERR_TENSOR_MISSING.
-  const gpu::Tensor& get(const std::string& role) const;
-  const gpu::Tensor* find(const std::string& role) const;
+  const backend::Tensor& get(const std::string& role) const;
+  const backend::Tensor* find(const std::string& role) const;
   // The raw bytes of a tensor, for the few host-side reads (clamp scalars) a model needs.
   const void* host(const std::string& role) const;
 
-  void set(const std::string& role, const gpu::Tensor& t) { tensors_[role] = t; }
+  void set(const std::string& role, const backend::Tensor& t) { tensors_[role] = t; }
   void clear() { tensors_.clear(); }
 
  private:
-  std::map<std::string, gpu::Tensor> tensors_;
+  std::map<std::string, backend::Tensor> tensors_;
 };
 
 // Fills `out` with views of `stage`'s tensors living at `base` (the stage's bytes as laid out by
 // stage_layout below) inside `buf`.
-void bind_stage(const StageSpec& stage, gpu::Buffer* buf, size_t base, StageWeights& out);
+void bind_stage(const StageSpec& stage, backend::Buffer* buf, size_t base, StageWeights& out);
 // The view of one tensor at `offset` in `buf`, by the [rows, cols] rule of StageWeights::get.
-gpu::Tensor tensor_view(const TensorSpec& t, gpu::Buffer* buf, size_t offset);
+backend::Tensor tensor_view(const TensorSpec& t, backend::Buffer* buf, size_t offset);
 
 // How a stage's tensors are laid out when copied into one slot. Tensors are grouped into runs:
 // byte ranges of one file that hold several tensors back to back (gaps under 64 bytes, such as
@@ -74,7 +74,7 @@ class WeightStore {
   // The model is about to walk every stage in order (a pass): streaming stores start prefetching.
   virtual void begin_pass() {}
   // The model's linear weights (by role): a store that keeps its weights in writable memory for
-  // good (resident) lets the backend rearrange those in place, once (gpu::Backend::pack_weight),
+  // good (resident) lets the backend rearrange those in place, once (backend::Backend::pack_weight),
   // so that no encode repacks them. A mapping is read-only and a stream slot is refilled every
   // pass, so the others keep the file's layout and the backend packs as it reads.
   virtual void pack_linear_weights(const std::vector<std::string>& /*roles*/) {}

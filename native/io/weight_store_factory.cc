@@ -8,7 +8,7 @@
 namespace tessera {
 
 std::unique_ptr<WeightStore> make_weight_store(const TowerSpec& spec, const std::string& residency,
-                                               gpu::Backend& backend, int slots) {
+                                               backend::Backend& backend, int slots) {
   if (residency == "resident") return make_resident_store(spec, backend);
   if (residency == "mapped") return make_mapped_store(spec, backend);
   if (residency == "stream") return make_stream_store(spec, backend, slots);

@@ -8,7 +8,7 @@ namespace tessera {
 
 // residency: "resident" | "mapped" | "stream" (the policy `auto` is resolved in TypeScript).
 std::unique_ptr<WeightStore> make_weight_store(const TowerSpec& spec, const std::string& residency,
-                                               gpu::Backend& backend, int slots);
+                                               backend::Backend& backend, int slots);
 
 // What each residency holds of the weights in memory of its own (not the page cache's), from the
 // formulas the stores allocate by: what tower.info.memory and the `auto` policy read.

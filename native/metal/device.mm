@@ -1,8 +1,14 @@
-// The only Objective-C++ file (ARC): the Metal executor behind native/metal/device.h. Device and queue;
-// one MTLLibrary per embedded kernel source (build/metal/sources.gen.h, includes inlined), compiled at
-// first use; pipelines cached by kernel name; zero-copy MTLBuffers over page-aligned host memory (slots,
+// The only Objective-C++ file (ARC): the Metal executor behind native/metal/device.h. Device and queue,
+// refused (ERR_BACKEND_UNAVAILABLE) when the GPU lacks what the kernels need (metal/capability.h); the kernels
+// from tessera.metallib beside the addon (compiled ahead of time by Apple's compiler: binding.gyp), when it
+// is there and built from the same sources, else one MTLLibrary per embedded kernel source
+// (build/metal/sources.gen.h, includes inlined) compiled at first use; pipelines cached by kernel name; zero-copy MTLBuffers over page-aligned host memory (slots,
 // mappings, scratch); one command buffer per batch (a stage), whose completion handler reports errors and
 // releases what the batch used (docs/design.md#residency: weight slots are handed back from there, never on a guess).
+//
+// Builds against the macOS 13, 14 and 15 SDKs (deployment target macOS 13.0, binding.gyp): API that only the
+// macOS 15 SDK declares is behind compile-time guards (__MAC_OS_X_VERSION_MAX_ALLOWED), since @available
+// decides at run time only and an older SDK's headers do not declare it at all.
 //
 // Also compiled on Linux: type-checked under -fobjc-arc against tools/fakemetal/stubs (npm run check:objc),
 // and built a second time with -DTESSERA_FAKE_METAL_MRC (manual reference counting on the GNU runtime,
@@ -10,17 +16,21 @@
 #import <Foundation/Foundation.h>
 #import <Metal/Metal.h>
 
+#include <dlfcn.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <condition_variable>
+#include <cstdlib>
 #include <mutex>
 #include <string>
 #include <unordered_map>
+#include <utility>
 #include <vector>
 
 #include "common/aligned.h"
 #include "common/error.h"
+#include "metal/capability.h"
 #include "metal/device.h"
 #include "sources.gen.h"  // build/metal, written by scripts/msl-kernels.mjs
 
@@ -39,6 +49,42 @@
 namespace tessera::mtl {
 namespace {
 
+// GPU family AppleN, highest first, for reports (MTLGPUFamilyApple9 needs the macOS 14 SDK).
+int apple_family(id<MTLDevice> dev) {
+  const std::pair<MTLGPUFamily, int> families[] = {
+#if defined(__MAC_OS_X_VERSION_MAX_ALLOWED) && __MAC_OS_X_VERSION_MAX_ALLOWED >= 140000
+      {MTLGPUFamilyApple9, 9},
+#endif
+      {MTLGPUFamilyApple8, 8}, {MTLGPUFamilyApple7, 7}, {MTLGPUFamilyApple6, 6}, {MTLGPUFamilyApple5, 5},
+      {MTLGPUFamilyApple4, 4}, {MTLGPUFamilyApple3, 3}, {MTLGPUFamilyApple2, 2}, {MTLGPUFamilyApple1, 1}};
+  for (const auto& [f, n] : families)
+    if ([dev supportsFamily:f]) return n;
+  return 0;
+}
+
+GpuCaps capabilities(id<MTLDevice> dev) {
+  GpuCaps c;
+  const char* name = dev.name.UTF8String;
+  c.name = name ? name : "?";
+  c.apple7 = [dev supportsFamily:MTLGPUFamilyApple7];
+  c.metal3 = [dev supportsFamily:MTLGPUFamilyMetal3];
+  c.apple_family = apple_family(dev);
+  c.max_tg_memory = uint64_t(dev.maxThreadgroupMemoryLength);
+  c.working_set = uint64_t(dev.recommendedMaxWorkingSetSize);
+  return c;
+}
+
+// Where tessera.metallib is looked for: $TESSERA_METALLIB ("off": never), else beside the binary that holds
+// this file (the addon: build/Release/ or prebuilds/darwin-arm64/).
+std::string metallib_path() {
+  if (const char* e = std::getenv("TESSERA_METALLIB")) return std::string(e) == "off" ? "" : e;
+  Dl_info info{};
+  if (!dladdr(reinterpret_cast<const void*>(&capabilities), &info) || !info.dli_fname) return "";
+  std::string bin = info.dli_fname;
+  const size_t slash = bin.rfind('/');
+  return (slash == std::string::npos ? std::string(".") : bin.substr(0, slash)) + "/tessera.metallib";
+}
+
 std::string describe(NSError* e) {
   if (!e) return "no error description";
   const char* s = e.localizedDescription.UTF8String;
@@ -48,7 +94,7 @@ std::string describe(NSError* e) {
 // Host memory seen by the GPU: the whole pages around `host`, as one MTLBuffer, or, past the device's
 // maxBufferLength (a large mapped file), as views of `window` bytes every `window / 2` bytes, so that any
 // binding up to window / 2 bytes lies entirely inside one view.
-struct MetalBuffer : gpu::Buffer {
+struct MetalBuffer : backend::Buffer {
   std::vector<id<MTLBuffer>> views;
   size_t base = 0;    // bytes from the first page to `host`
   size_t window = 0;  // bytes per view
@@ -61,6 +107,9 @@ class MetalExecutor final : public Executor {
     @autoreleasepool {
       dev_ = MTLCreateSystemDefaultDevice();
       if (!dev_) fail(Code::BackendUnavailable, "backend 'metal': no Metal device (MTLCreateSystemDefaultDevice returned nil)");
+      const GpuCaps caps = capabilities(dev_);
+      const std::string missing = missing_capabilities(caps);
+      if (!missing.empty()) fail(Code::BackendUnavailable, unusable_gpu_message(caps, missing));
       queue_ = [dev_ newCommandQueue];
       if (!queue_) fail(Code::Gpu, "metal: newCommandQueue failed");
       lim_.max_tg_memory = uint32_t(dev_.maxThreadgroupMemoryLength);
@@ -69,6 +118,7 @@ class MetalExecutor final : public Executor {
       // aligned to 16 KiB is page-aligned on every Mac.
       lim_.page = std::max<uint64_t>(uint64_t(sysconf(_SC_PAGESIZE)), 16384);
       libs_.resize(size_t(gen::kSourceCount));
+      load_metallib();
     }
   }
   ~MetalExecutor() override {
@@ -76,13 +126,13 @@ class MetalExecutor final : public Executor {
       wait_all();
     } catch (...) {
     }
-    for (gpu::Buffer* b : live_) destroy(static_cast<MetalBuffer*>(b));
+    for (backend::Buffer* b : live_) destroy(static_cast<MetalBuffer*>(b));
   }
 
   const char* name() const override { return "metal"; }
   const DeviceLimits& limits() const override { return lim_; }
 
-  gpu::Buffer* wrap(void* host, size_t bytes) override {
+  backend::Buffer* wrap(void* host, size_t bytes) override {
     auto* b = new MetalBuffer();
     try {
       attach(b, host, bytes);
@@ -93,7 +143,7 @@ class MetalExecutor final : public Executor {
     live_.push_back(b);
     return b;
   }
-  gpu::Buffer* alloc(size_t bytes) override {
+  backend::Buffer* alloc(size_t bytes) override {
     auto* b = new MetalBuffer();
     try {
       b->storage = AlignedBuffer(round_up(std::max<size_t>(bytes, 1), size_t(lim_.page)), size_t(lim_.page));
@@ -105,7 +155,7 @@ class MetalExecutor final : public Executor {
     live_.push_back(b);
     return b;
   }
-  void release(gpu::Buffer* buf) override {
+  void release(backend::Buffer* buf) override {
     for (size_t i = 0; i < live_.size(); i++)
       if (live_[i] == buf) {
         live_.erase(live_.begin() + long(i));
@@ -228,29 +278,59 @@ class MetalExecutor final : public Executor {
     delete b;
   }
 
-  // The kernel's library (its source file compiled at first use), then the cached pipeline.
-  id<MTLComputePipelineState> pipeline(const KernelInfo& k) {
-    auto it = pipes_.find(k.name);
-    if (it != pipes_.end()) return it->second;
+  // The precompiled kernels (binding.gyp: every metal/*.metal through `xcrun metal -std=metal3.0 -Werror`
+  // and `metallib`), if the file is there and holds the stamp kernel of exactly the embedded sources (a
+  // metallib from other sources is ignored: the embedded sources are what the op layer was built against).
+  // Any failure leaves the source compile in charge.
+  void load_metallib() {
+    const std::string path = metallib_path();
+    if (path.empty() || access(path.c_str(), R_OK) != 0) return;
+    NSError* err = nil;
+    id<MTLLibrary> lib = [dev_ newLibraryWithURL:[NSURL fileURLWithPath:[NSString stringWithUTF8String:path.c_str()]] error:&err];
+    if (!lib) return;
+    id<MTLFunction> stamp = [lib newFunctionWithName:[NSString stringWithUTF8String:gen::kStampKernel]];
+    if (stamp) metallib_ = lib;
+#ifdef TESSERA_FAKE_METAL_MRC
+    [stamp release];
+    if (!stamp) [lib release];
+#endif
+  }
+
+  // The library holding kernel k: the metallib, else its source file compiled at first use.
+  id<MTLLibrary> library(const KernelInfo& k) {
+    if (metallib_) return metallib_;
     int src = -1;
     for (int i = 0; i < gen::kSourceCount; i++)
       if (std::string(gen::kSources[i].file) == k.file) src = i;
     if (src < 0) fail(Code::Internal, std::string("internal: no embedded source ") + k.file);
-    @autoreleasepool {
-      if (!libs_[size_t(src)]) {
-        MTLCompileOptions* opts = [MTLCompileOptions new];
-        if (@available(macOS 15.0, *)) opts.mathMode = MTLMathModeFast;
-        else opts.fastMathEnabled = YES;
-        opts.languageVersion = MTLLanguageVersion3_0;
-        NSError* err = nil;
-        id<MTLLibrary> lib = [dev_ newLibraryWithSource:[NSString stringWithUTF8String:gen::kSources[src].text] options:opts error:&err];
-#ifdef TESSERA_FAKE_METAL_MRC
-        [opts release];
+    if (!libs_[size_t(src)]) {
+      MTLCompileOptions* opts = [MTLCompileOptions new];
+      // Fast math, as the offline compiler's default for the metallib: the kernels are written for it
+      // (no infinities or NaNs as values: metal/kernel_common.h).
+#if defined(__MAC_OS_X_VERSION_MAX_ALLOWED) && __MAC_OS_X_VERSION_MAX_ALLOWED >= 150000
+      if (@available(macOS 15.0, *)) opts.mathMode = MTLMathModeFast;
+      else opts.fastMathEnabled = YES;
+#else
+      opts.fastMathEnabled = YES;
 #endif
-        if (!lib) fail(Code::Gpu, std::string("metal: compiling ") + k.file + " failed: " + describe(err));
-        libs_[size_t(src)] = lib;
-      }
-      id<MTLFunction> fn = [libs_[size_t(src)] newFunctionWithName:[NSString stringWithUTF8String:k.name]];
+      opts.languageVersion = MTLLanguageVersion3_0;
+      NSError* err = nil;
+      id<MTLLibrary> lib = [dev_ newLibraryWithSource:[NSString stringWithUTF8String:gen::kSources[src].text] options:opts error:&err];
+#ifdef TESSERA_FAKE_METAL_MRC
+      [opts release];
+#endif
+      if (!lib) fail(Code::Gpu, std::string("metal: compiling ") + k.file + " failed: " + describe(err));
+      libs_[size_t(src)] = lib;
+    }
+    return libs_[size_t(src)];
+  }
+
+  // The kernel's cached pipeline.
+  id<MTLComputePipelineState> pipeline(const KernelInfo& k) {
+    auto it = pipes_.find(k.name);
+    if (it != pipes_.end()) return it->second;
+    @autoreleasepool {
+      id<MTLFunction> fn = [library(k) newFunctionWithName:[NSString stringWithUTF8String:k.name]];
       if (!fn) fail(Code::Gpu, std::string("metal: kernel ") + k.name + " not found in the library of " + k.file);
       NSError* err = nil;
       id<MTLComputePipelineState> pso = [dev_ newComputePipelineStateWithFunction:fn error:&err];
@@ -267,12 +347,13 @@ class MetalExecutor final : public Executor {
 
   id<MTLDevice> dev_ = nil;
   id<MTLCommandQueue> queue_ = nil;
+  id<MTLLibrary> metallib_ = nil;
   std::vector<id<MTLLibrary>> libs_;
   std::unordered_map<std::string, id<MTLComputePipelineState>> pipes_;
   id<MTLCommandBuffer> cb_ = nil;
   id<MTLComputeCommandEncoder> enc_ = nil;
   DeviceLimits lim_;
-  std::vector<gpu::Buffer*> live_;
+  std::vector<backend::Buffer*> live_;
   std::mutex mu_;
   std::condition_variable cv_;
   int inflight_ = 0;
@@ -281,5 +362,20 @@ class MetalExecutor final : public Executor {
 }  // namespace
 
 std::unique_ptr<Executor> make_metal_executor() { return std::make_unique<MetalExecutor>(); }
+
+bool metal_gpu(GpuCaps* caps, std::string* why) {
+  @autoreleasepool {
+    id<MTLDevice> dev = MTLCreateSystemDefaultDevice();
+    if (!dev) {
+      *why = "no Metal device (MTLCreateSystemDefaultDevice returned nil)";
+      return false;
+    }
+    *caps = capabilities(dev);
+#ifdef TESSERA_FAKE_METAL_MRC
+    [dev release];
+#endif
+    return true;
+  }
+}
 
 }  // namespace tessera::mtl

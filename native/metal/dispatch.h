@@ -17,7 +17,7 @@ namespace tessera::mtl {
 enum class Access : uint8_t { Read, Write, ReadWrite };
 struct BufferBinding {
   uint8_t index;
-  gpu::Buffer* buf;
+  backend::Buffer* buf;
   uint64_t offset, bytes;  // the range the kernel may touch
   Access access;           // Write: every byte of the range is overwritten (the emulator pre-poisons it)
   uint32_t align;          // the element alignment the kernel's pointer type needs
@@ -45,8 +45,8 @@ struct Dispatch {
 
   explicit Dispatch(const std::string& name) : kernel(&kernel_info(name)) {}
   // A tensor's bytes from its first element to the end of its last row.
-  void bind(uint8_t index, const gpu::Tensor& t, Access access);
-  void bind_raw(uint8_t index, gpu::Buffer* buf, uint64_t offset, uint64_t bytes, Access access, uint32_t align);
+  void bind(uint8_t index, const backend::Tensor& t, Access access);
+  void bind_raw(uint8_t index, backend::Buffer* buf, uint64_t offset, uint64_t bytes, Access access, uint32_t align);
   template <class T>
   void args(uint8_t index, const T& v) {
     static_assert(sizeof(T) <= sizeof(BytesBinding::data), "argument struct too large for setBytes staging");
@@ -69,9 +69,9 @@ class Executor {
   virtual ~Executor() = default;
   virtual const char* name() const = 0;
   virtual const DeviceLimits& limits() const = 0;
-  virtual gpu::Buffer* wrap(void* host, size_t bytes) = 0;  // no copy where the device allows it
-  virtual gpu::Buffer* alloc(size_t bytes) = 0;             // scratch, uninitialised, host-visible
-  virtual void release(gpu::Buffer* buf) = 0;
+  virtual backend::Buffer* wrap(void* host, size_t bytes) = 0;  // no copy where the device allows it
+  virtual backend::Buffer* alloc(size_t bytes) = 0;             // scratch, uninitialised, host-visible
+  virtual void release(backend::Buffer* buf) = 0;
   virtual uint32_t max_threads(const KernelInfo& k) = 0;    // the pipeline's maxTotalThreadsPerThreadgroup
   virtual void record(const Dispatch& d) = 0;               // into the open batch (one per stage)
   // Ends the open batch and starts it; done(error) runs once it has finished ("" = success).

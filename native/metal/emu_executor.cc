@@ -69,7 +69,7 @@ const Library& library() {
 // Scratch is allocated at its exact size (not rounded to pages): under the sanitizer run (ASan runtime
 // preloaded, emulator library built with -fsanitize=address) a kernel reading one element past a buffer
 // hits the allocator's redzone.
-struct EmuBuffer : gpu::Buffer {
+struct EmuBuffer : backend::Buffer {
   void* owned = nullptr;  // null when wrapping host memory
   ~EmuBuffer() override { std::free(owned); }
 };
@@ -81,19 +81,19 @@ class EmuExecutor final : public Executor {
     lim_.max_buffer = uint64_t(1) << 40;
   }
   ~EmuExecutor() override {
-    for (gpu::Buffer* b : live_) delete b;
+    for (backend::Buffer* b : live_) delete b;
   }
   const char* name() const override { return "mslemu"; }
   const DeviceLimits& limits() const override { return lim_; }
 
-  gpu::Buffer* wrap(void* host, size_t bytes) override {
+  backend::Buffer* wrap(void* host, size_t bytes) override {
     auto* b = new EmuBuffer();
     b->host = host;
     b->bytes = bytes;
     live_.push_back(b);
     return b;
   }
-  gpu::Buffer* alloc(size_t bytes) override {
+  backend::Buffer* alloc(size_t bytes) override {
     auto* b = new EmuBuffer();
     if (posix_memalign(&b->owned, 64, std::max<size_t>(bytes, 1)) != 0) {
       b->owned = nullptr;
@@ -106,7 +106,7 @@ class EmuExecutor final : public Executor {
     live_.push_back(b);
     return b;
   }
-  void release(gpu::Buffer* buf) override {
+  void release(backend::Buffer* buf) override {
     for (size_t i = 0; i < live_.size(); i++)
       if (live_[i] == buf) {
         live_.erase(live_.begin() + long(i));
@@ -125,6 +125,12 @@ class EmuExecutor final : public Executor {
   void commit(std::function<void(const std::string&)> done) override {
     std::vector<Dispatch> work;
     work.swap(batch_);
+    if (!opt_.syncs_file.empty()) {
+      std::ofstream f(opt_.syncs_file, std::ios::app);
+      f << "commit";
+      for (const Dispatch& d : work) f << ' ' << d.kernel->name;
+      f << '\n';
+    }
     std::string err;
     for (const Dispatch& d : work) {
       err = run(d);
@@ -132,7 +138,9 @@ class EmuExecutor final : public Executor {
     }
     if (done) done(err);
   }
-  void wait_all() override {}  // commit runs synchronously
+  void wait_all() override {  // commit runs synchronously: nothing to wait for, but the wait is counted
+    if (!opt_.syncs_file.empty()) std::ofstream(opt_.syncs_file, std::ios::app) << "wait\n";
+  }
 
   void set_options(const EmuOptions& o) { opt_ = o; }
 
@@ -185,7 +193,7 @@ class EmuExecutor final : public Executor {
   EmuOptions opt_;
   const Library& lib_;
   DeviceLimits lim_;
-  std::vector<gpu::Buffer*> live_;
+  std::vector<backend::Buffer*> live_;
   std::vector<Dispatch> batch_;
 };
 
@@ -208,6 +216,7 @@ EmuOptions EmuOptions::from_env() {
   if (const char* s = std::getenv("TESSERA_MSLEMU_MAX_THREADS")) o.max_threads = uint32_t(std::max(0, std::atoi(s)));
   if (const char* s = std::getenv("TESSERA_MSLEMU_COUNTS")) o.counts_file = s;
   if (const char* s = std::getenv("TESSERA_MSLEMU_COUNT_CLASSES")) o.count_classes = std::atoi(s) != 0;
+  if (const char* s = std::getenv("TESSERA_MSLEMU_SYNCS")) o.syncs_file = s;
   return o;
 }
 

@@ -24,6 +24,9 @@ struct EmuOptions {
   bool count_classes = false;  // count one group per grid class (mslemu RunOptions::count_classes): outputs
                                // are not computed; TESSERA_MSLEMU_COUNT_CLASSES=1
   std::string counts_file;
+  // TESSERA_MSLEMU_SYNCS=<file>: appends a line per batch ("commit" and its kernels) and per host wait for
+  // the device ("wait"), so a test can count the round trips an encode makes.
+  std::string syncs_file;
   // TESSERA_MSLEMU_SCHEDULE=forward|reverse|shuffled:SEED, TESSERA_MSLEMU_POISON=ff|55, MSLEMU_WORKERS=N
   static EmuOptions from_env();
 };

@@ -3,6 +3,7 @@
 #include <cmath>
 #include <cstring>
 #include <mutex>
+#include <vector>
 
 #include "common/error.h"
 #include "metal/device.h"
@@ -12,25 +13,26 @@
 namespace tessera::mtl {
 namespace {
 
-class MetalBackend final : public gpu::Backend {
+class MetalBackend final : public backend::Backend {
  public:
   MetalBackend(std::unique_ptr<Executor> ex, std::string name) : ex_(std::move(ex)), name_(std::move(name)) {}
   ~MetalBackend() override {
     try {
       flush();
       ex_->wait_all();
+      if (counters_) ex_->release(counters_);
     } catch (...) {
     }
   }
 
   const char* name() const override { return name_.c_str(); }
 
-  gpu::Buffer* alloc(size_t bytes) override { return ex_->alloc(bytes); }
-  gpu::Buffer* wrap_host(void* host, size_t bytes) override { return ex_->wrap(host, bytes); }
-  void release(gpu::Buffer* buf) override {
+  backend::Buffer* alloc(size_t bytes) override { return ex_->alloc(bytes); }
+  backend::Buffer* wrap_host(void* host, size_t bytes) override { return ex_->wrap(host, bytes); }
+  void release(backend::Buffer* buf) override {
     if (buf) ex_->release(buf);
   }
-  void upload(gpu::Buffer* dst, size_t offset, const void* src, size_t bytes) override {
+  void upload(backend::Buffer* dst, size_t offset, const void* src, size_t bytes) override {
     detail::require(dst && (bytes == 0 || dst->host), "upload", "destination has no host memory");
     detail::require(offset <= dst->bytes && bytes <= dst->bytes - offset, "upload",
                     std::to_string(bytes) + " bytes at offset " + std::to_string(offset) + " pass the end of a " + std::to_string(dst->bytes) +
@@ -38,41 +40,56 @@ class MetalBackend final : public gpu::Backend {
     finish();  // recorded work may still read the old contents (shared memory, no staging copy)
     if (bytes) std::memcpy(static_cast<char*>(dst->host) + offset, src, bytes);
   }
-  void download(void* dst, const gpu::Tensor& src) override {
+  void download(void* dst, const backend::Tensor& src) override {
     detail::require_tensor(src, "download", "src");
     finish();
     const size_t row = size_t(src.cols) * dtype_size(src.dtype);
     for (int64_t r = 0; r < src.rows; ++r) std::memcpy(static_cast<char*>(dst) + size_t(r) * row, src.host_ptr<char>(r), row);
   }
 
-  void linear(const gpu::Tensor& y, const gpu::Tensor& x, const gpu::Tensor& w, const gpu::LinearArgs& a) override { rec([&] { encode_linear(*ex_, y, x, w, a); }); }
-  void layer_norm(const gpu::Tensor& y, const gpu::Tensor& x, const gpu::Tensor& g, const gpu::Tensor& b, float eps) override {
+  void linear(const backend::Tensor& y, const backend::Tensor& x, const backend::Tensor& w, const backend::LinearArgs& a) override { rec([&] { encode_linear(*ex_, y, x, w, a); }); }
+  void layer_norm(const backend::Tensor& y, const backend::Tensor& x, const backend::Tensor& g, const backend::Tensor& b, float eps) override {
     rec([&] { encode_layer_norm(*ex_, y, x, g, b, eps); });
   }
-  void rms_norm(const gpu::Tensor& y, const gpu::Tensor& x, const gpu::Tensor* w, int64_t group, float eps,
-                const gpu::Tensor* residual) override {
+  void rms_norm(const backend::Tensor& y, const backend::Tensor& x, const backend::Tensor* w, int64_t group, float eps,
+                const backend::Tensor* residual) override {
     rec([&] { encode_rms_norm(*ex_, y, x, w, group, eps, residual); });
   }
-  void add(const gpu::Tensor& y, const gpu::Tensor& a, const gpu::Tensor& b) override { rec([&] { encode_add(*ex_, y, a, b); }); }
-  void mul(const gpu::Tensor& y, const gpu::Tensor& a, const gpu::Tensor& b) override { rec([&] { encode_mul(*ex_, y, a, b); }); }
-  void affine(const gpu::Tensor& y, const gpu::Tensor& x, const gpu::Tensor* sub, const gpu::Tensor* m, float scale,
+  void add(const backend::Tensor& y, const backend::Tensor& a, const backend::Tensor& b) override { rec([&] { encode_add(*ex_, y, a, b); }); }
+  void mul(const backend::Tensor& y, const backend::Tensor& a, const backend::Tensor& b) override { rec([&] { encode_mul(*ex_, y, a, b); }); }
+  void affine(const backend::Tensor& y, const backend::Tensor& x, const backend::Tensor* sub, const backend::Tensor* m, float scale,
               float shift) override {
     rec([&] { encode_affine(*ex_, y, x, sub, m, scale, shift); });
   }
-  void rope(const gpu::Tensor& x, const gpu::Tensor& c, const gpu::Tensor& s, int64_t heads, int64_t hd, int64_t sections,
-            const gpu::HeadNorm* norm) override {
+  void rope(const backend::Tensor& x, const backend::Tensor& c, const backend::Tensor& s, int64_t heads, int64_t hd, int64_t sections,
+            const backend::HeadNorm* norm) override {
     rec([&] { encode_rope(*ex_, x, c, s, heads, hd, sections, norm); });
   }
-  void attention(const gpu::Tensor& out, const gpu::Tensor& q, const gpu::Tensor& k, const gpu::Tensor& v, int64_t heads, int64_t hd, float scale,
-                 const std::vector<gpu::Segment>& segments) override {
+  void attention(const backend::Tensor& out, const backend::Tensor& q, const backend::Tensor& k, const backend::Tensor& v, int64_t heads, int64_t hd, float scale,
+                 const std::vector<backend::Segment>& segments) override {
     rec([&] { encode_attention(*ex_, out, q, k, v, heads, hd, scale, segments); });
   }
-  void gather_sum(const gpu::Tensor& y, const gpu::Tensor& table, gpu::Buffer* lookup, int64_t taps, bool accumulate) override {
+  void gather_sum(const backend::Tensor& y, const backend::Tensor& table, backend::Buffer* lookup, int64_t taps, bool accumulate) override {
     rec([&] { encode_gather_sum(*ex_, y, table, lookup, taps, accumulate); });
   }
 
+  // The finite check without a wait: a count_nonfinite dispatch into the open batch, counting into the next
+  // slot of counters_; the slots are read at the next wait (finish: download and every other wait end in it).
+  void check_finite(const backend::Tensor& x, const std::string& stage) override {
+    detail::require_f32(x, "check_finite", "x");
+    if (x.rows == 0 || x.cols == 0) return;
+    if (pending_.size() == kCounterSlots) finish();  // every slot awaits its wait (never with today's towers)
+    if (!counters_) counters_ = ex_->alloc(kCounterSlots * 8);
+    const size_t slot = pending_.size();
+    uint32_t* c = static_cast<uint32_t*>(counters_->host) + 2 * slot;
+    c[0] = 0;
+    c[1] = 0xFFFFFFFFu;
+    rec([&] { encode_count_nonfinite(*ex_, x, counters_, slot * 8); });
+    pending_.push_back({stage, x.cols});
+  }
+
   // Shared memory: the scan runs on the host once the GPU is done (N x D, next to a block's GEMMs).
-  int64_t count_nonfinite(const gpu::Tensor& x, int64_t* first) override {
+  int64_t count_nonfinite(const backend::Tensor& x, int64_t* first) override {
     detail::require_f32(x, "count_nonfinite", "x");
     finish();
     int64_t n = 0;
@@ -106,6 +123,7 @@ class MetalBackend final : public gpu::Backend {
       err.swap(error_);
     }
     if (!err.empty()) fail(Code::Gpu, name_ + ": " + err);
+    report_nonfinite();
   }
 
  private:
@@ -117,6 +135,23 @@ class MetalBackend final : public gpu::Backend {
   void flush() {
     if (dirty_) submit(nullptr);
   }
+  // After a wait: the finite checks issued before it, in order; the first that counted anything fails.
+  void report_nonfinite() {
+    std::vector<PendingCheck> done;
+    done.swap(pending_);
+    for (size_t i = 0; i < done.size(); i++) {
+      const uint32_t* c = static_cast<const uint32_t*>(counters_->host) + 2 * i;
+      if (c[0]) backend::fail_nonfinite(done[i].stage, int64_t(c[0]), int64_t(c[1]), done[i].cols);
+    }
+  }
+
+  struct PendingCheck {
+    std::string stage;
+    int64_t cols;
+  };
+  static constexpr size_t kCounterSlots = 1024;  // 8 KiB: far more stages than a tower has
+  backend::Buffer* counters_ = nullptr;
+  std::vector<PendingCheck> pending_;
 
   std::unique_ptr<Executor> ex_;
   std::string name_;
@@ -127,11 +162,11 @@ class MetalBackend final : public gpu::Backend {
 
 }  // namespace
 
-std::unique_ptr<gpu::Backend> make_metal_backend(std::unique_ptr<Executor> ex, const std::string& name) {
+std::unique_ptr<backend::Backend> make_metal_backend(std::unique_ptr<Executor> ex, const std::string& name) {
   return std::make_unique<MetalBackend>(std::move(ex), name);
 }
 
-std::unique_ptr<gpu::Backend> make_metal_backend(const std::string& name) {
+std::unique_ptr<backend::Backend> make_metal_backend(const std::string& name) {
   if (name == "metal-emulated") return make_metal_backend(make_emu_executor(EmuOptions::from_env()), name);
   if (name == "metal") return make_metal_backend(make_metal_executor(), name);
   fail(Code::BackendUnavailable, "unknown Metal backend '" + name + "'");

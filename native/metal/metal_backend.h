@@ -1,4 +1,4 @@
-// The Metal backend: gpu::Backend over an Executor. `metal` drives the GPU through device.mm (macOS);
+// The Metal backend: backend::Backend over an Executor. `metal` drives the GPU through device.mm (macOS);
 // `metal-emulated` runs the same MSL kernels through the same op layer on the MSL emulator (Linux, when
 // build/mslemu/libtessera_mslemu.so was built with clang >= 15). Ops are recorded into one batch per stage
 // and run on submit(); download / count_nonfinite / upload wait for the work issued before them.
@@ -12,8 +12,8 @@
 namespace tessera::mtl {
 
 // name: "metal" or "metal-emulated"; ERR_BACKEND_UNAVAILABLE (saying why) where it cannot run.
-std::unique_ptr<gpu::Backend> make_metal_backend(const std::string& name);
+std::unique_ptr<backend::Backend> make_metal_backend(const std::string& name);
 // The backend over a given executor (tests: an EmuExecutor with chosen schedule and poison).
-std::unique_ptr<gpu::Backend> make_metal_backend(std::unique_ptr<Executor> ex, const std::string& name);
+std::unique_ptr<backend::Backend> make_metal_backend(std::unique_ptr<Executor> ex, const std::string& name);
 
 }  // namespace tessera::mtl

@@ -11,28 +11,31 @@
 
 namespace tessera::mtl {
 
-void encode_linear(Executor& ex, const gpu::Tensor& y, const gpu::Tensor& x, const gpu::Tensor& w, const gpu::LinearArgs& a);
-void encode_layer_norm(Executor& ex, const gpu::Tensor& y, const gpu::Tensor& x, const gpu::Tensor& gamma, const gpu::Tensor& beta, float eps);
-void encode_rms_norm(Executor& ex, const gpu::Tensor& y, const gpu::Tensor& x, const gpu::Tensor* weight, int64_t group, float eps,
-                     const gpu::Tensor* residual);
-void encode_add(Executor& ex, const gpu::Tensor& y, const gpu::Tensor& a, const gpu::Tensor& b);
-void encode_mul(Executor& ex, const gpu::Tensor& y, const gpu::Tensor& a, const gpu::Tensor& b);
-void encode_affine(Executor& ex, const gpu::Tensor& y, const gpu::Tensor& x, const gpu::Tensor* sub, const gpu::Tensor* mul, float scale,
+void encode_linear(Executor& ex, const backend::Tensor& y, const backend::Tensor& x, const backend::Tensor& w, const backend::LinearArgs& a);
+void encode_layer_norm(Executor& ex, const backend::Tensor& y, const backend::Tensor& x, const backend::Tensor& gamma, const backend::Tensor& beta, float eps);
+void encode_rms_norm(Executor& ex, const backend::Tensor& y, const backend::Tensor& x, const backend::Tensor* weight, int64_t group, float eps,
+                     const backend::Tensor* residual);
+void encode_add(Executor& ex, const backend::Tensor& y, const backend::Tensor& a, const backend::Tensor& b);
+void encode_mul(Executor& ex, const backend::Tensor& y, const backend::Tensor& a, const backend::Tensor& b);
+void encode_affine(Executor& ex, const backend::Tensor& y, const backend::Tensor& x, const backend::Tensor* sub, const backend::Tensor* mul, float scale,
                    float shift);
-void encode_rope(Executor& ex, const gpu::Tensor& x, const gpu::Tensor& cos, const gpu::Tensor& sin, int64_t heads, int64_t head_dim,
-                 int64_t sections, const gpu::HeadNorm* norm);
-void encode_attention(Executor& ex, const gpu::Tensor& out, const gpu::Tensor& q, const gpu::Tensor& k, const gpu::Tensor& v,
-                      int64_t heads, int64_t head_dim, float scale, const std::vector<gpu::Segment>& segments);
-void encode_gather_sum(Executor& ex, const gpu::Tensor& y, const gpu::Tensor& table, gpu::Buffer* lookup, int64_t taps, bool accumulate);
+void encode_rope(Executor& ex, const backend::Tensor& x, const backend::Tensor& cos, const backend::Tensor& sin, int64_t heads, int64_t head_dim,
+                 int64_t sections, const backend::HeadNorm* norm);
+void encode_attention(Executor& ex, const backend::Tensor& out, const backend::Tensor& q, const backend::Tensor& k, const backend::Tensor& v,
+                      int64_t heads, int64_t head_dim, float scale, const std::vector<backend::Segment>& segments);
+// Adds x's non-finite values to the uint32 counters [count, first flat index] at `offset` in `counts`
+// (the caller sets them to 0 and 0xFFFFFFFF).
+void encode_count_nonfinite(Executor& ex, const backend::Tensor& x, backend::Buffer* counts, uint64_t offset);
+void encode_gather_sum(Executor& ex, const backend::Tensor& y, const backend::Tensor& table, backend::Buffer* lookup, int64_t taps, bool accumulate);
 
 namespace detail {
 // Shared by the encode functions.
 [[noreturn]] void bad_arg(const char* op, const std::string& what);
 void require(bool cond, const char* op, const std::string& what);
-void require_tensor(const gpu::Tensor& t, const char* op, const char* name);            // bound, non-negative, ld >= cols
-void require_f32(const gpu::Tensor& t, const char* op, const char* name);
-void require_shape(const gpu::Tensor& t, int64_t rows, int64_t cols, const char* op, const char* name);
-std::string shape(const gpu::Tensor& t);
+void require_tensor(const backend::Tensor& t, const char* op, const char* name);            // bound, non-negative, ld >= cols
+void require_f32(const backend::Tensor& t, const char* op, const char* name);
+void require_shape(const backend::Tensor& t, int64_t rows, int64_t cols, const char* op, const char* name);
+std::string shape(const backend::Tensor& t);
 uint32_t u32(int64_t v, const char* op, const char* what);                              // range-checked
 uint32_t div_up(uint64_t a, uint64_t b);
 // Marks Write bindings that overlap a read binding of the same buffer as ReadWrite (in-place ops), then

@@ -5,16 +5,16 @@
 
 namespace tessera::mtl {
 
-static uint64_t extent(const gpu::Tensor& t) {
+static uint64_t extent(const backend::Tensor& t) {
   if (t.rows <= 0 || t.cols <= 0) return 0;
   return (uint64_t(t.rows - 1) * uint64_t(t.ld) + uint64_t(t.cols)) * dtype_size(t.dtype);
 }
 
-void Dispatch::bind_raw(uint8_t index, gpu::Buffer* buf, uint64_t offset, uint64_t n, Access access, uint32_t align) {
+void Dispatch::bind_raw(uint8_t index, backend::Buffer* buf, uint64_t offset, uint64_t n, Access access, uint32_t align) {
   buffers.push_back({index, buf, offset, n, access, align});
 }
 
-void Dispatch::bind(uint8_t index, const gpu::Tensor& t, Access access) {
+void Dispatch::bind(uint8_t index, const backend::Tensor& t, Access access) {
   // A strided output leaves bytes between its rows alone: it cannot be pre-poisoned as a whole.
   if (access == Access::Write && !t.contiguous()) access = Access::ReadWrite;
   bind_raw(index, t.buf, t.offset, extent(t), access, uint32_t(dtype_size(t.dtype)));

@@ -79,7 +79,7 @@ std::vector<Image> validate(const Dims& d, const PixelInput& in, std::vector<int
 // Host-side preparation, O(rows): the kept pixel rows (reordered to (c, py, px) when the patch
 // kernel is GGUF's conv layout), the two position-table taps, the rope angles (#rope) and the
 // pooling taps (#pooling).
-void upload_inputs(gpu::Backend& backend, const Dims& d, const PixelInput& in, const std::vector<int64_t>& keep,
+void upload_inputs(backend::Backend& backend, const Dims& d, const PixelInput& in, const std::vector<int64_t>& keep,
                    const std::vector<Image>& images, const InputRegions& to) {
   const int64_t n = int64_t(keep.size()), pd = d.patch_dim, P = d.patch, P2 = P * P;
   const int64_t hd = d.head_dim, q4 = hd / 4, k = d.pool, k2 = k * k;

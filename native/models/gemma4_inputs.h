@@ -34,14 +34,14 @@ std::vector<Image> validate(const Dims& d, const PixelInput& in, std::vector<int
 // Where upload_inputs writes: regions of the scratch (byte offsets), gather_sum's two buffers, and
 // the pooled rows of the whole input.
 struct InputRegions {
-  gpu::Buffer* scratch;
+  backend::Buffer* scratch;
   uint64_t pixels, cos, sin;
-  gpu::Buffer* pos_lookup;
-  gpu::Buffer* pool_lookup;
+  backend::Buffer* pos_lookup;
+  backend::Buffer* pool_lookup;
   int64_t pooled_rows;
 };
 
-void upload_inputs(gpu::Backend& backend, const Dims& d, const PixelInput& in, const std::vector<int64_t>& keep,
+void upload_inputs(backend::Backend& backend, const Dims& d, const PixelInput& in, const std::vector<int64_t>& keep,
                    const std::vector<Image>& images, const InputRegions& to);
 
 }  // namespace tessera::gemma4

@@ -2,7 +2,7 @@
 //   embed:     x = (2·(pixels − 0.5))·W_patchᵀ + (Tab_x[x] + Tab_y[y])
 //   block l:   x += N_pa(CL_o(attn(rope(N_q(CL_q(N1 x))), rope(N_k(CL_k(N1 x))), N_v(CL_v(N1 x)))))
 //              x += N_pf(CL_down(gelu_tanh(CL_gate(N2 x)) ⊙ CL_up(N2 x)))        [· out_scale]
-//              (the ⊙ in CL_up's epilogue: gpu::LinearArgs::mul)
+//              (the ⊙ in CL_up's epilogue: backend::LinearArgs::mul)
 //   pooled:    3x3 average by position, · √D, (− std_bias) · std_scale when standardising
 //   projected: RMSNorm (no weight) over D, then W_proj
 // CL = clippable linear (input clamp, matmul, output clamp); N = RMSNorm with the weight as stored.
@@ -38,7 +38,7 @@ std::string projection_weight() { return std::string(kProjection) + ".weight"; }
 
 class Gemma4Vision final : public VisionModel {
  public:
-  Gemma4Vision(const TowerSpec& spec, gpu::Backend& backend, WeightStore& store, int64_t row_chunk)
+  Gemma4Vision(const TowerSpec& spec, backend::Backend& backend, WeightStore& store, int64_t row_chunk)
       : spec_(spec), backend_(backend), store_(store), max_chunk_(std::max<int64_t>(1, row_chunk)) {
     d_.hidden = spec.i64("hidden");
     d_.heads = spec.i64("heads");
@@ -63,7 +63,7 @@ class Gemma4Vision final : public VisionModel {
   uint64_t scratch_bytes(int64_t rows) const override {
     Plan p = plan(rows);
     const int64_t D = d_.hidden, Q = d_.qdim, F = d_.inter;
-    gpu::Workload work;
+    backend::Workload work;
     work.linears = {{rows, d_.patch_dim, D}, {p.pooled_rows, D, d_.out}};  // embed, projector: whole
     for (int64_t c : chunk_sizes(rows, p.attn_chunk))  // q, k, v and o: per attention row chunk
       work.linears.insert(work.linears.end(), {{c, D, Q}, {c, Q, D}});
@@ -147,19 +147,19 @@ class Gemma4Vision final : public VisionModel {
   }
   // Tensors over the plan's regions for one encode.
   struct Tensors {
-    gpu::Tensor x, cos, sin;
-    gpu::Tensor hq, q;           // [attention chunk, D], [attention chunk, heads·head_dim]
-    gpu::Tensor h, gate, up;     // [chunk, D], [chunk, intermediate] x 2
-    gpu::Tensor pixels, pos, k, v, pooled, normed, projected;
+    backend::Tensor x, cos, sin;
+    backend::Tensor hq, q;           // [attention chunk, D], [attention chunk, heads·head_dim]
+    backend::Tensor h, gate, up;     // [chunk, D], [chunk, intermediate] x 2
+    backend::Tensor pixels, pos, k, v, pooled, normed, projected;
   };
 
   static float scalar(const StageWeights& w, const std::string& role, float fallback);
-  static gpu::LinearArgs clamps(const StageWeights& w, const std::string& lin);
+  static backend::LinearArgs clamps(const StageWeights& w, const std::string& lin);
 
-  void run_block(const StageWeights& w, const Tensors& t, const std::vector<gpu::Segment>& segments);
+  void run_block(const StageWeights& w, const Tensors& t, const std::vector<backend::Segment>& segments);
 
   const TowerSpec& spec_;
-  gpu::Backend& backend_;
+  backend::Backend& backend_;
   WeightStore& store_;
   gemma4::Dims d_;
   int64_t max_chunk_;  // at most this many rows per chunk of the per-token work
@@ -167,7 +167,7 @@ class Gemma4Vision final : public VisionModel {
 
 // A clamp scalar as stored (any dtype: 0-d in HF checkpoints, [1] in GGUF files).
 float Gemma4Vision::scalar(const StageWeights& w, const std::string& role, float fallback) {
-  const gpu::Tensor* t = w.find(role);
+  const backend::Tensor* t = w.find(role);
   if (!t) return fallback;
   float v;
   widen_to_f32(w.host(role), t->dtype, &v, 1);
@@ -177,9 +177,9 @@ float Gemma4Vision::scalar(const StageWeights& w, const std::string& role, float
 // A linear's clamps (roles <lin>.*, src/spec/gemma4.ts): the packed `<lin>.clamp` 4-tuple when present
 // and not all zero (all zero means "no clamp", Ollama's converter fill), else the four scalars,
 // each ±inf when absent.
-gpu::LinearArgs Gemma4Vision::clamps(const StageWeights& w, const std::string& lin) {
-  gpu::LinearArgs a;
-  if (const gpu::Tensor* t = w.find(lin + ".clamp")) {
+backend::LinearArgs Gemma4Vision::clamps(const StageWeights& w, const std::string& lin) {
+  backend::LinearArgs a;
+  if (const backend::Tensor* t = w.find(lin + ".clamp")) {
     if (t->dtype != DType::F32 || t->elements() != 4)
       fail(Code::TensorShape, "packed clamp '" + lin + ".clamp' must be 4 f32 values");
     float c[4];
@@ -206,50 +206,50 @@ gpu::LinearArgs Gemma4Vision::clamps(const StageWeights& w, const std::string& l
 //   3. per chunk: the MLP.
 // Every row's arithmetic is the same as with whole tensors (the ops do not mix rows; attention's
 // per-query result does not depend on the other queries in the call), so no result bit changes.
-void Gemma4Vision::run_block(const StageWeights& w, const Tensors& t, const std::vector<gpu::Segment>& segments) {
+void Gemma4Vision::run_block(const StageWeights& w, const Tensors& t, const std::vector<backend::Segment>& segments) {
   const int64_t D = d_.hidden, hd = d_.head_dim, n = t.x.rows;
-  const gpu::LinearArgs cq = clamps(w, kAttnQ), ck = clamps(w, kAttnK), cv = clamps(w, kAttnV);
+  const backend::LinearArgs cq = clamps(w, kAttnQ), ck = clamps(w, kAttnK), cv = clamps(w, kAttnV);
   for_row_chunks(n, t.hq.rows, [&](int64_t r0, int64_t rows) {
-    const gpu::Tensor h = t.hq.rows_view(0, rows);
+    const backend::Tensor h = t.hq.rows_view(0, rows);
     backend_.rms_norm(h, t.x.rows_view(r0, rows), &w.get("input_layernorm.weight"), D, d_.eps, nullptr);
     backend_.linear(t.k.rows_view(r0, rows), h, w.get(linear_weight(kAttnK)), ck);
     backend_.linear(t.v.rows_view(r0, rows), h, w.get(linear_weight(kAttnV)), cv);
   });
-  const gpu::HeadNorm k_norm{&w.get("self_attn.k_norm.weight"), d_.eps}, q_norm{&w.get("self_attn.q_norm.weight"), d_.eps};
+  const backend::HeadNorm k_norm{&w.get("self_attn.k_norm.weight"), d_.eps}, q_norm{&w.get("self_attn.q_norm.weight"), d_.eps};
   backend_.rope(t.k, t.cos, t.sin, d_.heads, hd, 2, &k_norm);  // rope(N_k(k)) in one pass
   backend_.rms_norm(t.v, t.v, nullptr, hd, d_.eps, nullptr);
 
-  const gpu::LinearArgs co = clamps(w, kAttnO);
+  const backend::LinearArgs co = clamps(w, kAttnO);
   for_row_chunks(n, t.hq.rows, [&](int64_t r0, int64_t rows) {
-    const gpu::Tensor x = t.x.rows_view(r0, rows), h = t.hq.rows_view(0, rows), q = t.q.rows_view(0, rows);
+    const backend::Tensor x = t.x.rows_view(r0, rows), h = t.hq.rows_view(0, rows), q = t.q.rows_view(0, rows);
     backend_.rms_norm(h, x, &w.get("input_layernorm.weight"), D, d_.eps, nullptr);
     backend_.linear(q, h, w.get(linear_weight(kAttnQ)), cq);
     backend_.rope(q, t.cos.rows_view(r0, rows), t.sin.rows_view(r0, rows), d_.heads, hd, 2, &q_norm);  // rope(N_q(q))
     // Images never attend to each other: the chunk's rows of each image, against all that image's
     // keys (the op's one-segment form, backend/backend.h). The output overwrites q (allowed: each
     // query row is read before it is written).
-    for (const gpu::Segment& s : segments) {
+    for (const backend::Segment& s : segments) {
       const int64_t a = std::max(r0, s.begin), b = std::min(r0 + rows, s.begin + s.length);
       if (a >= b) continue;
-      const gpu::Tensor qs = q.rows_view(a - r0, b - a);
+      const backend::Tensor qs = q.rows_view(a - r0, b - a);
       backend_.attention(qs, qs, t.k.rows_view(s.begin, s.length), t.v.rows_view(s.begin, s.length), d_.heads,
-                         hd, 1.0f, {gpu::Segment{0, s.length}});
+                         hd, 1.0f, {backend::Segment{0, s.length}});
     }
     backend_.linear(h, q, w.get(linear_weight(kAttnO)), co);
     backend_.rms_norm(x, h, &w.get("post_attention_layernorm.weight"), D, d_.eps, &x);  // x += N_pa(h)
   });
 
-  const gpu::LinearArgs cd = clamps(w, kMlpDown), cu = clamps(w, kMlpUp);
-  gpu::LinearArgs cg = clamps(w, kMlpGate);
-  cg.act = gpu::Act::GeluTanh;  // after the output clamp, as HF: act(CL_gate(m))
+  const backend::LinearArgs cd = clamps(w, kMlpDown), cu = clamps(w, kMlpUp);
+  backend::LinearArgs cg = clamps(w, kMlpGate);
+  cg.act = backend::Act::GeluTanh;  // after the output clamp, as HF: act(CL_gate(m))
   const bool scaled = w.find("out_scale") != nullptr;
   const float out_scale = scalar(w, "out_scale", 1.0f);
   for_row_chunks(n, t.h.rows, [&](int64_t r0, int64_t rows) {
-    const gpu::Tensor x = t.x.rows_view(r0, rows), h = t.h.rows_view(0, rows);
-    const gpu::Tensor gate = t.gate.rows_view(0, rows), up = t.up.rows_view(0, rows);
+    const backend::Tensor x = t.x.rows_view(r0, rows), h = t.h.rows_view(0, rows);
+    const backend::Tensor gate = t.gate.rows_view(0, rows), up = t.up.rows_view(0, rows);
     backend_.rms_norm(h, x, &w.get("pre_feedforward_layernorm.weight"), D, d_.eps, nullptr);
     backend_.linear(gate, h, w.get(linear_weight(kMlpGate)), cg);
-    gpu::LinearArgs geglu = cu;  // the GEGLU product in the up linear's epilogue: up = CL_up(h) ⊙ gelu(CL_gate(h))
+    backend::LinearArgs geglu = cu;  // the GEGLU product in the up linear's epilogue: up = CL_up(h) ⊙ gelu(CL_gate(h))
     geglu.mul = &gate;
     backend_.linear(up, h, w.get(linear_weight(kMlpUp)), geglu);
     backend_.linear(h, up, w.get(linear_weight(kMlpDown)), cd);
@@ -268,7 +268,7 @@ void Gemma4Vision::encode(const PixelInput& in, const EncodeControl& ctl, Encode
   ScopedBuffer scratch(backend_, p.plan.bytes()), pos_lookup(backend_, p.pos_lookup_bytes),
       pool_lookup(backend_, p.pool_lookup_bytes);
   auto tensor = [&](size_t region, int64_t rows, int64_t cols) {
-    return gpu::make_tensor(scratch.get(), p.plan.offset(region), DType::F32, rows, cols);
+    return backend::make_tensor(scratch.get(), p.plan.offset(region), DType::F32, rows, cols);
   };
   const int64_t D = d_.hidden, chunk = p.chunk;
   Tensors t;
@@ -291,7 +291,7 @@ void Gemma4Vision::encode(const PixelInput& in, const EncodeControl& ctl, Encode
                         {scratch.get(), p.plan.offset(p.pixels), p.plan.offset(p.cos), p.plan.offset(p.sin), pos_lookup.get(),
                          pool_lookup.get(), m});
 
-  std::vector<gpu::Segment> segments;  // one per image: images never attend to each other
+  std::vector<backend::Segment> segments;  // one per image: images never attend to each other
   for (const gemma4::Image& im : images) segments.push_back({im.begin, im.rows});
 
   bool projected_done = false;
@@ -301,8 +301,8 @@ void Gemma4Vision::encode(const PixelInput& in, const EncodeControl& ctl, Encode
       // + (Tab_x[x] + Tab_y[y]),
       // the two taps summed first (into h) as HF adds the tables before adding them to e.
       backend_.affine(t.pixels, t.pixels, nullptr, nullptr, 2.0f, 0.5f);
-      backend_.linear(t.x, t.pixels, w.get(kPatchWeight), gpu::LinearArgs{});
-      const gpu::Tensor& table = w.get("position_embedding_table");  // [2, rows·D] → [2·rows, D], x table first
+      backend_.linear(t.x, t.pixels, w.get(kPatchWeight), backend::LinearArgs{});
+      const backend::Tensor& table = w.get("position_embedding_table");  // [2, rows·D] → [2·rows, D], x table first
       backend_.gather_sum(t.pos, table.reshaped(D), pos_lookup.get(), 2, false);
       backend_.add(t.x, t.x, t.pos);
       return {t.x, RowKind::Patch};
@@ -327,7 +327,7 @@ void Gemma4Vision::encode(const PixelInput& in, const EncodeControl& ctl, Encode
     }
     fail(Code::ModelFormat, "stage '" + stage.name + "' has a kind the Gemma 4 tower does not know: " + stage.kind);
   };
-  auto collect = [&](const StageSpec& stage, const gpu::Tensor& result) {
+  auto collect = [&](const StageSpec& stage, const backend::Tensor& result) {
     if (stage.kind == "projector") {
       out.tokens = m;
       out.width = d_.out;
@@ -340,7 +340,7 @@ void Gemma4Vision::encode(const PixelInput& in, const EncodeControl& ctl, Encode
 
 }  // namespace
 
-std::unique_ptr<VisionModel> make_gemma4_vision(const TowerSpec& spec, gpu::Backend& backend, WeightStore& store,
+std::unique_ptr<VisionModel> make_gemma4_vision(const TowerSpec& spec, backend::Backend& backend, WeightStore& store,
                                                 int64_t row_chunk) {
   return std::make_unique<Gemma4Vision>(spec, backend, store, row_chunk);
 }

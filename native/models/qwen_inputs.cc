@@ -33,7 +33,7 @@ void validate(const Dims& d, const PixelInput& in) {
 
 // Per-token bilinear taps into the position table (#position-embedding) and the 2D rope angles (#rope),
 // in the #token-order. Host-side: O(tokens), negligible next to one GEMM.
-void upload_positions(gpu::Backend& backend, const Dims& d, const PixelInput& in, const PositionRegions& to) {
+void upload_positions(backend::Backend& backend, const Dims& d, const PixelInput& in, const PositionRegions& to) {
   const int64_t n = in.rows, hd = d.head_dim, q4 = hd / 4, S = d.side, m = d.merge;
   std::vector<int32_t> idx(size_t(n) * 4);
   std::vector<float> wts(size_t(n) * 4);

@@ -15,7 +15,7 @@ struct Dims {
   int64_t hidden, heads, head_dim, inter, out, patch_dim, merge, side;
   float eps;
   double theta;
-  gpu::Act mlp_act;  // hidden_act: tanh GELU on every real checkpoint
+  backend::Act mlp_act;  // hidden_act: tanh GELU on every real checkpoint
 };
 
 // Refuses rows whose width is not the tower's patch row, and grids that are empty, not whole merge
@@ -24,12 +24,12 @@ void validate(const Dims& d, const PixelInput& in);
 
 // Where upload_positions writes: the rope tables' regions of the scratch, and gather_sum's buffer.
 struct PositionRegions {
-  gpu::Buffer* scratch;
+  backend::Buffer* scratch;
   uint64_t cos, sin;  // byte offsets in scratch
-  gpu::Buffer* lookup;
+  backend::Buffer* lookup;
 };
 
 // The per-token position taps and rope tables of `in`, uploaded to `to`.
-void upload_positions(gpu::Backend& backend, const Dims& d, const PixelInput& in, const PositionRegions& to);
+void upload_positions(backend::Backend& backend, const Dims& d, const PixelInput& in, const PositionRegions& to);
 
 }  // namespace tessera::qwen

@@ -28,7 +28,7 @@ constexpr const char* kMergerDownWeight = "linear_fc2.weight";
 
 class QwenVision final : public VisionModel {
  public:
-  QwenVision(const TowerSpec& spec, gpu::Backend& backend, WeightStore& store, int64_t row_chunk)
+  QwenVision(const TowerSpec& spec, backend::Backend& backend, WeightStore& store, int64_t row_chunk)
       : spec_(spec), backend_(backend), store_(store) {
     d_.hidden = spec.i64("hidden");
     d_.heads = spec.i64("heads");
@@ -40,7 +40,7 @@ class QwenVision final : public VisionModel {
     d_.side = spec.i64("pos_side");
     d_.eps = float(spec.num("eps"));
     d_.theta = spec.num("rope_theta");
-    d_.mlp_act = spec.num("mlp_act_erf") != 0 ? gpu::Act::GeluErf : gpu::Act::GeluTanh;
+    d_.mlp_act = spec.num("mlp_act_erf") != 0 ? backend::Act::GeluErf : backend::Act::GeluTanh;
     if (d_.heads * d_.head_dim != d_.hidden || d_.head_dim % 4 != 0)
       fail(Code::ConfigInvalid, "hidden_size must equal num_heads x head_dim with head_dim a multiple of 4");
     if (d_.merge < 1) fail(Code::ConfigInvalid, "merge_size must be positive");
@@ -52,7 +52,7 @@ class QwenVision final : public VisionModel {
   uint64_t scratch_bytes(int64_t rows) const override {
     Plan p = plan(rows);
     const int64_t D = d_.hidden, m2 = d_.merge * d_.merge, W = m2 * D;
-    gpu::Workload work;
+    backend::Workload work;
     work.linears = {{rows, d_.patch_dim, D}, {rows, D, D}};  // embed, proj: whole image
     for (int64_t c : chunk_sizes(rows, p.chunk))              // qkv, fc1, fc2, the mergers: per chunk
       work.linears.insert(work.linears.end(),
@@ -109,17 +109,17 @@ class QwenVision final : public VisionModel {
   }
   // Tensors over the plan's regions for one encode.
   struct Tensors {
-    gpu::Tensor x, cos, sin;
-    gpu::Tensor h, mlp;  // [chunk, D], [chunk, intermediate]
-    gpu::Tensor mid;     // mlp's region as the mergers' fc1 output [chunk / merge², merge²·D]
-    gpu::Tensor pixels, qkv, merged;
+    backend::Tensor x, cos, sin;
+    backend::Tensor h, mlp;  // [chunk, D], [chunk, intermediate]
+    backend::Tensor mid;     // mlp's region as the mergers' fc1 output [chunk / merge², merge²·D]
+    backend::Tensor pixels, qkv, merged;
   };
 
-  void run_block(const StageWeights& w, const Tensors& t, const std::vector<gpu::Segment>& segments);
+  void run_block(const StageWeights& w, const Tensors& t, const std::vector<backend::Segment>& segments);
   void run_merger(const StageWeights& w, bool norm_before_group, const Tensors& t);
 
   const TowerSpec& spec_;
-  gpu::Backend& backend_;
+  backend::Backend& backend_;
   WeightStore& store_;
   qwen::Dims d_;
   int64_t max_chunk_;  // at most this many rows per chunk of the per-token work
@@ -127,32 +127,32 @@ class QwenVision final : public VisionModel {
 
 // Attention needs q, k and v of every token, so they are whole-image; everything else in a block
 // works token by token and runs one row chunk at a time (kRowChunk).
-void QwenVision::run_block(const StageWeights& w, const Tensors& t, const std::vector<gpu::Segment>& segments) {
+void QwenVision::run_block(const StageWeights& w, const Tensors& t, const std::vector<backend::Segment>& segments) {
   const int64_t D = d_.hidden, n = t.x.rows;
-  gpu::LinearArgs a;
+  backend::LinearArgs a;
   a.bias = &w.get("attn.qkv.bias");
   for_row_chunks(n, t.h.rows, [&](int64_t r0, int64_t rows) {
-    const gpu::Tensor h = t.h.rows_view(0, rows);
+    const backend::Tensor h = t.h.rows_view(0, rows);
     backend_.layer_norm(h, t.x.rows_view(r0, rows), w.get("norm1.weight"), w.get("norm1.bias"), d_.eps);
     backend_.linear(t.qkv.rows_view(r0, rows), h, w.get(kQkvWeight), a);
   });
-  gpu::Tensor q = t.qkv.cols_view(0, D), k = t.qkv.cols_view(D, D), v = t.qkv.cols_view(2 * D, D);
+  backend::Tensor q = t.qkv.cols_view(0, D), k = t.qkv.cols_view(D, D), v = t.qkv.cols_view(2 * D, D);
   // q and k side by side in qkv are 2·heads heads with the same angles per row: one rope for both
   backend_.rope(t.qkv.cols_view(0, 2 * D), t.cos, t.sin, 2 * d_.heads, d_.head_dim, 1, nullptr);
-  const gpu::Tensor& attn = q;  // the output overwrites q (each query row is read before it is written)
+  const backend::Tensor& attn = q;  // the output overwrites q (each query row is read before it is written)
   backend_.attention(attn, q, k, v, d_.heads, d_.head_dim, float(1.0 / std::sqrt(double(d_.head_dim))), segments);
-  gpu::LinearArgs proj;
+  backend::LinearArgs proj;
   proj.bias = &w.get("attn.proj.bias");
   proj.residual = &t.x;
   backend_.linear(t.x, attn, w.get(kProjWeight), proj);
 
-  gpu::LinearArgs up;
+  backend::LinearArgs up;
   up.bias = &w.get("mlp.linear_fc1.bias");
   up.act = d_.mlp_act;
-  gpu::LinearArgs down;
+  backend::LinearArgs down;
   down.bias = &w.get("mlp.linear_fc2.bias");
   for_row_chunks(n, t.h.rows, [&](int64_t r0, int64_t rows) {
-    const gpu::Tensor x = t.x.rows_view(r0, rows), h = t.h.rows_view(0, rows), mlp = t.mlp.rows_view(0, rows);
+    const backend::Tensor x = t.x.rows_view(r0, rows), h = t.h.rows_view(0, rows), mlp = t.mlp.rows_view(0, rows);
     backend_.layer_norm(h, x, w.get("norm2.weight"), w.get("norm2.bias"), d_.eps);
     backend_.linear(mlp, h, w.get(kMlpUpWeight), up);
     down.residual = &x;
@@ -165,13 +165,13 @@ void QwenVision::run_block(const StageWeights& w, const Tensors& t, const std::v
 // Row chunks hold whole merge windows, so each chunk writes its own rows of the output.
 void QwenVision::run_merger(const StageWeights& w, bool norm_before_group, const Tensors& t) {
   const int64_t m2 = d_.merge * d_.merge, width = m2 * d_.hidden;
-  gpu::LinearArgs up;
+  backend::LinearArgs up;
   up.bias = &w.get("linear_fc1.bias");
-  up.act = gpu::Act::GeluErf;
-  gpu::LinearArgs down;
+  up.act = backend::Act::GeluErf;
+  backend::LinearArgs down;
   down.bias = &w.get("linear_fc2.bias");
   for_row_chunks(t.x.rows, t.h.rows, [&](int64_t r0, int64_t rows) {
-    const gpu::Tensor x = t.x.rows_view(r0, rows), h = t.h.rows_view(0, rows), mid = t.mid.rows_view(0, rows / m2);
+    const backend::Tensor x = t.x.rows_view(r0, rows), h = t.h.rows_view(0, rows), mid = t.mid.rows_view(0, rows / m2);
     if (norm_before_group)
       backend_.layer_norm(h, x, w.get("norm.weight"), w.get("norm.bias"), d_.eps);
     else
@@ -187,7 +187,7 @@ void QwenVision::encode(const PixelInput& in, const EncodeControl& ctl, EncodeOu
   Plan p = plan(n);
   ScopedBuffer scratch(backend_, p.plan.bytes()), lookup(backend_, p.lookup_bytes);
   auto tensor = [&](size_t region, int64_t rows, int64_t cols) {
-    return gpu::make_tensor(scratch.get(), p.plan.offset(region), DType::F32, rows, cols);
+    return backend::make_tensor(scratch.get(), p.plan.offset(region), DType::F32, rows, cols);
   };
   const int64_t chunk = p.chunk, m2 = d_.merge * d_.merge;
   Tensors t;
@@ -203,13 +203,13 @@ void QwenVision::encode(const PixelInput& in, const EncodeControl& ctl, EncodeOu
   backend_.upload(scratch.get(), p.plan.offset(p.pixels), in.pixels, size_t(n) * size_t(d_.patch_dim) * 4);
   qwen::upload_positions(backend_, d_, in, {scratch.get(), p.plan.offset(p.cos), p.plan.offset(p.sin), lookup.get()});
 
-  std::vector<gpu::Segment> segments;  // one per frame (#attention)
+  std::vector<backend::Segment> segments;  // one per frame (#attention)
   for (int64_t row = 0; const auto& g : in.grids)
     for (int64_t f = 0; f < g[0]; ++f, row += g[1] * g[2]) segments.push_back({row, g[1] * g[2]});
 
   auto run = [&](const StageSpec& stage, const StageWeights& w) -> StageResult {
     if (stage.kind == "embed") {
-      gpu::LinearArgs a;
+      backend::LinearArgs a;
       a.bias = &w.get("patch_embed.proj.bias");
       backend_.linear(t.x, t.pixels, w.get(kPatchWeight), a);
       backend_.gather_sum(t.x, w.get("pos_embed.weight"), lookup.get(), 4, true);
@@ -225,7 +225,7 @@ void QwenVision::encode(const PixelInput& in, const EncodeControl& ctl, EncodeOu
     }
     fail(Code::ModelFormat, "stage '" + stage.name + "' has a kind the Qwen tower does not know: " + stage.kind);
   };
-  auto collect = [&](const StageSpec& stage, const gpu::Tensor& result) {
+  auto collect = [&](const StageSpec& stage, const backend::Tensor& result) {
     if (stage.kind == "deepstack") out.deepstack.push_back(download_stage(backend_, result, stage.name).data);
     if (stage.kind == "merger") {
       out.tokens = groups;
@@ -239,7 +239,7 @@ void QwenVision::encode(const PixelInput& in, const EncodeControl& ctl, EncodeOu
 
 }  // namespace
 
-std::unique_ptr<VisionModel> make_qwen_vision(const TowerSpec& spec, gpu::Backend& backend, WeightStore& store,
+std::unique_ptr<VisionModel> make_qwen_vision(const TowerSpec& spec, backend::Backend& backend, WeightStore& store,
                                               int64_t row_chunk) {
   return std::make_unique<QwenVision>(spec, backend, store, row_chunk);
 }

@@ -1,5 +1,7 @@
 #include "models/vision_model.h"
 
+#include <exception>
+
 #include "common/aligned.h"
 #include "common/error.h"
 #include "models/gemma4_vision.h"
@@ -7,7 +9,7 @@
 
 namespace tessera {
 
-std::unique_ptr<VisionModel> make_model(const TowerSpec& spec, gpu::Backend& backend, WeightStore& store) {
+std::unique_ptr<VisionModel> make_model(const TowerSpec& spec, backend::Backend& backend, WeightStore& store) {
   if (spec.family == "qwen3_5" || spec.family == "qwen3_vl") return make_qwen_vision(spec, backend, store);
   if (spec.family == "gemma4") return make_gemma4_vision(spec, backend, store);
   fail(Code::ModelFormat, "unknown tower family '" + spec.family + "'");
@@ -48,22 +50,18 @@ std::vector<int64_t> chunk_sizes(int64_t rows, int64_t chunk) {
   return sizes;
 }
 
-void check_finite(gpu::Backend& backend, const gpu::Tensor& t, const std::string& stage) {
-  int64_t first = -1;
-  int64_t bad = backend.count_nonfinite(t, &first);
-  if (bad == 0) return;
-  fail(Code::Numeric, "stage '" + stage + "' produced " + std::to_string(bad) +
-                          " non-finite value(s); the first at token " + std::to_string(first / t.cols) +
-                          ", channel " + std::to_string(first % t.cols));
-}
-
-void walk_stages(const TowerSpec& spec, gpu::Backend& backend, WeightStore& store, const EncodeControl& ctl,
+void walk_stages(const TowerSpec& spec, backend::Backend& backend, WeightStore& store, const EncodeControl& ctl,
                  EncodeOutput& out, const StageOps& run, const StageSink& collect) {
+  // The pass ends with the backend's wait: after the last stage (where a deferred finite check or a GPU error
+  // surfaces), or here on the way out of an error (which is the one reported: a second is dropped).
   struct Pass {
     WeightStore& s;
-    gpu::Backend& b;
+    backend::Backend& b;
     ~Pass() {
-      b.finish();
+      if (std::uncaught_exceptions()) try {
+          b.finish();
+        } catch (...) {
+        }
       s.end_pass();
     }
   } pass{store, backend};
@@ -75,14 +73,15 @@ void walk_stages(const TowerSpec& spec, gpu::Backend& backend, WeightStore& stor
     const auto [result, kind] = run(stage, store.acquire(size_t(si)));
     WeightStore* s = &store;
     backend.submit([s, si] { s->release(size_t(si)); });
-    if (ctl.check_finite) check_finite(backend, result, stage.name);
+    if (ctl.check_finite) backend.check_finite(result, stage.name);
     if (ctl.keep_stages) out.stages.push_back(download_stage(backend, result, stage.name, kind));
     collect(stage, result);
     if (ctl.progress) ctl.progress(si + 1, total);
   }
+  backend.finish();
 }
 
-StageOutput download_stage(gpu::Backend& backend, const gpu::Tensor& t, const std::string& name, RowKind kind) {
+StageOutput download_stage(backend::Backend& backend, const backend::Tensor& t, const std::string& name, RowKind kind) {
   StageOutput s;
   s.name = name;
   s.kind = kind;

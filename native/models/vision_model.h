@@ -1,5 +1,5 @@
 // What every tower implements: encode a batch of patch rows through all its stages, walking the
-// weight store stage by stage, calling only the gpu::Backend op set. One model file per family.
+// weight store stage by stage, calling only the backend::Backend op set. One model file per family.
 #pragma once
 #include <algorithm>
 #include <array>
@@ -85,7 +85,7 @@ class VisionModel {
 };
 
 // Picks the family's model from spec.family; an unknown family is ERR_MODEL_FORMAT.
-std::unique_ptr<VisionModel> make_model(const TowerSpec& spec, gpu::Backend& backend, WeightStore& store);
+std::unique_ptr<VisionModel> make_model(const TowerSpec& spec, backend::Backend& backend, WeightStore& store);
 
 // Shared by the models: a scratch arena carved from one backend buffer by a plan of named sizes,
 // so the bytes predicted (scratch_bytes) and the bytes allocated come from the same code.
@@ -128,25 +128,25 @@ void for_row_chunks(int64_t rows, int64_t chunk, F&& f) {
 }
 
 // The distinct chunk sizes for_row_chunks produces (the full chunk, then a shorter tail if any):
-// what a model lists in its gpu::Workload so the backend predicts its scratch for each.
+// what a model lists in its backend::Workload so the backend predicts its scratch for each.
 std::vector<int64_t> chunk_sizes(int64_t rows, int64_t chunk);
 
 // A backend buffer owned for one encode: finishes the device's work before releasing it, so an
 // early exit (error, abort) never frees memory a queued kernel still reads.
 class ScopedBuffer {
  public:
-  ScopedBuffer(gpu::Backend& backend, size_t bytes) : backend_(backend), buf_(backend.alloc(bytes)) {}
+  ScopedBuffer(backend::Backend& backend, size_t bytes) : backend_(backend), buf_(backend.alloc(bytes)) {}
   ~ScopedBuffer() {
     backend_.finish();
     backend_.release(buf_);
   }
   ScopedBuffer(const ScopedBuffer&) = delete;
   ScopedBuffer& operator=(const ScopedBuffer&) = delete;
-  gpu::Buffer* get() const { return buf_; }
+  backend::Buffer* get() const { return buf_; }
 
  private:
-  gpu::Backend& backend_;
-  gpu::Buffer* buf_;
+  backend::Backend& backend_;
+  backend::Buffer* buf_;
 };
 
 // The pass every tower makes over its stages, in spec order: check for cancellation, acquire the
@@ -154,20 +154,16 @@ class ScopedBuffer {
 // released when the device completes), scan the output for inf/NaN, keep it if asked, hand it to
 // `collect` (deepstack and final outputs), report progress.
 struct StageResult {
-  gpu::Tensor out;
+  backend::Tensor out;
   RowKind kind;
 };
 using StageOps = std::function<StageResult(const StageSpec&, const StageWeights&)>;
-using StageSink = std::function<void(const StageSpec&, const gpu::Tensor&)>;
-void walk_stages(const TowerSpec& spec, gpu::Backend& backend, WeightStore& store, const EncodeControl& ctl,
+using StageSink = std::function<void(const StageSpec&, const backend::Tensor&)>;
+void walk_stages(const TowerSpec& spec, backend::Backend& backend, WeightStore& store, const EncodeControl& ctl,
                  EncodeOutput& out, const StageOps& run, const StageSink& collect);
 
-// Scans a stage output for inf/NaN and fails with ERR_NUMERIC naming the stage, the count, and
-// the first bad token and channel.
-void check_finite(gpu::Backend& backend, const gpu::Tensor& t, const std::string& stage);
-
 // Downloads a tensor into a StageOutput.
-StageOutput download_stage(gpu::Backend& backend, const gpu::Tensor& t, const std::string& name,
+StageOutput download_stage(backend::Backend& backend, const backend::Tensor& t, const std::string& name,
                            RowKind kind = RowKind::Token);
 
 }  // namespace tessera

@@ -1,14 +1,8 @@
 // Bench piece: a cost model of the Metal backend, not a measurement (docs/metal.md#cost-model). The real
 // kernels run through the real op layer on the MSL emulator (`metal-emulated`), which counts what every
 // dispatch does (docs/metal-on-linux.md#counters); each dispatch's time on an Apple GPU is then the slowest
-// of three roofs:
-//   compute      (simdgroup 8x8x8 MACs x 512 + scalar FMAs + other ALU ops + 4 x special functions) lane-ops
-//                / (cores x 128 lane-ops per cycle x clock)
-//   device       (device bytes read + written) / the chip's memory bandwidth
-//   threadgroup  (threadgroup bytes read + written) / (cores x 64 B per cycle x clock)
-// with cores = min(the chip's cores, the dispatch's threadgroups). Launch overhead, caches (every device
-// byte is charged at DRAM bandwidth), latency and occupancy are not modelled. GPU figures and their sources:
-// scripts/bench/metal-model/gpus.mjs.
+// of three roofs (compute, device bandwidth, threadgroup bandwidth). The model and the GPU figures with their
+// sources are the library's: src/metal/cost-model.ts (tessera doctor uses them too).
 //
 // The towers: the synthetic real-size Qwen3.5 at 1024x1024 (4,096 patches) and Gemma 4 at the 280-token
 // budget (2,520 patches). The emulator counts one threadgroup per grid class (TESSERA_MSLEMU_COUNT_CLASSES:
@@ -23,32 +17,15 @@ import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { makeSyntheticGemma4 } from '../make-synthetic-gemma4.mjs';
 import { makeSyntheticQwen } from '../make-synthetic-qwen.mjs';
-import { ALUS_PER_CORE, GPUS, TG_BYTES_PER_CYCLE, fp32Tflops } from './metal-model/gpus.mjs';
+import { ALUS_PER_CORE, GPUS, TG_BYTES_PER_CYCLE, estimate, fp32Tflops } from '../../dist/metal/cost-model.js';
 
 const CHILD = fileURLToPath(import.meta.url);
-const MMA_LANE_OPS = 512;  // one 8x8x8 multiply-accumulate = 512 FMAs of the SIMD-group
-const SPECIAL_LANE_OPS = 4;  // exp, tanh, division ...: a few ALU slots each (assumed)
 
 // What the previous kernels (main before issue 19: 32x32 GEMM tiles staged per element, attention of 4 query
 // rows per threadgroup with a scalar score loop) gave in this same model: this script run once on them, at
 // commit 3d68fc2 (the counters, with the old kernels). To recompute: check out that commit's metal/ and
 // native/metal/ops/, rebuild (npx node-gyp build, node tools/mslemu/build.mjs), npm run bench -- metal-model.
 const BEFORE = {"qwen3_5 1024x1024": {"M1": 20.315, "M2 Max": 3.626, "M3 Max": 3.487, "M4 Max": 2.82, "deviceGB": 1386.5, "tgGB": 10732.0}, "gemma4 280 tokens": {"M1": 9.89, "M2 Max": 1.749, "M3 Max": 1.697, "M4 Max": 1.343, "deviceGB": 675.0, "tgGB": 4619.4}};
-
-/** Seconds of one dispatch on `g`, and which roof bounds it. */
-export function dispatchTime(d, g) {
-  const groups = d.groups[0] * d.groups[1] * d.groups[2];
-  const cores = Math.min(g.cores, groups);
-  const hz = g.ghz * 1e9;
-  const laneOps = d.mma * MMA_LANE_OPS + d.fma + d.alu + d.special * SPECIAL_LANE_OPS;
-  const roofs = {
-    compute: laneOps / (cores * ALUS_PER_CORE.value * hz),
-    device: (d.dev_read + d.dev_write) / (g.bandwidthGBs * 1e9),
-    threadgroup: (d.tg_read + d.tg_write) / (cores * TG_BYTES_PER_CYCLE.value * hz),
-  };
-  const bound = Object.entries(roofs).sort((a, b) => b[1] - a[1])[0];
-  return { s: bound[1], bound: bound[0], roofs };
-}
 
 // Child: open the tower on metal-emulated and encode once (the parent set the counting environment).
 async function child() {
@@ -85,25 +62,6 @@ export function countTower(family, model, a, b) {
   } finally {
     rmSync(dir, { recursive: true, force: true });
   }
-}
-
-/** Totals of `counts` on `g`: seconds, and per kernel what it moved and cost. */
-export function estimate(counts, g) {
-  let s = 0;
-  const perKernel = new Map();
-  for (const d of counts) {
-    const t = dispatchTime(d, g);
-    s += t.s;
-    const k = perKernel.get(d.kernel) ?? { dispatches: 0, s: 0, dev: 0, tg: 0, laneOps: 0, bounds: {} };
-    k.dispatches++;
-    k.s += t.s;
-    k.dev += d.dev_read + d.dev_write;
-    k.tg += d.tg_read + d.tg_write;
-    k.laneOps += d.mma * MMA_LANE_OPS + d.fma + d.alu + d.special * SPECIAL_LANE_OPS;
-    k.bounds[t.bound] = (k.bounds[t.bound] ?? 0) + t.s;
-    perKernel.set(d.kernel, k);
-  }
-  return { s, perKernel };
 }
 
 const TOWERS = [
@@ -150,7 +108,7 @@ export async function section() {
     }
     lines.push('');
   }
-  lines.push('GPU figures (scripts/bench/metal-model/gpus.mjs):');
+  lines.push('GPU figures (src/metal/cost-model.ts):');
   lines.push('');
   for (const g of GPUS) lines.push(`- ${g.name}: ${Object.entries(g.sources).map(([k, v]) => `${k}: ${v}`).join('; ')}`);
   lines.push(`- threadgroup bandwidth: ${TG_BYTES_PER_CYCLE.source}; ALUs: ${ALUS_PER_CORE.source}`);

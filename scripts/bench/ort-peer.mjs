@@ -26,6 +26,7 @@ import { REJECT, foreignNow, waitQuiet } from './ort/quiet.mjs';
 import { svgPlot } from './ort/plot.mjs';
 import { fmaPeak } from './ort/fma-peak.mjs';
 import { ortHeldToAvx2 } from './ort/ort-held.mjs';
+import { addon } from '../../dist/native.js';
 
 const require = createRequire(import.meta.url);
 const here = fileURLToPath(new URL('.', import.meta.url));
@@ -128,7 +129,10 @@ export async function measureOrtPeer(opts = flags()) {
   if (roof) waitBudgetMs -= roof.waited_s * 1000;
   await quiet();
   const peak = {}; // peak[isa][threads] = { threads, isa, gflops }
-  if (runPeak) for (const isa of new Set([simd, hostIsa])) peak[isa] = Object.fromEntries([...new Set([1, T])].map((t) => [t, runPeak(t, isa)]));
+  // precision 'bf16' rows run on the bf16 GEMM this CPU has (none: f32, and the row says so), held to
+  // that unit's peak (fma-peak.cc's avx512-bf16, amx, neon-bf16 loops)
+  const bf16Isa = opts.simd ? null : addon().bf16Level === 'none' ? null : addon().bf16Level;
+  if (runPeak) for (const isa of new Set([simd, hostIsa, ...(bf16Isa ? [bf16Isa] : [])])) peak[isa] = Object.fromEntries([...new Set([1, T])].map((t) => [t, runPeak(t, isa)]));
   const rows = [], failures = [];
   for (const N of ns) {
     const grid = gridFor(N);
@@ -148,6 +152,7 @@ export async function measureOrtPeer(opts = flags()) {
       const specs = [
         ['tessera', T, { role: 'tessera', tower: files.tower, threads: T, env: tesseraEnv }],
         ...(T > 1 ? [['tessera', 1, { role: 'tessera', tower: files.tower, threads: 1, env: tesseraEnv }]] : []),
+        ['tessera-bf16', T, { role: 'tessera', tower: files.tower, threads: T, precision: 'bf16', env: tesseraEnv }],
         ['ort-mha', T, { role: 'ort', file: files.onnx.mha, threads: T, ...ortJob }],
         ...(opts.ort1t && T > 1 ? [['ort-mha', 1, { role: 'ort', file: files.onnx.mha, threads: 1, ...ortJob }]] : []),
         ...(N <= stdMaxN ? [['ort-std', T, { role: 'ort', file: files.onnx.std, threads: T, ...ortJob }]] : []),
@@ -155,7 +160,8 @@ export async function measureOrtPeer(opts = flags()) {
       for (const [engine, threads, job] of specs) {
         const e = new Engine(`${engine}/${threads}t N=${N}`, { ...job, grid, dir });
         engines.push(e);
-        e.row = { N, grid, engine, threads, isa: engine === 'tessera' ? simd : ortIsa, kept: [], rejected: [], walls: [] };
+        const isa = engine === 'tessera' ? simd : engine === 'tessera-bf16' ? bf16Isa ?? `${simd} (f32: no bf16 units)` : ortIsa;
+        e.row = { N, grid, engine, threads, isa, kept: [], rejected: [], walls: [] };
         try { e.row.loadMs = (await e.ready).loadMs; } catch (err) { fail(e, err); }
       }
       for (const e of live()) {
@@ -221,7 +227,8 @@ export function report(res, plotFile = 'bench-plot.svg') {
   // The reference for a row: the faster ORT variant at the row's thread count, else at T threads.
   const ortAt = (n, t) => rows.filter((r) => r.N === n && r.threads === t && r.engine.startsWith('ort')).reduce((a, b) => (!a || b.ms < a.ms ? b : a), null);
   const ortBest = (n, t = T) => ortAt(n, t) ?? ortAt(n, T);
-  const label = (r) => (r.engine === 'tessera' ? `tessera, ${r.threads} thread${r.threads > 1 ? 's' : ''}` : `ORT ${r.engine.slice(4)}, ${r.threads} thread${r.threads > 1 ? 's' : ''}`);
+  const threadsOf = (r) => `${r.threads} thread${r.threads > 1 ? 's' : ''}`;
+  const label = (r) => (r.engine === 'tessera' ? `tessera, ${threadsOf(r)}` : r.engine === 'tessera-bf16' ? `tessera bf16, ${threadsOf(r)}` : `ORT ${r.engine.slice(4)}, ${threadsOf(r)}`);
   const table = ['| N (grid) | engine | ISA | ms / 4 blocks | ms / image (27 blocks, ×27) | GFLOP/s | speed ÷ ORT | % of roofline | % of FMA peak (own ISA) | peak RSS MiB | runs kept (rejected) |',
     '| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |'];
   for (const r of rows) {

@@ -1,5 +1,5 @@
 // Bench piece: how the CPU backend scales with the cores it is given. scaling/block.cc (the op
-// sequence of a Qwen3.5-size block through gpu::Backend, weights packed as `resident` packs them)
+// sequence of a Qwen3.5-size block through backend::Backend, weights packed as `resident` packs them)
 // is compiled with the system C++ compiler and run at 1, 2, 4, ... threads up to the machine's
 // cores, at N = 1,120 and 4,096 patches, next to the machine's FMA peak (ort/fma-peak.cc) at the
 // same thread counts. The figures of other machines (where Node is not at hand) are kept in

@@ -7,7 +7,10 @@
 // Per format (stem = DIR/<rel without extension>):
 //   safetensors  stem.safetensors                (tensors of src/outputs/tensors.ts; __metadata__ = the record)
 //   npy          stem.<tensor>.npy per tensor    + stem.tessera.json (the record, written last)
-//   vllm         stem.vllm.json                  + stem.tessera.json
+//   vllm         stem.vllm.json                  + stem.tessera.json   (tensors as base64 .npy)
+//   vllm-torch   stem.vllm.json                  + stem.tessera.json   (tensors as base64 torch.save)
+//   vllm-encoder-cache  DIR/<sha256 of the input>/encoder_cache.safetensors + stem.tessera.json
+//                (vLLM's encoder-cache storage; the record names the identifier; inputs are hashed)
 //   sglang       stem.sglang.json                + stem.tessera.json
 // The record says what the output was made from: the model, the options, the format, the input's
 // size and mtime (and SHA-256 with hashInputs). A rerun skips an image whose record matches
@@ -26,9 +29,10 @@ import { readSafetensorsMetadata, safetensorsBytes } from '../formats/safetensor
 import { toSglangItemJson } from '../outputs/sglang.js';
 import { resultTensors } from '../outputs/tensors.js';
 import { toVllmContentPart, vllmUnsupported } from '../outputs/vllm.js';
+import { ENCODER_CACHE_FILE, encoderCacheBytes, encoderCacheIdentifier } from '../outputs/vllm-encoder-cache.js';
 import type { BulkInput } from './inputs.js';
 
-import { OUTPUT_FORMATS } from '../options.js';
+import { OUTPUT_FORMATS, type Precision } from '../options.js';
 
 export { OUTPUT_FORMATS };
 export type OutputFormat = (typeof OUTPUT_FORMATS)[number];
@@ -46,6 +50,8 @@ export interface OutputJob {
   family: Family;
   /** The options that change the output (sizing, admission, stages), keys sorted. */
   options: Record<string, number | boolean>;
+  /** tower.info.precision: what the linears ran in (outputs of f32 and bf16 runs are never mixed). */
+  precision: Precision;
   /** Also fingerprint each input by its SHA-256 (not only size and mtime). */
   hashInputs: boolean;
   /** Extra strings for the record (tessera's version, demo_random_weights); not compared. */
@@ -68,8 +74,8 @@ export function outputJob(
 ): OutputJob {
   if (!(OUTPUT_FORMATS as readonly string[]).includes(o.format))
     throw new TesseraError('ERR_INVALID_ARGUMENT', `output format must be one of ${OUTPUT_FORMATS.join(', ')} (got '${o.format}')`);
-  const why = o.format === 'vllm' ? vllmUnsupported(tower.info.family) : undefined;
-  if (why) throw new TesseraError('ERR_INVALID_ARGUMENT', `--format vllm: ${why}`);
+  const why = o.format.startsWith('vllm') ? vllmUnsupported(tower.info.family) : undefined;
+  if (why) throw new TesseraError('ERR_INVALID_ARGUMENT', `--format ${o.format}: ${why}`);
   const i = tower.info;
   const options: Record<string, number | boolean> = {};
   for (const k of OUTPUT_OPTIONS) if (o.options[k] !== undefined && o.options[k] !== OUTPUT_OPTION_DEFAULTS[k]) options[k] = o.options[k] as number | boolean;
@@ -80,7 +86,9 @@ export function outputJob(
     modelSignature: `${i.family} depth ${i.depth} hidden ${i.hidden} out ${i.outHidden} ${i.dtype} ${i.memory.fileBytes} bytes`,
     family: i.family,
     options,
-    hashInputs: o.hashInputs ?? false,
+    precision: i.precision,
+    // vllm-encoder-cache names each image's folder by the SHA-256 of its bytes.
+    hashInputs: (o.hashInputs ?? false) || o.format === 'vllm-encoder-cache',
     notes: o.notes ?? {},
   };
 }
@@ -127,6 +135,8 @@ function fingerprint(job: OutputJob, input: BulkInput, stamp: InputStamp): strin
     modelSignature: job.modelSignature,
     format: job.format,
     options: job.options,
+    // f32 is recorded as absent: records written before precision existed (all f32) stay up to date
+    ...(job.precision !== 'f32' ? { precision: job.precision } : {}),
     input: input.rel,
     size: stamp.size,
     mtimeMs: stamp.mtimeMs,
@@ -152,7 +162,7 @@ function record(job: OutputJob, input: BulkInput, stamp: InputStamp, r: EncodeRe
   };
 }
 
-function stemOf(job: OutputJob, input: BulkInput): string {
+function stemOf(job: Pick<OutputJob, 'dir'>, input: BulkInput): string {
   const rel = input.rel.split('/');
   const name = rel.pop()!;
   const dot = name.lastIndexOf('.');
@@ -174,7 +184,11 @@ export function primaryOutput(job: OutputJob, input: BulkInput): string {
     case 'npy':
       return stem + '.embeddings.npy';
     case 'vllm':
+    case 'vllm-torch':
       return stem + '.vllm.json';
+    case 'vllm-encoder-cache':
+      // The cache file's folder is the input's digest, known once it is read: the record names it.
+      return stem + '.tessera.json';
     case 'sglang':
       return stem + '.sglang.json';
   }
@@ -182,9 +196,10 @@ export function primaryOutput(job: OutputJob, input: BulkInput): string {
 
 /**
  * Refuses inputs whose outputs would land on the same files (page.png and page.jpg in one folder),
- * naming both, before any work.
+ * naming both, before any work. Only the folder matters (`tessera enqueue` checks with no folder:
+ * the names relative to whichever out-dir its workers write).
  */
-export function checkDistinctOutputs(job: OutputJob, inputs: readonly BulkInput[]): void {
+export function checkDistinctOutputs(job: Pick<OutputJob, 'dir'>, inputs: readonly BulkInput[]): void {
   const seen = new Map<string, string>();
   for (const input of inputs) {
     const key = stemOf(job, input);
@@ -276,9 +291,22 @@ export async function writeImageOutputs(job: OutputJob, input: BulkInput, result
       await writeFileAtomic(path, npyBytes(t));
       files.push(path);
     }
-  } else if (job.format === 'vllm') {
+  } else if (job.format === 'vllm' || job.format === 'vllm-torch') {
     const path = stem + '.vllm.json';
-    await writeFileAtomic(path, JSON.stringify(toVllmContentPart(result, job.family)));
+    const encoding = job.format === 'vllm' ? 'npy' : 'torch';
+    await writeFileAtomic(path, JSON.stringify(toVllmContentPart(result, job.family, { encoding })));
+    files.push(path);
+  } else if (job.format === 'vllm-encoder-cache') {
+    const identifier = encoderCacheIdentifier(stamp.sha256, input.path);
+    meta['identifier'] = identifier;
+    const folder = join(job.dir, identifier);
+    try {
+      await mkdir(folder, { recursive: true });
+    } catch (e) {
+      throw ioError(folder, 'cannot create folder', e);
+    }
+    const path = join(folder, ENCODER_CACHE_FILE);
+    await writeFileAtomic(path, encoderCacheBytes(result, meta));
     files.push(path);
   } else {
     const path = stem + '.sglang.json';
@@ -287,7 +315,7 @@ export async function writeImageOutputs(job: OutputJob, input: BulkInput, result
   }
   const names = files.map((f) => relative(dir, f).split(sep).join('/'));
   await writeFileAtomic(recordFile, JSON.stringify({ record: meta, files: names }, null, 1) + '\n');
-  return { primary: files[0]!, files: [...files, recordFile] };
+  return { primary: primaryOutput(job, input), files: [...files, recordFile] };
 }
 
 /**

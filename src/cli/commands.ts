@@ -4,7 +4,7 @@
 // checked by the library's zod schemas (open: OpenOptionsSchema, encode: encodeManyOptionsSchema,
 // bulk: BulkOutputOptionsSchema, job: the fleet's JobOptionsSchema).
 import { GEMMA_SOFT_TOKEN_BUDGETS } from '../image/config.js';
-import { BACKENDS, DEFAULT_BATCH, OUTPUT_FORMATS, RESIDENCIES } from '../options.js';
+import { BACKENDS, DEFAULT_BATCH, OUTPUT_FORMATS, PRECISIONS, RESIDENCIES } from '../options.js';
 import { DTYPES } from '../spec/types.js';
 import { DEFAULT_ATTEMPTS, DEFAULT_BACKOFF_MS, MAX_GROUP_IMAGES } from '../fleet/job.js';
 import { DEFAULT_MAX_FETCH_BYTES } from '../fleet/fetch-input.js';
@@ -13,6 +13,7 @@ import type { Command, Flag } from './flags.js';
 const open = {
   backend: { type: 'string', choices: BACKENDS, group: 'open', default: 'auto', help: 'where the tower runs: auto takes Metal on a Mac that has it, else the CPU' },
   residency: { type: 'string', choices: RESIDENCIES, group: 'open', default: 'auto', help: 'how the weights are held: streamed block by block, mapped from the file, or all resident (docs/design.md)' },
+  precision: { type: 'string', choices: PRECISIONS, group: 'open', default: 'f32', help: "the arithmetic of the encode: bf16 runs the GEMMs in bfloat16 where the CPU has it (docs/bf16.md)" },
 } satisfies Record<string, Flag>;
 
 /** The options that change an image's output (encode's, and a fleet job's): the sizing keys of both families and --stages. */
@@ -71,13 +72,17 @@ export const WORKER: Command = {
     json: { type: 'boolean', help: 'log JSON Lines' },
     backend: { ...open.backend, detail: true },
     residency: { ...open.residency, detail: true },
+    precision: { ...open.precision, detail: true },
     threads: { type: 'int', min: 0, group: 'open', detail: true, default: '0 (one per core)', help: 'CPU threads of the encode' },
     'lock-duration': { type: 'int', value: 'MS', key: 'lockDurationMs', group: 'worker', detail: true, default: '30000', help: "BullMQ's job lock: how soon a dead worker's job is taken over" },
     'stalled-interval': { type: 'int', value: 'MS', key: 'stalledIntervalMs', group: 'worker', detail: true, default: '30000', help: 'how often stalled jobs are looked for' },
     'max-stalled': { type: 'int', min: 0, key: 'maxStalledCount', group: 'worker', detail: true, default: '1', help: 'how often a job may be taken back from a dead worker before it fails' },
     'max-fetch-bytes': { type: 'int', key: 'maxBytes', group: 'fetch', detail: true, default: String(DEFAULT_MAX_FETCH_BYTES), help: 'the largest image a URL input may be' },
+    'allow-private-urls': { type: 'boolean', key: 'allowPrivateUrls', group: 'fetch', detail: true, help: 'fetch URL inputs on loopback, private, link-local or unique-local addresses' },
   },
-  notes: 'Runs until SIGTERM/SIGINT, which finish the current job and exit 0 (docs/fleet.md).',
+  notes:
+    'Runs until SIGTERM/SIGINT, which finish the current job and exit 0 (docs/fleet.md). URL inputs on loopback, private,\n' +
+    'link-local or unique-local addresses are refused unless --allow-private-urls (docs/fleet.md#urls).',
 };
 
 export const ENQUEUE: Command = {
@@ -104,5 +109,14 @@ export const QUEUE_STATUS: Command = {
   flags: { ...redis, json: { type: 'boolean', help: 'print one JSON object' } },
 };
 
+export const DOCTOR: Command = {
+  name: 'doctor',
+  flags: {
+    json: { type: 'boolean', help: 'print one JSON object' },
+    backend: { type: 'string', choices: BACKENDS.filter((b) => b !== 'auto'), multiple: true, default: 'every available backend', help: 'a backend to check' },
+  },
+  notes: 'Runs the built-in fixture towers on every available backend (or each --backend) against HF (docs/metal.md#tessera-doctor).',
+};
+
 /** In the order `tessera --help` lists them. */
-export const COMMANDS: readonly Command[] = [ENCODE, INSPECT, PACK, WORKER, ENQUEUE, QUEUE_STATUS];
+export const COMMANDS: readonly Command[] = [ENCODE, INSPECT, PACK, WORKER, ENQUEUE, QUEUE_STATUS, DOCTOR];

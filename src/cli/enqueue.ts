@@ -3,19 +3,21 @@
 // (in the order they are listed), each under an id derived from its inputs, options and output
 // names, so enqueuing the same work twice adds nothing. --wait follows the jobs
 // to the end with a progress line (done, failed, rate, ETA) and exits 0 when all completed, 1 when
-// some failed (each listed with its code).
+// some failed (each listed with its code). Usage errors, inputs that cannot be jobs (another URL
+// scheme, outputs that collide) and Redis failures exit 2 with one `CODE: message` line; adding
+// fails fast on a lost connection (saying how many jobs are queued), --wait waits an outage out.
 import { toTesseraError } from '../errors.js';
 import { JobOptionsSchema, type JobOptions } from '../fleet/job.js';
 import { parseArgument } from '../options.js';
+import { checkQueueName } from '../fleet/queue-name.js';
 import { ENQUEUE } from './commands.js';
 import { flagged, parseFlags, usageOf, UsageError } from './flags.js';
-import { EXIT_OK, EXIT_SOME_FAILED, EXIT_USAGE, type CliIo } from './io.js';
+import { EXIT_INTERRUPTED, EXIT_OK, EXIT_SOME_FAILED, EXIT_USAGE, type CliIo } from './io.js';
 import { listJobInputs } from '../fleet/inputs.js';
 import { requireFleetPackages } from '../fleet/peer-deps.js';
 
 export const ENQUEUE_USAGE = usageOf(ENQUEUE);
 
-const FIRST_CONNECT_MS = 15_000;
 
 function clock(seconds: number): string {
   const s = Math.round(seconds);
@@ -37,6 +39,7 @@ export async function enqueueCommand(args: readonly string[], io: CliIo, stdin: 
     }
     values = parsed.groups['cli'] as typeof values;
     positionals = parsed.positionals;
+    checkQueueName(values.queue);
     if (positionals.length === 0) throw new UsageError('no inputs given');
     // The job's options, checked by the schema the worker checks them with.
     options = flagged(() => parseArgument(JobOptionsSchema, parsed.groups['job'] ?? {}, 'tessera enqueue'));
@@ -70,31 +73,31 @@ export async function enqueueCommand(args: readonly string[], io: CliIo, stdin: 
     return EXIT_USAGE;
   }
   const { Queue } = await import('bullmq');
-  const { connectRedis } = await import('../fleet/connection.js');
+  const { connectRedis, reachRedis } = await import('../fleet/connection.js');
+  const { redisFailure } = await import('../fleet/redis-errors.js');
   const { enqueueImages, enqueueGroups } = await import('../fleet/enqueue.js');
   const { waitForJobs } = await import('../fleet/wait.js');
+  const redisUrl = values.redis;
+  const queueName = values.queue;
+  // Adding fails fast (no reconnect): a lost connection says how many jobs were queued.
   let connection;
   try {
-    connection = connectRedis(values.redis, 'tessera-enqueue');
+    connection = connectRedis(redisUrl, 'tessera-enqueue', { reconnect: false });
   } catch (e) {
     const err = toTesseraError(e);
-    io.err(`tessera enqueue: ${err.message}`);
+    io.err(`tessera enqueue: ${err.code}: ${err.message}`);
     return EXIT_USAGE;
   }
-  connection.on('error', () => undefined); // reconnects by itself
-  // Once connected, a lost Redis is waited out; a Redis never reached (a wrong URL) is an error.
-  const reached = await Promise.race([
-    connection.ping().then(() => true, () => false),
-    new Promise<boolean>((r) => setTimeout(() => r(false), FIRST_CONNECT_MS).unref()),
-  ]);
-  if (!reached) {
-    io.err(`tessera enqueue: cannot reach Redis at ${values.redis} (no answer within ${FIRST_CONNECT_MS / 1000} s)`);
-    connection.disconnect();
-    return EXIT_USAGE;
-  }
-  const queue = new Queue(values.queue, { connection });
-  queue.on('error', () => undefined);
+  const opened: { close(): Promise<unknown> }[] = [];
+  const quit = (c: typeof connection) => c.quit().catch(() => c.disconnect());
+  // SIGTERM / SIGINT while adding: the connection is cut, so the add stops and says how far it got.
+  const cut = () => connection.disconnect();
+  io.signal?.addEventListener('abort', cut, { once: true });
   try {
+    await reachRedis(connection, redisUrl, { signal: io.signal });
+    const queue = new Queue(queueName, { connection });
+    queue.on('error', () => undefined);
+    opened.push(queue);
     const retry = { ...(attempts ? { attempts } : {}), ...(backoffMs ? { backoffMs } : {}) };
     const groups: { input: string; rel: string }[][] = [];
     for (let i = 0; i < inputs.length; i += group) groups.push(inputs.slice(i, i + group).map((x) => ({ input: x.input, rel: x.rel })));
@@ -113,13 +116,22 @@ export async function enqueueCommand(args: readonly string[], io: CliIo, stdin: 
       io.out(`enqueued ${added} new job${added === 1 ? '' : 's'} on ${values.queue}` +
         (others.length ? `; ${jobs.length - added} already there (${others.map(([s, n]) => `${s} ${n}`).join(', ')})` : ''));
     }
+    io.signal?.removeEventListener('abort', cut);
     if (!values.wait) return EXIT_OK;
+
+    // Waiting rides out a lost Redis: its own connection reconnects forever (docs/fleet.md#failures).
+    const waitConnection = connectRedis(redisUrl, 'tessera-enqueue-wait');
+    opened.push({ close: () => quit(waitConnection) });
+    await reachRedis(waitConnection, redisUrl, { signal: io.signal });
+    const waitQueue = new Queue(queueName, { connection: waitConnection });
+    waitQueue.on('error', () => undefined);
+    opened.unshift(waitQueue);
 
     const inputOf = new Map(jobs.map((j) => [j.id, j.input]));
     const groupsOf = new Map(jobs.filter((j) => j.inputs).map((j) => [j.id, j.inputs!]));
     const ids = [...new Set(jobs.map((j) => j.id))];
     let lastLine = 0;
-    const outcome = await waitForJobs(queue, connection, ids, {
+    const outcome = await waitForJobs(waitQueue, waitConnection, ids, {
       ...(groupsOf.size ? { groups: groupsOf } : {}),
       ...(io.signal ? { signal: io.signal } : {}),
       onProgress: (p) => {
@@ -149,11 +161,16 @@ export async function enqueueCommand(args: readonly string[], io: CliIo, stdin: 
     else io.out(`done: ${n.completed} of ${n.total} completed, ${n.failed} failed` + (groupsOf.size ? ` (images, in ${ids.length} group jobs)` : ''));
     return outcome.failed.length ? EXIT_SOME_FAILED : EXIT_OK;
   } catch (e) {
-    const err = toTesseraError(e);
+    const err = redisFailure(e, redisUrl);
+    if (err.code === 'ERR_ABORTED' || io.signal?.aborted) {
+      io.err(`tessera enqueue: stopped: ${err.message}`);
+      return EXIT_INTERRUPTED;
+    }
     io.err(`tessera enqueue: ${err.code}: ${err.message}`);
-    return err.code === 'ERR_INVALID_ARGUMENT' ? EXIT_USAGE : EXIT_SOME_FAILED;
+    return EXIT_USAGE;
   } finally {
-    await queue.close().catch(() => undefined);
-    await connection.quit().catch(() => connection.disconnect());
+    io.signal?.removeEventListener('abort', cut);
+    for (const o of opened) await o.close().catch(() => undefined);
+    await quit(connection);
   }
 }

@@ -169,8 +169,9 @@ export function parseFlags(c: Command, args: readonly string[]): ParsedFlags {
     }
     // A word flag's choices are checked here for flags no library schema takes (pack's --dtype); the
     // schemas check the rest again.
-    if (f.type === 'string' && f.choices && !f.choices.includes(v as string))
-      throw new UsageError(`--${name} must be one of ${f.choices.join(', ')} (got '${String(v)}')`);
+    for (const one of Array.isArray(v) ? v : [v])
+      if (f.type === 'string' && f.choices && !f.choices.includes(one as string))
+        throw new UsageError(`--${name} must be one of ${f.choices.join(', ')} (got '${String(one)}')`);
     group[f.key ?? camel(name)] = f.type === 'int' ? intFlag(name, v as string, f.min, f.max) : v;
   }
   return { help: false, positionals, groups };

@@ -1,5 +1,5 @@
 #!/usr/bin/env node
-// The `tessera` command: encode, inspect, pack, and the fleet's worker, enqueue and queue-status
+// The `tessera` command: encode, inspect, pack, doctor, and the fleet's worker, enqueue and queue-status
 // (docs/design.md#command-line, docs/fleet.md). run() is the testable dispatcher;
 // running this file binds it to the process.
 import { realpathSync } from 'node:fs';
@@ -49,6 +49,8 @@ export async function run(argv: readonly string[], io: CliIo): Promise<number> {
       return (await import('./enqueue.js')).enqueueCommand(rest, io, readStdin);
     case 'queue-status':
       return (await import('./queue-status.js')).queueStatusCommand(rest, io);
+    case 'doctor':
+      return (await import('./doctor.js')).doctorCommand(rest, io);
     case '--version':
     case '-v':
       io.out(tesseraVersion());

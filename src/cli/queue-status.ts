@@ -1,10 +1,12 @@
 // `tessera queue-status --redis URL --queue NAME [--json]`: job counts, failures by code, the
-// last minute's rate and each worker's counters (src/fleet/status.ts).
+// last minute's rate and each worker's counters (src/fleet/status.ts). A question, not a service:
+// it answers or says why, at once (a refused connection, a lost one, a Redis error: ERR_IO, exit 2).
 import { toTesseraError } from '../errors.js';
 import { requireFleetPackages } from '../fleet/peer-deps.js';
+import { checkQueueName } from '../fleet/queue-name.js';
 import { QUEUE_STATUS } from './commands.js';
 import { parseFlags, usageOf } from './flags.js';
-import { EXIT_OK, EXIT_SOME_FAILED, EXIT_USAGE, table, type CliIo } from './io.js';
+import { EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE, table, type CliIo } from './io.js';
 
 export const QUEUE_STATUS_USAGE = usageOf(QUEUE_STATUS);
 
@@ -17,6 +19,7 @@ export async function queueStatusCommand(args: readonly string[], io: CliIo): Pr
       return EXIT_OK;
     }
     values = groups['cli'] as typeof values;
+    checkQueueName(values.queue);
   } catch (e) {
     io.err(`tessera queue-status: ${(e as Error).message}\n${QUEUE_STATUS_USAGE}`);
     return EXIT_USAGE;
@@ -29,20 +32,26 @@ export async function queueStatusCommand(args: readonly string[], io: CliIo): Pr
     return EXIT_USAGE;
   }
   const { Queue } = await import('bullmq');
-  const { connectRedis } = await import('../fleet/connection.js');
+  const { connectRedis, reachRedis } = await import('../fleet/connection.js');
+  const { redisFailure } = await import('../fleet/redis-errors.js');
   const { queueStatus } = await import('../fleet/status.js');
   let connection;
   try {
-    connection = connectRedis(values.redis, 'tessera-queue-status');
+    connection = connectRedis(values.redis, 'tessera-queue-status', { reconnect: false });
   } catch (e) {
-    io.err(`tessera queue-status: ${toTesseraError(e).message}`);
+    const err = toTesseraError(e);
+    io.err(`tessera queue-status: ${err.code}: ${err.message}`);
     return EXIT_USAGE;
   }
-  // A status query should answer or say why, not wait forever for a Redis that is down.
-  connection.options.maxRetriesPerRequest = 3;
-  const queue = new Queue(values.queue, { connection });
+  const cut = () => connection.disconnect();
+  io.signal?.addEventListener('abort', cut, { once: true });
+  let queue: { close(): Promise<void> } | undefined;
   try {
-    const s = await queueStatus(queue);
+    await reachRedis(connection, values.redis, { signal: io.signal });
+    const q = new Queue(values.queue, { connection });
+    q.on('error', () => undefined);
+    queue = q;
+    const s = await queueStatus(q);
     if (values.json) {
       io.out(JSON.stringify(s));
       return EXIT_OK;
@@ -59,11 +68,12 @@ export async function queueStatusCommand(args: readonly string[], io: CliIo): Pr
     }
     return EXIT_OK;
   } catch (e) {
-    const err = toTesseraError(e, 'ERR_IO');
-    io.err(`tessera queue-status: ${err.code}: ${err.message}`);
-    return EXIT_SOME_FAILED;
+    const err = redisFailure(e, values.redis);
+    io.err(`tessera queue-status: ${io.signal?.aborted ? 'stopped: ' : ''}${err.code}: ${err.message}`);
+    return io.signal?.aborted ? EXIT_INTERRUPTED : EXIT_USAGE;
   } finally {
-    await queue.close().catch(() => undefined);
+    io.signal?.removeEventListener('abort', cut);
+    await queue?.close().catch(() => undefined);
     await connection.quit().catch(() => connection.disconnect());
   }
 }

@@ -6,16 +6,18 @@
 import { toTesseraError } from '../errors.js';
 import type { OpenOptions } from '../tower.js';
 import { OpenOptionsSchema, parseArgument } from '../options.js';
+import { checkQueueName } from '../fleet/queue-name.js';
 import { WORKER } from './commands.js';
 import { flagged, parseFlags, usageOf } from './flags.js';
-import { EXIT_OK, EXIT_USAGE, type CliIo } from './io.js';
+import { EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE, type CliIo } from './io.js';
+import type { FetchLimits } from '../fleet/fetch-input.js';
 import type { ImageJobResult } from '../fleet/job.js';
 import { requireFleetPackages } from '../fleet/peer-deps.js';
 
 export const WORKER_USAGE = usageOf(WORKER);
 
 export async function workerCommand(args: readonly string[], io: CliIo): Promise<number> {
-  let cli: Record<string, unknown>, open: OpenOptions, worker: Record<string, number>, fetch: Record<string, number>;
+  let cli: Record<string, unknown>, open: OpenOptions, worker: Record<string, number>, fetch: FetchLimits;
   try {
     const { help, groups } = parseFlags(WORKER, args);
     if (help) {
@@ -25,7 +27,8 @@ export async function workerCommand(args: readonly string[], io: CliIo): Promise
     cli = groups['cli'] ?? {};
     open = flagged(() => parseArgument(OpenOptionsSchema, groups['open'] ?? {}, 'tessera worker'));
     worker = (groups['worker'] ?? {}) as Record<string, number>;
-    fetch = (groups['fetch'] ?? {}) as Record<string, number>;
+    fetch = (groups['fetch'] ?? {}) as FetchLimits;
+    checkQueueName(cli['queue'] as string);
   } catch (e) {
     io.err(`tessera worker: ${(e as Error).message}\n${WORKER_USAGE}`);
     return EXIT_USAGE;
@@ -41,6 +44,7 @@ export async function workerCommand(args: readonly string[], io: CliIo): Promise
     return EXIT_USAGE;
   }
   const { createWorker } = await import('../fleet/worker.js');
+  const { isConnectionError, redisFailure } = await import('../fleet/redis-errors.js');
   const log = (text: string, record: Record<string, unknown>) => io.out(json ? JSON.stringify({ time: new Date().toISOString(), ...record }) : `${new Date().toISOString()} ${text}`);
   let lastError = { message: '', at: 0 };
   let fleet;
@@ -53,7 +57,8 @@ export async function workerCommand(args: readonly string[], io: CliIo): Promise
       outDir: values.outDir,
       ...(values.name ? { name: values.name } : {}),
       ...worker,
-      ...(fetch['maxBytes'] ? { fetch } : {}),
+      fetch,
+      ...(io.signal ? { signal: io.signal } : {}),
       onEvent: (e) => {
         if (e.type === 'completed' && 'group' in e.result) {
           const r = e.result;
@@ -81,11 +86,15 @@ export async function workerCommand(args: readonly string[], io: CliIo): Promise
         // reconnect attempt (ioredis reconnects by itself).
         if (err.message === lastError.message && Date.now() - lastError.at < 5000) return;
         lastError = { message: err.message, at: Date.now() };
-        io.err(`tessera worker: ${err.message}`);
+        io.err(`tessera worker: ${isConnectionError(err) ? `${redisFailure(err, values.redis!).message}; reconnecting` : err.message}`);
       },
     });
   } catch (e) {
     const err = toTesseraError(e);
+    if (err.code === 'ERR_ABORTED') {
+      io.err(`tessera worker: ${err.message}`);
+      return EXIT_INTERRUPTED;
+    }
     io.err(`tessera worker: cannot start: ${err.code}: ${err.message}`);
     return EXIT_USAGE;
   }

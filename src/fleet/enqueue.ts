@@ -1,8 +1,18 @@
 // Adding image and group jobs: each under the id its content gives it (src/fleet/job.ts), so work
 // already queued, running, done or failed is not added again; the answer says which ids were new
 // and in what state the others are.
+//
+// Before anything is added, every job's data is checked (job-data.ts) and the jobs' outputs are
+// checked to be distinct, with the check `encode --out-dir` applies (a.png and a.jpg, or the same
+// name under two roots, would overwrite each other's output, and re-enqueueing could not bring the
+// lost one back). A connection lost while adding ends the call with ERR_IO saying how many jobs
+// are in the queue: adding the same jobs again adds exactly the rest (ids).
 import type { Queue } from 'bullmq';
+import { TesseraError } from '../errors.js';
+import { checkDistinctOutputs, type BulkInput } from '../bulk/index.js';
 import { GROUP_JOB, IMAGE_JOB, groupJobIdOf, jobAddOptions, jobIdOf, parseGroupJob, parseImageJob, type GroupJob, type ImageJob } from './job.js';
+import { defaultRel } from './job-output.js';
+import { redisFailure } from './redis-errors.js';
 
 export interface EnqueuedJob {
   id: string;
@@ -26,10 +36,42 @@ interface Prepared {
   data: unknown;
   id: string;
   inputs: string[];
+  /** Each image's input and output path (rel). */
+  images: { input: string; rel?: string | undefined }[];
+}
+
+/** Refuses jobs whose images would be written to the same output files (a job given twice is one job). */
+function checkDistinctJobOutputs(jobs: readonly Prepared[]): void {
+  const ids = new Set<string>();
+  const images: BulkInput[] = [];
+  for (const j of jobs) {
+    if (ids.has(j.id)) continue;
+    ids.add(j.id);
+    for (const i of j.images) images.push({ path: i.input, root: '', rel: i.rel ?? defaultRel(i.input) });
+  }
+  checkDistinctOutputs({ dir: '' }, images);
 }
 
 async function addJobs(queue: Queue, jobs: readonly Prepared[], opts: EnqueueOptions, group: boolean): Promise<EnqueuedJob[]> {
+  checkDistinctJobOutputs(jobs);
   const out: EnqueuedJob[] = [];
+  try {
+    await addChunks(queue, jobs, opts, group, out);
+  } catch (e) {
+    const err = redisFailure(e);
+    const added = out.filter((j) => j.state === 'added').length;
+    throw new TesseraError(
+      'ERR_IO',
+      `${err.message}: ${out.length} of ${jobs.length} jobs are in the queue (${added} added now, ${out.length - added} there before)` +
+        `${out.length < jobs.length ? `; the batch being added when it broke off may have landed too` : ''}. ` +
+        `The jobs in the queue stay there; enqueueing the same inputs again adds exactly the rest`,
+      { cause: e },
+    );
+  }
+  return out;
+}
+
+async function addChunks(queue: Queue, jobs: readonly Prepared[], opts: EnqueueOptions, group: boolean, out: EnqueuedJob[]): Promise<void> {
   const seen = new Set<string>();
   for (let start = 0; start < jobs.length; start += CHUNK) {
     const chunk = jobs.slice(start, start + CHUNK);
@@ -49,13 +91,12 @@ async function addJobs(queue: Queue, jobs: readonly Prepared[], opts: EnqueueOpt
       }),
     );
   }
-  return out;
 }
 
 export async function enqueueImages(queue: Queue, jobs: readonly ImageJob[], opts: EnqueueOptions = {}): Promise<EnqueuedJob[]> {
   const prepared = jobs.map((j) => {
     const data = parseImageJob(j);
-    return { name: IMAGE_JOB, data, id: jobIdOf(j), inputs: [data.input] };
+    return { name: IMAGE_JOB, data, id: jobIdOf(j), inputs: [data.input], images: [data] };
   });
   return addJobs(queue, prepared, opts, false);
 }
@@ -64,7 +105,7 @@ export async function enqueueImages(queue: Queue, jobs: readonly ImageJob[], opt
 export async function enqueueGroups(queue: Queue, jobs: readonly GroupJob[], opts: EnqueueOptions = {}): Promise<EnqueuedJob[]> {
   const prepared = jobs.map((j) => {
     const data = parseGroupJob(j);
-    return { name: GROUP_JOB, data, id: groupJobIdOf(j), inputs: data.inputs.map((i) => i.input) };
+    return { name: GROUP_JOB, data, id: groupJobIdOf(j), inputs: data.inputs.map((i) => i.input), images: data.inputs };
   });
   return addJobs(queue, prepared, opts, true);
 }

@@ -1,12 +1,13 @@
 // The jobs `tessera enqueue` makes from its arguments: files, folders and `-` (a list on stdin) are
 // collected exactly as `tessera encode` collects them (src/bulk/inputs.ts), so each job's rel is
 // the path `encode --out-dir` would write; http(s) URLs (as arguments or lines of the list) are
-// jobs as they are. Paths become absolute: a worker on another machine reads them from the same
+// jobs as they are; a URL of any other scheme (file:, data:, ftp:, ...) is refused (url-policy.ts).
+// Paths become absolute: a worker on another machine reads them from the same
 // mount.
 import { resolve } from 'node:path';
 import { collectInputs } from '../bulk/index.js';
-import { isHttpUrl } from './fetch-input.js';
 import { defaultRel } from './job-output.js';
+import { checkInputScheme, isHttpUrl } from './url-policy.js';
 
 export interface JobInput {
   input: string;
@@ -19,6 +20,7 @@ export async function listJobInputs(args: readonly string[], readStdin: () => Pr
     if (a !== '-') names.push(a);
     else names.push(...(await readStdin()).split('\n').map((l) => l.replace(/\r$/, '')).filter((l) => l.trim().length > 0));
   }
+  for (const n of names) checkInputScheme(n);
   const out: JobInput[] = [];
   // Runs of paths go to collectInputs together (it drops a path given twice); URLs keep their place.
   for (let i = 0; i < names.length; ) {

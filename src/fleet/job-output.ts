@@ -6,9 +6,9 @@
 import { createHash } from 'node:crypto';
 import { readFile } from 'node:fs/promises';
 import type { BulkInput, BulkOutcome } from '../bulk/index.js';
-import { toTesseraError } from '../errors.js';
 import { ioError } from '../io/io-error.js';
-import { isHttpUrl } from './fetch-input.js';
+import { jobFailure } from './failure-class.js';
+import { isHttpUrl } from './url-policy.js';
 import type { GroupImageResult } from './job.js';
 
 export async function sha256OfFile(path: string): Promise<{ sha256: string; bytes: number }> {
@@ -23,7 +23,21 @@ export async function sha256OfFile(path: string): Promise<{ sha256: string; byte
 /** The rel of an input given without one: its base name (a URL: its path). */
 export function defaultRel(input: string): string {
   if (isHttpUrl(input)) {
-    const path = decodeURIComponent(new URL(input).pathname).split('/').filter((p) => p && p !== '.' && p !== '..');
+    let pathname = '';
+    try {
+      pathname = new URL(input).pathname;
+    } catch {
+      // not a valid URL: the schema refuses it by its own rule
+    }
+    // Each segment decoded on its own (a malformed %-sequence stays as written, it is not fatal).
+    const decode = (p: string) => {
+      try {
+        return decodeURIComponent(p);
+      } catch {
+        return p;
+      }
+    };
+    const path = pathname.split('/').map(decode).filter((p) => p && p !== '.' && p !== '..');
     return path.length ? path.join('/') : 'index';
   }
   return input.split(/[\\/]/).filter(Boolean).pop() ?? 'image';
@@ -38,7 +52,7 @@ export function jobInput(input: string, rel: string | undefined): BulkInput {
 export async function imageResult(o: BulkOutcome): Promise<GroupImageResult> {
   const input = o.input.path;
   const failed = (e: unknown): GroupImageResult => {
-    const err = toTesseraError(e);
+    const err = jobFailure(e);
     return { input, status: 'failed', error: { code: err.code, message: err.message } };
   };
   if (o.status === 'failed') return failed(o.error);

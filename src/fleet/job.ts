@@ -1,83 +1,25 @@
-// What a fleet job is (docs/fleet.md#jobs): its data, its id, the retry policy it is added with, and
+// What a fleet job is (docs/fleet.md#jobs): its data (schema: job-data.ts), its id, the retry policy it is added with, and
 // how a failure is classified and recorded. Everything the enqueuer and the worker must agree on
 // lives here.
 import { createHash } from 'node:crypto';
-import { isAbsolute } from 'node:path';
-import { z } from 'zod';
-import { OUTPUT_FORMATS } from '../bulk/index.js';
 import { ERROR_CODES, type ErrorCode, type TesseraError } from '../errors.js';
-import { parseArgument } from '../options.js';
-import { isHttpUrl } from './fetch-input.js';
+import { parseGroupJob, parseImageJob, type GroupJob, type ImageJob } from './job-data.js';
 
-/** The BullMQ job names: one image per job, or a small group of images encoded together. */
-export const IMAGE_JOB = 'encode-image';
-export const GROUP_JOB = 'encode-group';
-
-/** The most images one group job may carry: a group is held, encoded and retried as one. */
-export const MAX_GROUP_IMAGES = 64;
-
-/**
- * What a job may ask for: the output format (`encode --format`; default safetensors) and the
- * encode options that change the output (the sizing keys of both families, admission, stages).
- * The worker's tower checks the encode options against its family (a wrong key fails the job as
- * ERR_INVALID_ARGUMENT).
- */
-export const JobOptionsSchema = z
-  .object({
-    format: z.enum(OUTPUT_FORMATS).optional(),
-    minPixels: z.number().int().positive().optional(),
-    maxPixels: z.number().int().positive().optional(),
-    maxSoftTokens: z.number().int().positive().optional(),
-    maxInputPixels: z.number().int().positive().optional(),
-    stages: z.boolean().optional(),
-  })
-  .strict();
-
-export type JobOptions = z.infer<typeof JobOptionsSchema>;
-
-/** An absolute path (on storage every worker mounts at the same place) or an http(s) URL. */
-const InputSchema = z.string().min(1).refine((s) => isHttpUrl(s) || isAbsolute(s), 'must be an absolute path or an http(s) URL');
-
-/**
- * The input's path relative to its input root, '/'-separated (src/bulk/inputs.ts): the worker
- * writes DIR/<rel, extension replaced> exactly as `encode --out-dir` does. Default: the input's
- * base name.
- */
-const RelSchema = z
-  .string()
-  .min(1)
-  .refine((s) => !s.startsWith('/') && !s.split('/').some((p) => p === '..' || p === '.' || p === ''), 'must be a relative path without . or .. segments')
-  .optional();
-
-export const ImageJobSchema = z
-  .object({
-    input: InputSchema,
-    options: JobOptionsSchema.default({}),
-    rel: RelSchema,
-  })
-  .strict();
-
-/** A group job: up to MAX_GROUP_IMAGES images with one set of options, encoded together (encodeMany). */
-export const GroupJobSchema = z
-  .object({
-    inputs: z.array(z.object({ input: InputSchema, rel: RelSchema }).strict()).min(1).max(MAX_GROUP_IMAGES),
-    options: JobOptionsSchema.default({}),
-  })
-  .strict();
-
-export type GroupJob = z.input<typeof GroupJobSchema>;
-export type ParsedGroupJob = z.output<typeof GroupJobSchema>;
-
-export function parseGroupJob(data: unknown): ParsedGroupJob {
-  return parseArgument(GroupJobSchema, data, 'fleet group job');
-}
-
-export type ImageJob = z.input<typeof ImageJobSchema>;
-export type ParsedImageJob = z.output<typeof ImageJobSchema>;
-
-export function parseImageJob(data: unknown): ParsedImageJob {
-  return parseArgument(ImageJobSchema, data, 'fleet job');
-}
+export {
+  IMAGE_JOB,
+  GROUP_JOB,
+  MAX_GROUP_IMAGES,
+  JobOptionsSchema,
+  ImageJobSchema,
+  GroupJobSchema,
+  parseImageJob,
+  parseGroupJob,
+  type JobOptions,
+  type ImageJob,
+  type ParsedImageJob,
+  type GroupJob,
+  type ParsedGroupJob,
+} from './job-data.js';
 
 /** JSON with keys sorted at every level: the same object always hashes the same. */
 function canonical(value: unknown): string {
@@ -128,13 +70,8 @@ export function jobAddOptions(jobId: string, attempts = DEFAULT_ATTEMPTS, backof
   };
 }
 
-/**
- * Errors about the input: retrying cannot help, so the job fails at once. ERR_NUMERIC is here too:
- * the same image through the same weights overflows the same way every time.
- */
-export function isPermanent(code: ErrorCode): boolean {
-  return code.startsWith('ERR_IMAGE_') || code === 'ERR_INVALID_ARGUMENT' || code === 'ERR_NUMERIC';
-}
+/** Which failures are retried: src/fleet/failure-class.ts holds the table. */
+export { isPermanent } from './failure-class.js';
 
 /** A job's failedReason: `CODE: message`, so that the code survives BullMQ's string-only record. */
 export function failureReason(err: TesseraError): string {

@@ -14,10 +14,16 @@ import { hostname } from 'node:os';
 import { resolve } from 'node:path';
 import { Queue, UnrecoverableError, Worker, type Job } from 'bullmq';
 import type { Redis } from 'ioredis';
-import { TesseraError, toTesseraError, type ErrorCode } from '../errors.js';
+import { TesseraError, type ErrorCode } from '../errors.js';
 import { VisionTower, type OpenOptions } from '../tower.js';
 import { tesseraVersion } from '../version.js';
 import { connectRedis } from './connection.js';
+import { isLastingReplyError, redisFailure } from './redis-errors.js';
+import { jobFailure } from './failure-class.js';
+import { describeJobInputs } from './job-data.js';
+import { guardJobDecoding, type MalformedJobs } from './malformed-jobs.js';
+import { checkQueueName } from './queue-name.js';
+import { checkUrlPolicy } from './url-policy.js';
 import { WorkerCounters } from './counters.js';
 import type { FetchLimits } from './fetch-input.js';
 import {
@@ -52,7 +58,10 @@ export interface FleetWorkerOptions {
   stalledIntervalMs?: number;
   /** How often a job may be taken back from a dead worker before it fails (default 1). */
   maxStalledCount?: number;
+  /** Fetch limits and the URL policy (`allowPrivateUrls`: docs/fleet.md#urls). */
   fetch?: FetchLimits;
+  /** Aborts a start that is still waiting for Redis (ERR_ABORTED; what was opened is closed). */
+  signal?: AbortSignal;
   /** Called once per job outcome (the CLI's log line). */
   onEvent?: (event: FleetJobEvent) => void;
   /** What goes wrong without failing a job: Redis errors while the connection is down (BullMQ reconnects by itself), a manifest line that cannot be written. */
@@ -74,7 +83,8 @@ export interface FleetWorker {
 }
 
 export async function createWorker(opts: FleetWorkerOptions): Promise<FleetWorker> {
-  if (!opts.queue) throw new TesseraError('ERR_INVALID_ARGUMENT', 'createWorker: queue must be a non-empty name');
+  checkQueueName(opts.queue, 'createWorker: queue');
+  checkUrlPolicy({ allowPrivateUrls: opts.fetch?.allowPrivateUrls ?? false });
   if (!opts.outDir) throw new TesseraError('ERR_INVALID_ARGUMENT', 'createWorker: outDir must be given');
   const name = opts.name ?? `${hostname()}:${process.pid}`;
   const outDir = resolve(opts.outDir);
@@ -133,15 +143,23 @@ export async function createWorker(opts: FleetWorkerOptions): Promise<FleetWorke
     return { ...image, timings: { ...image.timings, totalMs: done - started }, worker: counters.snapshot() };
   };
 
+  // Installed right after the Worker is made, before anything is awaited (so before any job is taken).
+  let malformedJobs: MalformedJobs;
   const processor = async (job: Job): Promise<ImageJobResult | GroupJobResult> => {
     const started = performance.now();
     counters.jobStarted();
     try {
+      // A record BullMQ could not decode (malformed-jobs.ts): failed once, readable afterwards.
+      const malformed = malformedJobs.reason(job.id);
+      if (malformed) {
+        await malformedJobs.repair(job.id!);
+        throw new TesseraError('ERR_INVALID_ARGUMENT', `job ${job.id}: ${malformed}`);
+      }
       if (job.name === GROUP_JOB) return await groupProcessor(job, started);
       if (job.name === IMAGE_JOB) return await imageProcessor(job, started);
       throw new TesseraError('ERR_INVALID_ARGUMENT', `job ${job.id} is a '${job.name}' job; this worker runs '${IMAGE_JOB}' and '${GROUP_JOB}' jobs`);
     } catch (e) {
-      const err = toTesseraError(e);
+      const err = jobFailure(e);
       counters.jobFailed(err.code, performance.now() - started);
       if (isPermanent(err.code)) throw new UnrecoverableError(failureReason(err));
       throw new Error(failureReason(err));
@@ -169,9 +187,8 @@ export async function createWorker(opts: FleetWorkerOptions): Promise<FleetWorke
   worker.on('completed', (job, result: ImageJobResult | GroupJobResult) => completed(String(job.id), job.attemptsMade, result));
   worker.on('failed', (job, err) => {
     if (!job) return;
-    const data = job.data as { input?: unknown; inputs?: { input?: unknown }[] };
-    const inputs = Array.isArray(data?.inputs) ? data.inputs.map((i) => String(i?.input ?? '?')) : undefined;
-    const input = typeof data?.input === 'string' ? data.input : (inputs?.[0] ?? '?');
+    // The job's images as its data names them; data that does not parse is one entry, the job.
+    const { input, inputs } = describeJobInputs(job.name, job.data, String(job.id));
     const code = codeOfReason(err.message);
     const message = err.message.replace(/^ERR_[A-Z_]+: /, '');
     const final = Boolean(job.finishedOn);
@@ -203,7 +220,35 @@ export async function createWorker(opts: FleetWorkerOptions): Promise<FleetWorke
     if (lost) void checkLostAck(lost[1]!).catch((e) => opts.onError?.(e as Error));
     else opts.onError?.(err);
   });
-  await worker.waitUntilReady();
+  // A worker started before Redis waits for it (docs/fleet.md#failures), until `signal` says stop;
+  // a reply that waiting will not cure (a wrong password) ends the start (ERR_IO).
+  let onAbort = () => undefined as void;
+  let onRedisError = (_e: unknown) => undefined as void;
+  try {
+    malformedJobs = guardJobDecoding(worker);
+    await Promise.race([
+      worker.waitUntilReady(),
+      new Promise<never>((_, reject) => {
+        onAbort = () => reject(new TesseraError('ERR_ABORTED', 'createWorker: stopped while waiting for Redis'));
+        onRedisError = (e) => {
+          if (isLastingReplyError(e)) reject(redisFailure(e, typeof opts.redis === 'string' ? opts.redis : undefined));
+        };
+        connection.on('error', onRedisError);
+        if (opts.signal?.aborted) onAbort();
+        else opts.signal?.addEventListener('abort', onAbort, { once: true });
+      }),
+    ]);
+  } catch (e) {
+    if (ownConnection) connection.disconnect();
+    await worker.close(true).catch(() => undefined);
+    await queue.close().catch(() => undefined);
+    await manifest.close();
+    if (ownTower) await tower.close();
+    throw e;
+  } finally {
+    opts.signal?.removeEventListener('abort', onAbort);
+    connection.off('error', onRedisError);
+  }
 
   let closing: Promise<void> | undefined;
   return {

@@ -1,4 +1,4 @@
-// Helpers for the io table tests: a host-memory fake gpu::Backend that records buffers and lets a
+// Helpers for the io table tests: a host-memory fake backend::Backend that records buffers and lets a
 // test decide when submitted work "completes", temporary weight files, and hand-built TowerSpecs.
 #pragma once
 #include <fcntl.h>
@@ -20,21 +20,21 @@ namespace iotest {
 using namespace tessera;
 
 // The op set as no-ops: the io tests exercise memory and completion, never arithmetic.
-class NoOpsBackend : public gpu::Backend {
+class NoOpsBackend : public backend::Backend {
  public:
-  void upload(gpu::Buffer*, size_t, const void*, size_t) override {}
-  void download(void*, const gpu::Tensor&) override {}
-  void linear(const gpu::Tensor&, const gpu::Tensor&, const gpu::Tensor&, const gpu::LinearArgs&) override {}
-  void layer_norm(const gpu::Tensor&, const gpu::Tensor&, const gpu::Tensor&, const gpu::Tensor&, float) override {}
-  void rms_norm(const gpu::Tensor&, const gpu::Tensor&, const gpu::Tensor*, int64_t, float, const gpu::Tensor*) override {}
-  void add(const gpu::Tensor&, const gpu::Tensor&, const gpu::Tensor&) override {}
-  void mul(const gpu::Tensor&, const gpu::Tensor&, const gpu::Tensor&) override {}
-  void affine(const gpu::Tensor&, const gpu::Tensor&, const gpu::Tensor*, const gpu::Tensor*, float, float) override {}
-  void rope(const gpu::Tensor&, const gpu::Tensor&, const gpu::Tensor&, int64_t, int64_t, int64_t, const gpu::HeadNorm*) override {}
-  void attention(const gpu::Tensor&, const gpu::Tensor&, const gpu::Tensor&, const gpu::Tensor&, int64_t, int64_t,
-                 float, const std::vector<gpu::Segment>&) override {}
-  void gather_sum(const gpu::Tensor&, const gpu::Tensor&, gpu::Buffer*, int64_t, bool) override {}
-  int64_t count_nonfinite(const gpu::Tensor&, int64_t*) override { return 0; }
+  void upload(backend::Buffer*, size_t, const void*, size_t) override {}
+  void download(void*, const backend::Tensor&) override {}
+  void linear(const backend::Tensor&, const backend::Tensor&, const backend::Tensor&, const backend::LinearArgs&) override {}
+  void layer_norm(const backend::Tensor&, const backend::Tensor&, const backend::Tensor&, const backend::Tensor&, float) override {}
+  void rms_norm(const backend::Tensor&, const backend::Tensor&, const backend::Tensor*, int64_t, float, const backend::Tensor*) override {}
+  void add(const backend::Tensor&, const backend::Tensor&, const backend::Tensor&) override {}
+  void mul(const backend::Tensor&, const backend::Tensor&, const backend::Tensor&) override {}
+  void affine(const backend::Tensor&, const backend::Tensor&, const backend::Tensor*, const backend::Tensor*, float, float) override {}
+  void rope(const backend::Tensor&, const backend::Tensor&, const backend::Tensor&, int64_t, int64_t, int64_t, const backend::HeadNorm*) override {}
+  void attention(const backend::Tensor&, const backend::Tensor&, const backend::Tensor&, const backend::Tensor&, int64_t, int64_t,
+                 float, const std::vector<backend::Segment>&) override {}
+  void gather_sum(const backend::Tensor&, const backend::Tensor&, backend::Buffer*, int64_t, bool) override {}
+  int64_t count_nonfinite(const backend::Tensor&, int64_t*) override { return 0; }
 };
 
 // Runs no ops. submit() either completes at once (like the CPU backend) or, with defer = true,
@@ -47,23 +47,23 @@ class FakeBackend final : public NoOpsBackend {
   std::deque<std::function<void()>> pending;
 
   const char* name() const override { return "fake"; }
-  gpu::Buffer* alloc(size_t bytes) override {
-    auto* b = new gpu::Buffer;
+  backend::Buffer* alloc(size_t bytes) override {
+    auto* b = new backend::Buffer;
     b->host = std::malloc(bytes ? bytes : 1);
     b->bytes = bytes;
     b->native = b->host;  // marks "owned"
     ++live_buffers;
     return b;
   }
-  gpu::Buffer* wrap_host(void* host, size_t bytes) override {
-    auto* b = new gpu::Buffer;
+  backend::Buffer* wrap_host(void* host, size_t bytes) override {
+    auto* b = new backend::Buffer;
     b->host = host;
     b->bytes = bytes;
     wrapped.push_back({host, bytes});
     ++live_buffers;
     return b;
   }
-  void release(gpu::Buffer* buf) override {
+  void release(backend::Buffer* buf) override {
     if (!buf) return;
     if (buf->native) std::free(buf->native);
     delete buf;

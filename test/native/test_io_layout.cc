@@ -50,7 +50,7 @@ TEST("layout: bind_stage views land on the layout offsets") {
   StageSpec st;
   st.tensors = {tensor("w", 0, 64, 32), tensor("b", 0, 0, 32)};
   StageLayout l = stage_layout(st);
-  gpu::Buffer buf;
+  backend::Buffer buf;
   StageWeights w;
   bind_stage(st, &buf, 4096, w);
   EXPECT(w.get("w").offset == 4096 + l.offsets[0]);

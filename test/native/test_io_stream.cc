@@ -37,9 +37,9 @@ class AsyncBackend final : public NoOpsBackend {
     thread_.join();
   }
   const char* name() const override { return "async-fake"; }
-  gpu::Buffer* alloc(size_t b) override { return inner.alloc(b); }
-  gpu::Buffer* wrap_host(void* h, size_t b) override { return inner.wrap_host(h, b); }
-  void release(gpu::Buffer* b) override { inner.release(b); }
+  backend::Buffer* alloc(size_t b) override { return inner.alloc(b); }
+  backend::Buffer* wrap_host(void* h, size_t b) override { return inner.wrap_host(h, b); }
+  void release(backend::Buffer* b) override { inner.release(b); }
   void submit(std::function<void()> fn) override {
     std::lock_guard<std::mutex> lk(mu_);
     queue_.push_back(std::move(fn));
@@ -391,7 +391,7 @@ TEST("stores: resident, mapped and stream (K = 1..4) hand out the same bytes at 
     spec.stages.push_back(st);
   }
   FakeBackend be;
-  auto address = [](const gpu::Tensor& t) { return uintptr_t(static_cast<char*>(t.buf->host) + t.offset); };
+  auto address = [](const backend::Tensor& t) { return uintptr_t(static_cast<char*>(t.buf->host) + t.offset); };
   std::vector<std::unique_ptr<WeightStore>> stores;
   stores.push_back(make_resident_store(spec, be));
   stores.push_back(make_mapped_store(spec, be));
@@ -401,9 +401,9 @@ TEST("stores: resident, mapped and stream (K = 1..4) hand out the same bytes at 
     std::vector<const StageWeights*> ws;
     for (auto& s : stores) ws.push_back(&s->acquire(n));
     for (const auto& t : spec.stages[n].tensors) {
-      const gpu::Tensor& ref = ws[0]->get(t.role);
+      const backend::Tensor& ref = ws[0]->get(t.role);
       for (size_t i = 0; i < ws.size(); ++i) {
-        const gpu::Tensor& x = ws[i]->get(t.role);
+        const backend::Tensor& x = ws[i]->get(t.role);
         EXPECT_MSG(std::memcmp(ws[i]->host(t.role), ws[0]->host(t.role), t.length) == 0, stores[i]->residency() << " " << t.role);
         EXPECT_MSG(address(x) % 64 == address(ref) % 64 && address(x) % 64 == t.offset % 64, stores[i]->residency());
         EXPECT(x.rows == ref.rows && x.cols == ref.cols && x.dtype == ref.dtype);

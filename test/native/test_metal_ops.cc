@@ -4,9 +4,12 @@
 // reverse/ff, shuffled:1/ff, shuffled:2/55) and the four outputs must be bit-identical.
 // Runs only with TESSERA_METAL_OPS=1 (test/metal-ops.test.ts sets it when the emulator library was built:
 // it needs clang >= 15); without the library, that test says why it is skipped.
+// TESSERA_METAL_OPS=fast: the same four runs on the emulator library whose kernels were compiled with -ffast-math
+// (TESSERA_MSLEMU_LIB=build/mslemu/fastmath/...; test/metal-ops.test.ts), against the CPU at the GPU's tolerance.
 // TESSERA_METAL_OPS=metal (`npm run test:metal` on a Mac) runs the same cases on the real GPU instead: each
 // case twice (bit-identical: no kernel uses float atomics), against the CPU at the Metal tolerance of docs/design.md#numerics.
 #include <algorithm>
+#include <cfloat>
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
@@ -24,7 +27,7 @@
 #include "metal/metal_backend.h"
 
 using tessera::DType;
-using namespace tessera::gpu;
+using namespace tessera::backend;
 namespace mtl = tessera::mtl;
 
 namespace {
@@ -34,12 +37,18 @@ bool on_gpu() {
   return e && std::string(e) == "metal";
 }
 
+// Fast-math numerics (the GPU, or the emulator's fast-math kernels): compared at kGpuTol.
+bool fast_math() {
+  const char* e = std::getenv("TESSERA_METAL_OPS");
+  return e && (std::string(e) == "metal" || std::string(e) == "fast");
+}
+
 bool enabled() {
   const char* e = std::getenv("TESSERA_METAL_OPS");
-  if (!e || (std::string(e) != "1" && std::string(e) != "metal")) return false;
+  if (!e || (std::string(e) != "1" && std::string(e) != "fast" && std::string(e) != "metal")) return false;
   if (on_gpu()) return true;
   std::string why;
-  if (!mtl::emulator_available(&why)) harness::failed(__FILE__, __LINE__, "TESSERA_METAL_OPS=1 but " + why);
+  if (!mtl::emulator_available(&why)) harness::failed(__FILE__, __LINE__, std::string("TESSERA_METAL_OPS=") + e + " but " + why);
   return true;
 }
 
@@ -141,7 +150,7 @@ void check(const Case& c) {
     if (!(e <= err)) err = e, worst = i;
     mx = std::max(mx, std::fabs(double(ref[i])));
   }
-  const double tol = gpu ? std::max(c.tol, kGpuTol) : c.tol;
+  const double tol = fast_math() ? std::max(c.tol, kGpuTol) : c.tol;
   std::printf("     %-70s max rel err %.3g\n", c.name.c_str(), err / std::max(mx, 1e-30));
   EXPECT_MSG(err <= tol * std::max(mx, 1e-30), c.name << ": max |metal - cpu| " << err << " at " << worst << " (metal " << first[worst] << ", cpu "
                                                         << ref[worst] << "), max |cpu| " << mx << ", tol " << tol);
@@ -394,6 +403,41 @@ TEST("metal: count_nonfinite and bad arguments are coded errors") {
     threw = e.code() == tessera::Code::InvalidArgument && std::string(e.what()).find("segment") != std::string::npos;
   }
   EXPECT(threw);
+  b->release(buf);
+}
+
+// The finite check on the device (metal/finite.metal): counted by the exponent's bits, so it holds under fast
+// math too (TESSERA_METAL_OPS=fast), reported at the next wait with the stage, the count and the first bad
+// value; a strided view counts only its own columns; the largest finite floats are not counted.
+TEST("metal: check_finite counts on the device and reports at the next wait (ERR_NUMERIC naming the stage)") {
+  if (!enabled()) return;
+  auto b = mtl::make_metal_backend(on_gpu() ? "metal" : "metal-emulated");
+  const int64_t rows = 5, cols = 70, ld = 75;  // a view of 70 columns in rows of 75, ragged against the 64-wide groups
+  std::vector<float> v(size_t(rows * ld), 0.5f);
+  v[1] = FLT_MAX;
+  v[2] = -FLT_MAX;
+  for (int64_t r = 0; r < rows; r++) v[size_t(r * ld + 72)] = NAN;  // outside the view: not counted
+  Buffer* buf = b->alloc(v.size() * 4);
+  b->upload(buf, 0, v.data(), v.size() * 4);
+  const Tensor x = make_tensor(buf, 0, DType::F32, rows, ld).cols_view(0, cols);
+  b->check_finite(x, "clean");
+  b->finish();  // nothing to report
+  v[size_t(2 * ld + 69)] = -INFINITY;
+  v[size_t(1 * ld + 66)] = NAN;
+  uint32_t payload = 0x7fc01234u;  // a NaN with a payload
+  std::memcpy(&v[size_t(4 * ld + 3)], &payload, 4);
+  b->upload(buf, 0, v.data(), v.size() * 4);
+  b->check_finite(x, "clean again");
+  b->check_finite(x, "block.3");  // the first check that counted anything is the one reported
+  std::string msg;
+  try {
+    b->finish();
+  } catch (const tessera::Error& e) {
+    if (e.code() == tessera::Code::Numeric) msg = e.what();
+  }
+  // "clean again" ran on the same data: it is reported first
+  EXPECT_MSG(msg == "stage 'clean again' produced 3 non-finite value(s); the first at token 1, channel 66", msg);
+  b->finish();  // reported once: the slots are free again
   b->release(buf);
 }
 

@@ -4,7 +4,10 @@
 // encode allocates plus the backend workspace it leaves behind (exact for f32 weights the backend
 // packs as it reads, a bound otherwise). Weights f32 and bf16, packed at open (resident) or not.
 // (Agreement with HF is the fixture tests' job: their inputs fit in one chunk.)
+#include <algorithm>
 #include <array>
+#include <cmath>
+#include <cstdio>
 #include <cstring>
 #include <map>
 #include <memory>
@@ -146,67 +149,69 @@ TowerFile gemma_tower(DType dt) {
 }
 
 // Forwards everything to a CPU backend, counting the bytes alloc() hands out while they are live.
-class CountingBackend final : public gpu::Backend {
+class CountingBackend final : public backend::Backend {
  public:
-  std::unique_ptr<gpu::Backend> in = cpu::make_cpu_backend(2);
+  std::unique_ptr<backend::Backend> in;
   uint64_t live = 0, peak = 0;
-  std::map<gpu::Buffer*, size_t> allocated;
+  std::map<backend::Buffer*, size_t> allocated;
 
+  explicit CountingBackend(std::unique_ptr<backend::Backend> backend = cpu::make_cpu_backend(2)) : in(std::move(backend)) {}
   const char* name() const override { return in->name(); }
-  uint64_t workspace_bytes(const gpu::Workload& w) const override { return in->workspace_bytes(w); }
-  gpu::Buffer* alloc(size_t bytes) override {
+  const char* precision() const override { return in->precision(); }
+  uint64_t workspace_bytes(const backend::Workload& w) const override { return in->workspace_bytes(w); }
+  backend::Buffer* alloc(size_t bytes) override {
     live += bytes;
     peak = std::max(peak, live);
-    gpu::Buffer* b = in->alloc(bytes);
+    backend::Buffer* b = in->alloc(bytes);
     allocated[b] = bytes;
     return b;
   }
-  gpu::Buffer* wrap_host(void* host, size_t bytes) override { return in->wrap_host(host, bytes); }
-  bool pack_weight(gpu::Tensor& w) override { return in->pack_weight(w); }
-  void release(gpu::Buffer* b) override {
+  backend::Buffer* wrap_host(void* host, size_t bytes) override { return in->wrap_host(host, bytes); }
+  bool pack_weight(backend::Tensor& w) override { return in->pack_weight(w); }
+  void release(backend::Buffer* b) override {
     if (auto it = allocated.find(b); it != allocated.end()) {
       live -= it->second;
       allocated.erase(it);
     }
     in->release(b);
   }
-  void upload(gpu::Buffer* d, size_t o, const void* s, size_t n) override { in->upload(d, o, s, n); }
-  void download(void* d, const gpu::Tensor& s) override { in->download(d, s); }
-  void linear(const gpu::Tensor& y, const gpu::Tensor& x, const gpu::Tensor& w, const gpu::LinearArgs& a) override {
+  void upload(backend::Buffer* d, size_t o, const void* s, size_t n) override { in->upload(d, o, s, n); }
+  void download(void* d, const backend::Tensor& s) override { in->download(d, s); }
+  void linear(const backend::Tensor& y, const backend::Tensor& x, const backend::Tensor& w, const backend::LinearArgs& a) override {
     in->linear(y, x, w, a);
   }
-  void layer_norm(const gpu::Tensor& y, const gpu::Tensor& x, const gpu::Tensor& g, const gpu::Tensor& b,
+  void layer_norm(const backend::Tensor& y, const backend::Tensor& x, const backend::Tensor& g, const backend::Tensor& b,
                   float eps) override {
     in->layer_norm(y, x, g, b, eps);
   }
-  void rms_norm(const gpu::Tensor& y, const gpu::Tensor& x, const gpu::Tensor* w, int64_t g, float eps,
-                const gpu::Tensor* residual) override {
+  void rms_norm(const backend::Tensor& y, const backend::Tensor& x, const backend::Tensor* w, int64_t g, float eps,
+                const backend::Tensor* residual) override {
     in->rms_norm(y, x, w, g, eps, residual);
   }
-  void add(const gpu::Tensor& y, const gpu::Tensor& a, const gpu::Tensor& b) override { in->add(y, a, b); }
-  void mul(const gpu::Tensor& y, const gpu::Tensor& a, const gpu::Tensor& b) override { in->mul(y, a, b); }
-  void affine(const gpu::Tensor& y, const gpu::Tensor& x, const gpu::Tensor* s, const gpu::Tensor* m, float k,
+  void add(const backend::Tensor& y, const backend::Tensor& a, const backend::Tensor& b) override { in->add(y, a, b); }
+  void mul(const backend::Tensor& y, const backend::Tensor& a, const backend::Tensor& b) override { in->mul(y, a, b); }
+  void affine(const backend::Tensor& y, const backend::Tensor& x, const backend::Tensor* s, const backend::Tensor* m, float k,
               float shift) override {
     in->affine(y, x, s, m, k, shift);
   }
-  void rope(const gpu::Tensor& x, const gpu::Tensor& c, const gpu::Tensor& s, int64_t h, int64_t hd,
-            int64_t sec, const gpu::HeadNorm* norm) override {
+  void rope(const backend::Tensor& x, const backend::Tensor& c, const backend::Tensor& s, int64_t h, int64_t hd,
+            int64_t sec, const backend::HeadNorm* norm) override {
     in->rope(x, c, s, h, hd, sec, norm);
   }
-  void attention(const gpu::Tensor& o, const gpu::Tensor& q, const gpu::Tensor& k, const gpu::Tensor& v, int64_t h,
-                 int64_t hd, float sc, const std::vector<gpu::Segment>& seg) override {
+  void attention(const backend::Tensor& o, const backend::Tensor& q, const backend::Tensor& k, const backend::Tensor& v, int64_t h,
+                 int64_t hd, float sc, const std::vector<backend::Segment>& seg) override {
     in->attention(o, q, k, v, h, hd, sc, seg);
   }
   int64_t attention_query_block() const override { return in->attention_query_block(); }
-  void gather_sum(const gpu::Tensor& y, const gpu::Tensor& t, gpu::Buffer* l, int64_t taps, bool acc) override {
+  void gather_sum(const backend::Tensor& y, const backend::Tensor& t, backend::Buffer* l, int64_t taps, bool acc) override {
     in->gather_sum(y, t, l, taps, acc);
   }
-  int64_t count_nonfinite(const gpu::Tensor& x, int64_t* first) override { return in->count_nonfinite(x, first); }
+  int64_t count_nonfinite(const backend::Tensor& x, int64_t* first) override { return in->count_nonfinite(x, first); }
   void submit(std::function<void()> done) override { in->submit(std::move(done)); }
   void finish() override { in->finish(); }
 };
 
-using Factory = std::unique_ptr<VisionModel> (*)(const TowerSpec&, gpu::Backend&, WeightStore&, int64_t);
+using Factory = std::unique_ptr<VisionModel> (*)(const TowerSpec&, backend::Backend&, WeightStore&, int64_t);
 
 struct Run {
   EncodeOutput out;
@@ -216,12 +221,13 @@ struct Run {
 // One encode on a fresh backend (so its workspace is this encode's alone), every stage kept.
 // packed: the resident store lets the backend rearrange the linear weights at open, as the addon
 // does (the other residencies hand linear() the file's layout, which it packs as it reads).
-Run encode(TowerFile& f, Factory make, int64_t row_chunk, const PixelInput& in, bool packed) {
+Run encode(TowerFile& f, Factory make, int64_t row_chunk, const PixelInput& in, bool packed,
+           std::unique_ptr<backend::Backend> cpu_backend = cpu::make_cpu_backend(2)) {
   iotest::TempFile file(f.bytes);
   f.spec.files = {file.path};
   for (auto& st : f.spec.stages)
     for (auto& t : st.tensors) t.file = 0;
-  CountingBackend backend;
+  CountingBackend backend(std::move(cpu_backend));
   auto store = make_resident_store(f.spec, backend);
   auto model = make(f.spec, backend, *store, row_chunk);
   if (packed) store->pack_linear_weights(model->linear_weight_roles());
@@ -341,6 +347,74 @@ TEST("models: a Gemma 4 encode in many row chunks equals one chunk bit for bit; 
           EXPECT(r->predicted >= r->allocated + r->workspace);
       }
       EXPECT(chunked.allocated < whole.allocated);
+    }
+  }
+}
+
+// Precision 'bf16' on whole towers: every stage within a bound (max |diff| / max |ref|) of the same
+// tower in f32, on every bf16 level this machine has (the x86 levels on an AMX host, BFMMLA under
+// qemu). The bounds are HF's own bf16 errors against its fp32 (docs/bf16.md): Qwen, 1.1e-2, the least
+// of a full-size Qwen3-VL-8B-shaped tower on real images (1.1e-2 to 1.35e-2); Gemma 4, 2.4e-2, the
+// least at a second block on the gemma4-tiny fixture's images (2.5e-2 to 2.0e-1 there; Gemma towers
+// are ill-conditioned). The figures tessera measures are printed.
+namespace {
+constexpr double kQwenBf16Bound = 1.1e-2, kGemmaBf16Bound = 2.4e-2;
+
+double rel_diff(const tessera::HostFloats& got, const tessera::HostFloats& ref) {
+  double err = 0, mx = 0;
+  for (size_t i = 0; i < ref.size(); ++i) {
+    const double e = std::fabs(double(got[i]) - double(ref[i]));
+    err = e > err || std::isnan(e) ? e : err;
+    mx = std::max(mx, std::fabs(double(ref[i])));
+  }
+  return err / std::max(mx, 1e-30);
+}
+
+void expect_bf16_close(const Run& f32, const Run& bf, double bound, const char* what) {
+  EXPECT(f32.out.stages.size() == bf.out.stages.size());
+  for (size_t i = 0; i < f32.out.stages.size(); ++i) {
+    const double d = rel_diff(bf.out.stages[i].data, f32.out.stages[i].data);
+    std::printf("     %s: bf16 vs f32, stage %s: %.3g\n", what, f32.out.stages[i].name.c_str(), d);
+    EXPECT_MSG(d <= bound, what << " stage " << f32.out.stages[i].name << ": " << d);
+  }
+  EXPECT(rel_diff(bf.out.embeddings, f32.out.embeddings) <= bound);
+}
+}  // namespace
+
+TEST("models: Qwen and Gemma 4 towers in precision bf16 stay within HF's own bf16 error of their f32 output, at every stage") {
+  for (cpu::Simd level : cpu::supported_simd()) {
+    if (!cpu::has_bf16(level)) continue;
+    const std::string name = cpu::simd_name(level);
+    {
+      std::vector<std::array<int64_t, 3>> grids = {{1, 8, 12}, {1, 4, 6}};
+      std::vector<float> px = random_pixels(120, 3 * 2 * 2 * 2, 7);
+      PixelInput in;
+      in.pixels = px.data();
+      in.rows = 120;
+      in.cols = 3 * 2 * 2 * 2;
+      in.grids = grids;
+      for (bool packed : {false, true}) {
+        TowerFile f = qwen_tower(DType::BF16);
+        Run ref = encode(f, make_qwen_vision, kRowChunk, in, packed, cpu::make_cpu_backend(2, level, cpu::Precision::F32));
+        Run bf = encode(f, make_qwen_vision, kRowChunk, in, packed, cpu::make_cpu_backend(2, level, cpu::Precision::Bf16));
+        expect_bf16_close(ref, bf, kQwenBf16Bound, (name + " qwen" + (packed ? " packed" : "")).c_str());
+      }
+    }
+    {
+      std::vector<int32_t> pos;
+      for (int y = 0; y < 9; ++y)
+        for (int x = 0; x < 12; ++x) pos.insert(pos.end(), {x, y});
+      std::vector<float> px = random_pixels(108, 3 * 2 * 2, 11);
+      PixelInput in;
+      in.pixels = px.data();
+      in.rows = 108;
+      in.cols = 3 * 2 * 2;
+      in.positions = pos.data();
+      in.image_rows = {108};
+      TowerFile f = gemma_tower(DType::BF16);
+      Run ref = encode(f, make_gemma4_vision, kRowChunk, in, true, cpu::make_cpu_backend(2, level, cpu::Precision::F32));
+      Run bf = encode(f, make_gemma4_vision, kRowChunk, in, true, cpu::make_cpu_backend(2, level, cpu::Precision::Bf16));
+      expect_bf16_close(ref, bf, kGemmaBf16Bound, (name + " gemma4").c_str());
     }
   }
 }

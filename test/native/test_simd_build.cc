@@ -20,16 +20,31 @@ TEST("cpu: arm64 build runs the neon kernels (best level neon, after scalar)") {
   EXPECT(neon->level == Simd::Neon);
   EXPECT(&tessera::cpu::kernels_for(Simd::Neon) == neon);
   EXPECT(tessera::cpu::avx2_kernels() == nullptr && tessera::cpu::avx512_kernels() == nullptr);
+  EXPECT(tessera::cpu::avx512_bf16_kernels() == nullptr && tessera::cpu::amx_kernels() == nullptr);
   // TESSERA_SIMD=scalar lowers the level on purpose; unset, NEON is what every backend uses.
   if (!std::getenv("TESSERA_SIMD")) {
-    EXPECT((tessera::cpu::supported_simd() == std::vector<Simd>{Simd::Scalar, Simd::Neon}));
-    EXPECT(tessera::cpu::best_simd() == Simd::Neon);
+    const bool bf16 = tessera::cpu_features().neon_bf16;
+    EXPECT((tessera::cpu::supported_simd() == (bf16 ? std::vector<Simd>{Simd::Scalar, Simd::Neon, Simd::NeonBf16}
+                                                    : std::vector<Simd>{Simd::Scalar, Simd::Neon})));
+    EXPECT(tessera::cpu::best_simd() == (bf16 ? Simd::NeonBf16 : Simd::Neon));
     EXPECT(std::string(tessera::simd_level()) == "neon");
+    EXPECT(std::string(tessera::bf16_level()) == (bf16 ? "neon-bf16" : "none"));
   }
+}
+
+// test/native-neon.test.ts runs qemu -cpu max (FEAT_BF16) with TESSERA_REQUIRE_BF16=1 and looks for this
+// line: the BFMMLA GEMM was detected, so the bf16 tests of test_cpu.cc ran it. (A real arm64 CPU
+// without FEAT_BF16 passes it without the variable.)
+TEST("cpu: arm64 build detects FEAT_BF16 and has the neon-bf16 table") {
+  const tessera::cpu::Kernels* t = tessera::cpu::neon_bf16_kernels();
+  EXPECT(t != nullptr && t->level == Simd::NeonBf16 && t->bf16 != nullptr);
+  if (!tessera::cpu_features().neon_bf16 && !std::getenv("TESSERA_REQUIRE_BF16")) return;
+  EXPECT_MSG(tessera::cpu_features().neon_bf16, "this CPU reports no FEAT_BF16 (HWCAP2_BF16)");
+  EXPECT(tessera::cpu::has_bf16(tessera::cpu::best_simd()) == !std::getenv("TESSERA_SIMD"));
 }
 #elif defined(__x86_64__)
 TEST("cpu: x86-64 build has no neon table") {
-  EXPECT(tessera::cpu::neon_kernels() == nullptr);
+  EXPECT(tessera::cpu::neon_kernels() == nullptr && tessera::cpu::neon_bf16_kernels() == nullptr);
   for (Simd s : tessera::cpu::supported_simd()) EXPECT(s != Simd::Neon);
 }
 #endif

@@ -10,6 +10,13 @@
 // newBufferWithBytesNoCopy with a pointer or length not a multiple of 16 KiB, a library source with an
 // unresolved #include, a function name not in the source. TESSERA_FAKE_METAL_FAIL=<kernel> makes a command
 // buffer containing that kernel fail (the error path of device.mm).
+//
+// The device it pretends to be (device.mm's capability check): TESSERA_FAKE_METAL_GPU=apple7 (default: an
+// "Apple M1", families Apple1-7 and Metal3) or apple5 (the "Apple Paravirtual device" of macOS VMs and
+// GitHub's hosted runners: Apple1-5, no Metal3); TESSERA_FAKE_METAL_TG_MEMORY overrides
+// maxThreadgroupMemoryLength. A "metallib" here (newLibraryWithURL:) is a text file of MSL sources whose
+// kernels are looked up in the emulator library, like newLibraryWithSource:; fake_metal_source_compiles()
+// counts newLibraryWithSource: calls, so a test sees which path device.mm took.
 #import <Foundation/Foundation.h>
 #import <Metal/Metal.h>
 
@@ -113,6 +120,15 @@ static std::unordered_map<void*, long> g_rc;
 }
 - (const char*)UTF8String {
   return "";
+}
+@end
+
+static std::unordered_map<void*, std::string> g_url_paths;
+@implementation NSURL
++ (NSURL*)fileURLWithPath:(NSString*)path {
+  NSURL* u = [[NSURL alloc] init];
+  g_url_paths[(void*)u] = path.UTF8String;
+  return [u autorelease];
 }
 @end
 
@@ -376,14 +392,35 @@ struct Work {
 }
 @end
 
+static int g_source_compiles = 0;
+extern "C" int fake_metal_source_compiles(void) { return g_source_compiles; }
+
+static bool paravirtual() {
+  const char* e = std::getenv("TESSERA_FAKE_METAL_GPU");
+  return e && std::string(e) == "apple5";
+}
+
+// The kernels of an MSL text, as a library: each must be in the emulator library.
+static id<MTLLibrary> fake_library(const std::string& s, NSError** error);
+
 @interface FakeDevice : NSObject <MTLDevice>
 @end
 @implementation FakeDevice
 - (NSString*)name {
-  return [NSString stringWithUTF8String:"tessera fake Metal device (MSL emulator)"];
+  return [NSString stringWithUTF8String:paravirtual() ? "Apple Paravirtual device" : "Apple M1 (tessera fake Metal on the MSL emulator)"];
+}
+- (BOOL)supportsFamily:(MTLGPUFamily)f {
+  const NSInteger top = paravirtual() ? MTLGPUFamilyApple5 : MTLGPUFamilyApple7;
+  if (f >= MTLGPUFamilyApple1 && f <= MTLGPUFamilyApple9) return f <= top;
+  if (f == MTLGPUFamilyMetal3) return !paravirtual();
+  return f == MTLGPUFamilyMac2 || (f >= MTLGPUFamilyCommon1 && f <= MTLGPUFamilyCommon3);
 }
 - (NSUInteger)maxThreadgroupMemoryLength {
-  return 32768;
+  const char* e = std::getenv("TESSERA_FAKE_METAL_TG_MEMORY");
+  return e ? NSUInteger(std::strtoull(e, nullptr, 10)) : 32768;
+}
+- (uint64_t)recommendedMaxWorkingSetSize {
+  return uint64_t(paravirtual() ? 4 : 11) << 30;
 }
 - (NSUInteger)maxBufferLength {  // TESSERA_FAKE_METAL_MAX_BUFFER: a small limit, to exercise device.mm's views
   const char* e = std::getenv("TESSERA_FAKE_METAL_MAX_BUFFER");
@@ -417,26 +454,23 @@ struct Work {
   b->_dev = self;
   return b;
 }
-- (id<MTLLibrary>)newLibraryWithSource:(NSString*)src options:(MTLCompileOptions*)opts error:(NSError**)error {
-  (void)opts;
-  std::string s = src.UTF8String;
-  std::string fail;
-  if (std::regex_search(s, std::regex("#\\s*include\\s*\"")))
-    fail = "unresolved #include \"...\": newLibraryWithSource cannot read files (inline the includes)";
-  std::vector<std::string> names;
-  std::regex re("kernel\\s+void\\s+(\\w+)");
-  for (auto it = std::sregex_iterator(s.begin(), s.end(), re); it != std::sregex_iterator() && fail.empty(); ++it) {
-    names.push_back((*it)[1]);
-    if (!mslemu_kernel(names.back().c_str(), nullptr)) fail = "kernel " + names.back() + " is not in the emulator library";
-  }
-  if (names.empty() && fail.empty()) fail = "no kernels in the source";
-  if (!fail.empty()) {
-    if (error) *error = make_error(2, fail);
+- (id<MTLLibrary>)newLibraryWithURL:(NSURL*)url error:(NSError**)error {
+  const std::string path = g_url_paths[(void*)url];
+  FILE* f = std::fopen(path.c_str(), "rb");
+  if (!f) {
+    if (error) *error = make_error(1, "cannot open " + path);
     return nil;
   }
-  FakeLibrary* l = [FakeLibrary new];
-  l->_names = new std::vector<std::string>(names);
-  return l;
+  std::string text;
+  char buf[65536];
+  for (size_t n; (n = std::fread(buf, 1, sizeof buf, f)) > 0;) text.append(buf, n);
+  std::fclose(f);
+  return fake_library(text, error);
+}
+- (id<MTLLibrary>)newLibraryWithSource:(NSString*)src options:(MTLCompileOptions*)opts error:(NSError**)error {
+  (void)opts;
+  g_source_compiles++;
+  return fake_library(src.UTF8String, error);
 }
 - (id<MTLComputePipelineState>)newComputePipelineStateWithFunction:(id<MTLFunction>)f error:(NSError**)error {
   (void)error;
@@ -448,5 +482,27 @@ struct Work {
   return p;
 }
 @end
+
+static id<MTLLibrary> fake_library(const std::string& s, NSError** error) {
+  std::string fail;
+  if (std::regex_search(s, std::regex("#\\s*include\\s*\"")))
+    fail = "unresolved #include \"...\": newLibraryWithSource cannot read files (inline the includes)";
+  std::vector<std::string> names;
+  std::regex re("kernel\\s+void\\s+(\\w+)");
+  for (auto it = std::sregex_iterator(s.begin(), s.end(), re); it != std::sregex_iterator() && fail.empty(); ++it) {
+    names.push_back((*it)[1]);
+    // the metallib's stamp kernel (scripts/msl-kernels.mjs) is empty and never dispatched
+    if (names.back().rfind("tessera_sources_", 0) != 0 && !mslemu_kernel(names.back().c_str(), nullptr))
+      fail = "kernel " + names.back() + " is not in the emulator library";
+  }
+  if (names.empty() && fail.empty()) fail = "no kernels in the source";
+  if (!fail.empty()) {
+    if (error) *error = make_error(2, fail);
+    return nil;
+  }
+  FakeLibrary* l = [FakeLibrary new];
+  l->_names = new std::vector<std::string>(names);
+  return l;
+}
 
 extern "C" id<MTLDevice> MTLCreateSystemDefaultDevice(void) { return (id<MTLDevice>)[FakeDevice new]; }

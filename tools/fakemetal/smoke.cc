@@ -5,7 +5,12 @@
 // Same kernels, same schedule (forward, poison ff, one worker): the outputs must be bit-identical, so any
 // index, offset, binding or grid mistake in device.mm shows up. Also: wrapped memory that is not page
 // aligned, an injected command-buffer failure reaching the caller as ERR_GPU (and the completion handler
-// still releasing what the batch used). Prints one line per case, then "N passed, N failed".
+// still releasing what the batch used). The capability check: an Apple5 "Apple Paravirtual device" and a GPU
+// with too little threadgroup memory refused with ERR_BACKEND_UNAVAILABLE naming the GPU and what it lacks.
+// The precompiled kernels: a tessera.metallib holding the sources' stamp kernel is used (no source compile),
+// one without it is ignored. Prints one line per case, then "N passed, N failed".
+#include <unistd.h>
+
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -23,9 +28,11 @@
 #include "metal/device.h"
 #include "metal/emu_executor.h"
 #include "metal/metal_backend.h"
+#include "sources.gen.h"  // build/metal: the embedded kernel sources and the metallib stamp
 
+extern "C" int fake_metal_source_compiles(void);  // fake_metal.mm
 using namespace tessera;
-using namespace tessera::gpu;
+using namespace tessera::backend;
 
 static int passed = 0, failed = 0;
 static void verdict(bool ok, const std::string& name, const std::string& msg) {
@@ -219,6 +226,67 @@ int main() {
     verdict(released && msg.find("injected failure in ew_affine") != std::string::npos, "command-buffer failure -> ERR_GPU, slots still released",
             msg.empty() ? "no ERR_GPU" : msg);
   }
+  // The capability check (metal/capability.h) when a tower opens: each device profile of the fake.
+  const auto refusal = [](const char* gpu_env, const char* tg_env) -> std::string {
+    if (gpu_env) setenv("TESSERA_FAKE_METAL_GPU", gpu_env, 1);
+    if (tg_env) setenv("TESSERA_FAKE_METAL_TG_MEMORY", tg_env, 1);
+    std::string msg = "no error";
+    try {
+      mtl::make_metal_executor();
+    } catch (const Error& e) {
+      msg = (e.code() == Code::BackendUnavailable ? "ERR_BACKEND_UNAVAILABLE: " : "wrong code: ") + std::string(e.what());
+    }
+    unsetenv("TESSERA_FAKE_METAL_GPU");
+    unsetenv("TESSERA_FAKE_METAL_TG_MEMORY");
+    return msg;
+  };
+  {
+    const std::string m = refusal("apple5", nullptr);
+    verdict(m.rfind("ERR_BACKEND_UNAVAILABLE: backend 'metal': the GPU 'Apple Paravirtual device' (family Apple5) cannot run", 0) == 0 &&
+                m.find("GPU family Apple7") != std::string::npos && m.find("GPU family Metal3") != std::string::npos,
+            "Apple5 paravirtual device -> ERR_BACKEND_UNAVAILABLE naming it and what it lacks", m);
+  }
+  {
+    const std::string m = refusal(nullptr, "16384");
+    verdict(m.find("ERR_BACKEND_UNAVAILABLE: ") == 0 && m.find("(family Apple7)") != std::string::npos &&
+                m.find("lacks " + std::to_string(mtl::kernels_threadgroup_bytes()) + " bytes of threadgroup memory (it has 16384)") != std::string::npos,
+            "Apple7 with 16 KiB of threadgroup memory -> ERR_BACKEND_UNAVAILABLE", m);
+  }
+  {
+    mtl::GpuCaps caps;
+    std::string why;
+    const bool found = mtl::metal_gpu(&caps, &why);
+    verdict(found && caps.apple7 && caps.metal3 && caps.apple_family == 7 && mtl::missing_capabilities(caps).empty() && refusal(nullptr, nullptr) == "no error",
+            "Apple7 device: accepted, reported as family Apple7", found ? caps.name : why);
+  }
+  // The precompiled kernels. The fake's "metallib" is MSL text (fake_metal.mm): the embedded sources plus the
+  // stamp kernel stand for the one binding.gyp builds from the same sources.
+  const auto metallib_case = [&](const std::string& name, bool with_stamp, bool expect_loaded) {
+    const std::string file = "/tmp/tessera-fakemetal-" + std::to_string(getpid()) + ".metallib";
+    std::string text;
+    for (int i = 0; i < mtl::gen::kSourceCount; i++) text += mtl::gen::kSources[i].text;
+    text += std::string("\nkernel void ") + (with_stamp ? mtl::gen::kStampKernel : "tessera_sources_0000000000000000") + "() {}\n";
+    FILE* f = std::fopen(file.c_str(), "wb");
+    std::fwrite(text.data(), 1, text.size(), f);
+    std::fclose(f);
+    setenv("TESSERA_METALLIB", file.c_str(), 1);
+    const int before = fake_metal_source_compiles();
+    try {
+      auto b = mtl::make_metal_backend(mtl::make_metal_executor(), "metal");
+      const Case& c = cases[5];  // linear bf16 (matmul)
+      const std::vector<float> a = run(*b, c), e = run(*emu, c);
+      const bool same = a.size() == e.size() && std::memcmp(a.data(), e.data(), a.size() * 4) == 0;
+      const int compiles = fake_metal_source_compiles() - before;
+      verdict(same && (expect_loaded ? compiles == 0 : compiles > 0), name,
+              (same ? "" : "output differs from metal-emulated; ") + std::to_string(compiles) + " source compile(s)");
+    } catch (const std::exception& ex) {
+      verdict(false, name, ex.what());
+    }
+    unsetenv("TESSERA_METALLIB");
+    std::remove(file.c_str());
+  };
+  metallib_case("tessera.metallib of these sources: loaded, no source compile", true, true);
+  metallib_case("tessera.metallib of other sources (stale stamp): ignored, sources compiled", false, false);
   std::printf("%d passed, %d failed\n", passed, failed);
   return failed ? 1 : 0;
 }

@@ -3,6 +3,9 @@
 // `metal-emulated` as unavailable). Outputs, under build/mslemu/:
 //   libtessera_mslemu.so   the runtime + every metal/*.metal kernel + the C API the addon dlopens
 //   selftest               the emulator's self-test (shim unit tests, sample kernels, planted bugs)
+//   fastmath/libtessera_mslemu.so   the same with every kernel compiled under -ffast-math: the assumptions
+//                          Metal's fast math lets its compiler make (no infinities or NaNs, reassociation,
+//                          contraction, reciprocals); the op and tower tests run on it too
 //   status.json            { available, cxx, reason }
 // Options: --asan (also build asan/ variants with -fsanitize=address,undefined), --require (exit 1
 // without clang), --quiet.
@@ -39,6 +42,9 @@ const INC = ['-I', path.join(ROOT, 'tools/mslemu/include'), '-I', path.join(ROOT
 const RUN_FLAGS = ['-std=c++17', '-O2', '-fPIC', '-ffp-contract=off', '-Wno-unknown-attributes', ...HALF, ...INC];
 const HOST_FLAGS = ['-std=c++17', '-O2', '-fPIC', '-ffp-contract=off', '-Wall', '-Wextra', ...HALF, ...INC];
 const ASAN = ['-O1', '-g', '-fno-omit-frame-pointer', '-fsanitize=address,undefined'];
+// The fast-math kernels: after RUN_FLAGS, so that it also turns contraction back on (as Metal does).
+const FAST_MATH = ['-ffast-math'];
+export const FAST_MATH_LIB = path.join(OUT, 'fastmath', 'libtessera_mslemu.so');
 export const LINT_FLAGS = ['-std=c++17', '-fsyntax-only', '-DMSLEMU_LINT', '-Werror', '-Wall', '-Werror=double-promotion',
   '-Wno-unknown-attributes', '-Wno-undefined-inline', '-Wno-unused-function', '-Wno-unused-variable', ...HALF, ...INC];
 
@@ -84,7 +90,8 @@ async function buildUnlocked({ asan = false, quiet: q = quiet } = {}) {
   const testFiles = fs.readdirSync(path.join(ROOT, 'tools/mslemu/tests')).filter((f) => f.endsWith('.metal') && !f.startsWith('bad_')).map((f) => path.join('tools/mslemu/tests', f));
   const metalHeaders = fs.readdirSync(path.join(ROOT, 'metal/shared')).map((f) => path.join(ROOT, 'metal/shared', f))
     .concat(fs.readdirSync(path.join(ROOT, 'metal')).filter((f) => f.endsWith('.h')).map((f) => path.join(ROOT, 'metal', f)));
-  const variants = [{ dir: OUT, extra: [] }];
+  // kernelsOnly: the variant differs in its kernels only; it links the first variant's runtime.
+  const variants = [{ dir: OUT, extra: [] }, { dir: path.dirname(FAST_MATH_LIB), extra: FAST_MATH, kernelsOnly: true }];
   if (asan) variants.push({ dir: path.join(OUT, 'asan'), extra: ASAN });
   const jobs = [];
   const objs = {};
@@ -112,6 +119,7 @@ async function buildUnlocked({ asan = false, quiet: q = quiet } = {}) {
       return obj;
     };
     for (const c of kcpp) o.kernels.push(addCounted(c, [...HEADERS, ...metalHeaders]));
+    if (v.kernelsOnly) { objs[v.dir] = { ...objs[OUT], kernels: o.kernels, kernelsOnly: true }; continue; }
     for (const c of tcpp) o.tests[path.basename(c, '.cpp')] = add(c, RUN_FLAGS, [...HEADERS, ...metalHeaders]);
     for (const c of RUNTIME) o.runtime.push(add(c, HOST_FLAGS, HEADERS));
     o.capi = add(path.join(ROOT, 'tools/mslemu/src/capi.cpp'), HOST_FLAGS, HEADERS);
@@ -125,13 +133,14 @@ async function buildUnlocked({ asan = false, quiet: q = quiet } = {}) {
     const o = objs[v.dir];
     const lib = path.join(v.dir, 'libtessera_mslemu.so');
     const libIn = [...o.runtime, o.capi, ...o.kernels];
-    if (stale(lib, libIn)) links.push({ cmd: cxx, args: ['-shared', ...v.extra, '-o', lib, ...libIn, '-lpthread'], what: 'link libtessera_mslemu.so' });
+    if (stale(lib, libIn)) links.push({ cmd: cxx, args: ['-shared', ...(o.kernelsOnly ? [] : v.extra), '-o', lib, ...libIn, '-lpthread'], what: `link ${path.relative(OUT, lib)}` });
+    if (o.kernelsOnly) continue;
     const st = path.join(v.dir, 'selftest');
     const stIn = [...o.runtime, o.selftest, ...Object.values(o.tests)];
     if (stale(st, stIn)) links.push({ cmd: cxx, args: [...v.extra, '-o', st, ...stIn, '-lpthread'], what: 'link selftest' });
   }
   await pool(links, 2);
-  const status = { available: true, cxx, version: tc.version, lib: path.join(OUT, 'libtessera_mslemu.so'), kernels: kernelFiles };
+  const status = { available: true, cxx, version: tc.version, lib: path.join(OUT, 'libtessera_mslemu.so'), fastMathLib: FAST_MATH_LIB, kernels: kernelFiles };
   fs.writeFileSync(path.join(OUT, 'status.json'), JSON.stringify(status, null, 2));
   return status;
 }

@@ -2,13 +2,15 @@
 // clang -fsyntax-only on the generated C++ in lint mode, where device/constant/threadgroup are real clang
 // address spaces: passing a pointer to the wrong space, a thread array to a device pointer, or computing in
 // double is an error at the .metal line.
-//   node tools/mslemu/lint.mjs [file.metal...]    default: every metal/*.metal; exit 1 on any error
+// The .metal files and the headers under metal/ also get the fast-math rule (prepass.mjs lintNonFinite): no
+// INFINITY, NAN, isinf or isnan.
+//   node tools/mslemu/lint.mjs [file.metal...]    default: every metal/*.metal and metal/**/*.h; exit 1 on any error
 import { spawnSync } from 'node:child_process';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { findClang, LINT_FLAGS } from './build.mjs';
-import { ROOT, generate, lintText, metalFiles } from './prepass.mjs';
+import { ROOT, generate, lintNonFinite, lintText, metalFiles, tokenize } from './prepass.mjs';
 
 // Returns { ok, errors: [...lines] } for one file (path relative to the repository root or absolute).
 export function lintFile(file, cxx) {
@@ -31,12 +33,27 @@ export function lintFile(file, cxx) {
   return { ok: errors.length === 0, errors, output: out };
 }
 
+// The headers the kernels include (metal/**/*.h): only the fast-math rule (they hold no kernels).
+export function lintHeaders(dir = path.join(ROOT, 'metal')) {
+  const errors = [];
+  for (const e of fs.readdirSync(dir, { withFileTypes: true, recursive: true })) {
+    if (!e.isFile() || !e.name.endsWith('.h')) continue;
+    const file = path.join(e.parentPath ?? e.path, e.name);
+    errors.push(...lintNonFinite(tokenize(fs.readFileSync(file, 'utf8')), path.relative(ROOT, file)).map((m) => `${m} [mslemu lint]`));
+  }
+  return errors;
+}
+
 if (process.argv[1] && path.resolve(process.argv[1]) === path.resolve(new URL(import.meta.url).pathname)) {
   const tc = findClang();
   if (!tc.cxx) { console.error(`lint:msl skipped: ${tc.reason}`); process.exit(process.argv.includes('--require') ? 1 : 0); }
   const files = process.argv.slice(2).filter((a) => !a.startsWith('--'));
   const list = files.length ? files : metalFiles();
   let bad = 0;
+  if (!files.length) {
+    const h = lintHeaders();
+    if (h.length) { bad++; console.log('FAIL  metal/**/*.h'); for (const e of h) console.log(`      ${e}`); } else console.log('ok    metal/**/*.h');
+  }
   for (const f of list) {
     const r = lintFile(f, tc.cxx);
     if (r.ok) console.log(`ok    ${f}`);

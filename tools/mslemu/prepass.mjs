@@ -45,10 +45,23 @@ export function generate(src, file) {
   return { code: g, kernels };
 }
 
+// Names that make an infinity or NaN a value, or test for one. Every kernel library is compiled with fast
+// math (native/metal/device.mm), under which the compiler may assume no value is infinite or NaN: such a
+// value is undefined behaviour and such a test may fold to false. metal/kernel_common.h has the finite
+// sentinel to use instead (kNoScore).
+const NON_FINITE = new Map([['INFINITY', 'an infinity'], ['NAN', 'a NaN'], ['HUGE_VALF', 'an infinity'], ['HUGE_VALH', 'an infinity'],
+  ['isinf', 'a test for infinity'], ['isnan', 'a test for NaN']]);
+
+// The fast-math rule alone, for any file under metal/ (the headers too). Comments are not tokens.
+export function lintNonFinite(toks, file) {
+  return toks.filter((t) => t.id && NON_FINITE.has(t.t))
+    .map((t) => `${file}:${t.line}: '${t.t}': ${NON_FINITE.get(t.t)} under fast math (undefined or folded away): use a finite sentinel (metal/kernel_common.h)`);
+}
+
 // Rules clang's -fsyntax-only cannot see (lint mode). Returns a list of "file:line: message".
 export function lintText(src, file) {
-  const errs = [];
   const { kernels, toks } = parse(src, file);
+  const errs = lintNonFinite(toks, file);
   const err = (line, msg) => errs.push(`${file}:${line}: ${msg}`);
   for (const k of kernels) {
     const seen = new Map();

@@ -15,8 +15,8 @@ static uint32_t round16(uint32_t b) { return (b + 15) / 16 * 16; }
 static uint32_t flash_tg_bytes(uint32_t kblock, uint32_t hd) { return round16(kargs::attn_flash_tg_floats(hd, kblock) * 4); }
 static uint32_t rows_tg_bytes(uint32_t kblock, uint32_t hd) { return round16(kargs::attn_rows_tg_floats(hd, kblock) * 4); }
 
-void encode_attention(Executor& ex, const gpu::Tensor& out, const gpu::Tensor& q, const gpu::Tensor& k, const gpu::Tensor& v,
-                      int64_t heads, int64_t head_dim, float scale, const std::vector<gpu::Segment>& segments) {
+void encode_attention(Executor& ex, const backend::Tensor& out, const backend::Tensor& q, const backend::Tensor& k, const backend::Tensor& v,
+                      int64_t heads, int64_t head_dim, float scale, const std::vector<backend::Segment>& segments) {
   const char* op = "attention";
   for (auto [t, name] : {std::pair{&out, "out"}, std::pair{&q, "q"}, std::pair{&k, "k"}, std::pair{&v, "v"}}) {
     require_f32(*t, op, name);
@@ -38,7 +38,7 @@ void encode_attention(Executor& ex, const gpu::Tensor& out, const gpu::Tensor& q
   const char* kernel = !flash ? "attention_segment" : hd == 64 ? "attention_flash_64" : hd == 72 ? "attention_flash_72" : hd == 80 ? "attention_flash_80" : "attention_flash";
   const uint32_t rows_per_group = flash ? kargs::kAttnBQ : kargs::kAttnRowsPerGroup;
   int64_t covered = 0;
-  for (const gpu::Segment& s : segments) {
+  for (const backend::Segment& s : segments) {
     require(s.begin >= 0 && s.length >= 0 && s.begin + s.length <= k.rows, op,
             "segment [" + std::to_string(s.begin) + ", +" + std::to_string(s.length) + ") outside the " + std::to_string(k.rows) + " rows");
     covered += s.length;

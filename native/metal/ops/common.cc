@@ -12,16 +12,16 @@ void bad_arg(const char* op, const std::string& what) { fail(Code::InvalidArgume
 void require(bool cond, const char* op, const std::string& what) {
   if (!cond) bad_arg(op, what);
 }
-std::string shape(const gpu::Tensor& t) { return "[" + std::to_string(t.rows) + ", " + std::to_string(t.cols) + "]"; }
-void require_tensor(const gpu::Tensor& t, const char* op, const char* name) {
+std::string shape(const backend::Tensor& t) { return "[" + std::to_string(t.rows) + ", " + std::to_string(t.cols) + "]"; }
+void require_tensor(const backend::Tensor& t, const char* op, const char* name) {
   require(t.buf != nullptr, op, std::string(name) + " has no buffer");
   require(t.rows >= 0 && t.cols >= 0 && t.ld >= t.cols, op, std::string(name) + " has a bad shape " + shape(t) + " with ld " + std::to_string(t.ld));
 }
-void require_f32(const gpu::Tensor& t, const char* op, const char* name) {
+void require_f32(const backend::Tensor& t, const char* op, const char* name) {
   require_tensor(t, op, name);
   require(t.dtype == DType::F32, op, std::string(name) + " must be f32, is " + dtype_name(t.dtype));
 }
-void require_shape(const gpu::Tensor& t, int64_t rows, int64_t cols, const char* op, const char* name) {
+void require_shape(const backend::Tensor& t, int64_t rows, int64_t cols, const char* op, const char* name) {
   require(t.rows == rows && t.cols == cols, op,
           std::string(name) + " is " + shape(t) + ", expected [" + std::to_string(rows) + ", " + std::to_string(cols) + "]");
 }

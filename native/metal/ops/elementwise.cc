@@ -10,7 +10,7 @@ static void grid2d(Dispatch& d, uint32_t cols, uint32_t rows) {
   d.groups = {div_up(cols, 64), rows, 1};
 }
 
-static void binary(Executor& ex, const char* op, const gpu::Tensor& y, const gpu::Tensor& a, const gpu::Tensor& b, uint32_t code) {
+static void binary(Executor& ex, const char* op, const backend::Tensor& y, const backend::Tensor& a, const backend::Tensor& b, uint32_t code) {
   require_f32(a, op, "a");
   require_f32(b, op, "b");
   require_f32(y, op, "y");
@@ -33,10 +33,10 @@ static void binary(Executor& ex, const char* op, const gpu::Tensor& y, const gpu
   submit(ex, d);
 }
 
-void encode_add(Executor& ex, const gpu::Tensor& y, const gpu::Tensor& a, const gpu::Tensor& b) { binary(ex, "add", y, a, b, kargs::kAdd); }
-void encode_mul(Executor& ex, const gpu::Tensor& y, const gpu::Tensor& a, const gpu::Tensor& b) { binary(ex, "mul", y, a, b, kargs::kMul); }
+void encode_add(Executor& ex, const backend::Tensor& y, const backend::Tensor& a, const backend::Tensor& b) { binary(ex, "add", y, a, b, kargs::kAdd); }
+void encode_mul(Executor& ex, const backend::Tensor& y, const backend::Tensor& a, const backend::Tensor& b) { binary(ex, "mul", y, a, b, kargs::kMul); }
 
-void encode_affine(Executor& ex, const gpu::Tensor& y, const gpu::Tensor& x, const gpu::Tensor* sub, const gpu::Tensor* mul, float scale,
+void encode_affine(Executor& ex, const backend::Tensor& y, const backend::Tensor& x, const backend::Tensor* sub, const backend::Tensor* mul, float scale,
                    float shift) {
   const char* op = "affine";
   require_f32(x, op, "x");

@@ -7,7 +7,7 @@
 namespace tessera::mtl {
 using namespace detail;
 
-void encode_gather_sum(Executor& ex, const gpu::Tensor& y, const gpu::Tensor& table, gpu::Buffer* lookup, int64_t taps, bool accumulate) {
+void encode_gather_sum(Executor& ex, const backend::Tensor& y, const backend::Tensor& table, backend::Buffer* lookup, int64_t taps, bool accumulate) {
   const char* op = "gather_sum";
   require_f32(y, op, "y");
   require_tensor(table, op, "table");

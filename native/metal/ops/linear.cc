@@ -1,6 +1,9 @@
 // linear: y = act(clamp_out(clamp_in(x) · Wᵀ + bias)) · mul + residual (backend/backend.h). Kernel per weight type;
 // the tiled simdgroup-matrix path (kGemmBM x kGemmBN tiles, metal/shared/args.h), or the GEMV path when there
 // are at most kMatvecMaxRows rows (few tokens).
+#include <algorithm>
+#include <cmath>
+#include <limits>
 #include <utility>
 
 #include "common/error.h"
@@ -10,8 +13,18 @@
 namespace tessera::mtl {
 using namespace detail;
 
+namespace {
+// A clamp as the kernels take it (kargs::Linear): infinite bounds on both sides are no clamp at all, and a
+// bound is never infinite (the kernels run under fast math, metal/kernel_common.h); ±FLT_MAX clamps every
+// finite value to itself.
+bool clamps(float lo, float hi) { return std::isfinite(lo) || std::isfinite(hi); }
+float finite_bound(float b) {
+  constexpr float kMax = std::numeric_limits<float>::max();
+  return std::clamp(b, -kMax, kMax);
+}
+}  // namespace
 
-void encode_linear(Executor& ex, const gpu::Tensor& y, const gpu::Tensor& x, const gpu::Tensor& w, const gpu::LinearArgs& a) {
+void encode_linear(Executor& ex, const backend::Tensor& y, const backend::Tensor& x, const backend::Tensor& w, const backend::LinearArgs& a) {
   const char* op = "linear";
   require_f32(x, op, "x");
   require_f32(y, op, "y");
@@ -36,16 +49,18 @@ void encode_linear(Executor& ex, const gpu::Tensor& y, const gpu::Tensor& x, con
   p.ldx = u32(x.ld, op, "x.ld");
   p.ldy = u32(y.ld, op, "y.ld");
   p.ldr = a.residual ? u32(a.residual->ld, op, "residual.ld") : 0;
-  p.act = a.act == gpu::Act::GeluTanh ? kargs::kGeluTanh : a.act == gpu::Act::GeluErf ? kargs::kGeluErf : kargs::kCopy;
+  p.act = a.act == backend::Act::GeluTanh ? kargs::kGeluTanh : a.act == backend::Act::GeluErf ? kargs::kGeluErf : kargs::kCopy;
   p.has_bias = a.bias != nullptr;
   p.bias_type = a.bias ? uint32_t(a.bias->dtype) : 0;
   p.has_residual = a.residual != nullptr;
   p.has_mul = a.mul != nullptr;
   p.ldm = a.mul ? u32(a.mul->ld, op, "mul.ld") : 0;
-  p.in_min = a.in_min;
-  p.in_max = a.in_max;
-  p.out_min = a.out_min;
-  p.out_max = a.out_max;
+  p.in_min = finite_bound(a.in_min);
+  p.in_max = finite_bound(a.in_max);
+  p.out_min = finite_bound(a.out_min);
+  p.out_max = finite_bound(a.out_max);
+  p.has_in_clamp = clamps(a.in_min, a.in_max);
+  p.has_out_clamp = clamps(a.out_min, a.out_max);
   const bool vec = x.rows <= int64_t(kargs::kMatvecMaxRows);
   const char* suffix = w.dtype == DType::F16 ? "f16" : w.dtype == DType::BF16 ? "bf16" : "f32";
   Dispatch d(std::string(vec ? "matvec_" : "matmul_") + suffix);

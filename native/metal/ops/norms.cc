@@ -21,12 +21,12 @@ static uint32_t row_threads(Executor& ex, const Dispatch& d, int64_t cols) {
   return std::max(32u, std::min(want, ex.max_threads(*d.kernel) / 32 * 32));
 }
 
-static void require_vector(const gpu::Tensor& t, int64_t n, const char* op, const char* name) {
+static void require_vector(const backend::Tensor& t, int64_t n, const char* op, const char* name) {
   require_tensor(t, op, name);
   require(t.rows * t.cols == n && t.contiguous(), op, std::string(name) + " is " + shape(t) + ", expected [1, " + std::to_string(n) + "]");
 }
 
-void encode_layer_norm(Executor& ex, const gpu::Tensor& y, const gpu::Tensor& x, const gpu::Tensor& gamma, const gpu::Tensor& beta, float eps) {
+void encode_layer_norm(Executor& ex, const backend::Tensor& y, const backend::Tensor& x, const backend::Tensor& gamma, const backend::Tensor& beta, float eps) {
   const char* op = "layer_norm";
   require_f32(x, op, "x");
   require_f32(y, op, "y");
@@ -55,8 +55,8 @@ void encode_layer_norm(Executor& ex, const gpu::Tensor& y, const gpu::Tensor& x,
   submit(ex, d);
 }
 
-void encode_rms_norm(Executor& ex, const gpu::Tensor& y, const gpu::Tensor& x, const gpu::Tensor* weight, int64_t group, float eps,
-                     const gpu::Tensor* residual) {
+void encode_rms_norm(Executor& ex, const backend::Tensor& y, const backend::Tensor& x, const backend::Tensor* weight, int64_t group, float eps,
+                     const backend::Tensor* residual) {
   const char* op = "rms_norm";
   require_f32(x, op, "x");
   require_f32(y, op, "y");

@@ -8,8 +8,8 @@
 namespace tessera::mtl {
 using namespace detail;
 
-void encode_rope(Executor& ex, const gpu::Tensor& x, const gpu::Tensor& cos, const gpu::Tensor& sin, int64_t heads, int64_t head_dim,
-                 int64_t sections, const gpu::HeadNorm* norm) {
+void encode_rope(Executor& ex, const backend::Tensor& x, const backend::Tensor& cos, const backend::Tensor& sin, int64_t heads, int64_t head_dim,
+                 int64_t sections, const backend::HeadNorm* norm) {
   const char* op = "rope";
   require_f32(x, op, "x");
   require_f32(cos, op, "cos");
@@ -20,7 +20,7 @@ void encode_rope(Executor& ex, const gpu::Tensor& x, const gpu::Tensor& cos, con
   require_shape(cos, x.rows, head_dim, op, "cos");
   require_shape(sin, x.rows, head_dim, op, "sin");
   require(cos.ld == sin.ld, op, "cos and sin must have the same row stride");
-  const gpu::Tensor* nw = norm ? norm->weight : nullptr;
+  const backend::Tensor* nw = norm ? norm->weight : nullptr;
   if (nw) {
     require_tensor(*nw, op, "norm weight");
     require(nw->rows * nw->cols == head_dim && nw->contiguous(), op,

@@ -23,7 +23,7 @@ inline std::vector<int64_t> int_list(const std::string& v) {
 }
 
 // rows x cols values drawn from N(0, scale), in dtype dt, uploaded to b.
-inline tessera::gpu::Tensor random_tensor(tessera::gpu::Backend& b, int64_t rows, int64_t cols, tessera::DType dt,
+inline tessera::backend::Tensor random_tensor(tessera::backend::Backend& b, int64_t rows, int64_t cols, tessera::DType dt,
                                           float scale, uint32_t seed) {
   using tessera::DType;
   std::mt19937 g(seed);
@@ -38,7 +38,7 @@ inline tessera::gpu::Tensor random_tensor(tessera::gpu::Backend& b, int64_t rows
       std::memcpy(&host[i * 2], &h, 2);
     }
   }
-  tessera::gpu::Buffer* buf = b.alloc(host.size());
+  tessera::backend::Buffer* buf = b.alloc(host.size());
   b.upload(buf, 0, host.data(), host.size());
-  return tessera::gpu::make_tensor(buf, 0, dt, rows, cols);
+  return tessera::backend::make_tensor(buf, 0, dt, rows, cols);
 }

@@ -3,7 +3,7 @@
 // Not a test; built and run by scripts/bench-kernels.mjs. Best of --reps runs (this machine is
 // shared: the best run is the one least disturbed).
 //   bench-kernels [--threads T] [--simd scalar|avx2|avx512] [--rows 1120,4096] [--reps 3] [--dtype bf16|f32|f16]
-//                 [--hd 72|64] [--per-call 1] [--only attention] [--copies 4]
+//                 [--hd 72|64] [--per-call 1] [--only attention] [--copies 4] [--precision bf16]
 // --only: the ops whose name contains it. --copies K: K sets of weights, each call of a linear the
 // next set, so that (K >= 4) its weights come from memory as in a real tower, not from the cache.
 // Weights are packed at load as the `resident` store packs them (Backend::pack_weight); --per-call 1
@@ -27,7 +27,7 @@
 #include "bench_inputs.h"
 
 using namespace tessera;
-using namespace tessera::gpu;
+using namespace tessera::backend;
 
 namespace {
 
@@ -65,6 +65,7 @@ int main(int argc, char** argv) {
   DType wdt = DType::BF16;
   std::string only;
   int64_t head_dim = 72;  // --hd 64: Gemma 4's other head size (18 heads over the same width)
+  cpu::Precision precision = cpu::Precision::F32;  // --precision bf16: the linears on a bf16 level's bf16 GEMM
   for (int i = 1; i + 1 < argc; i += 2) {
     std::string a = argv[i], v = argv[i + 1];
     if (a == "--threads") threads = std::atoi(v.c_str());
@@ -75,6 +76,7 @@ int main(int argc, char** argv) {
     else if (a == "--only") only = v;
     else if (a == "--dtype") parse_dtype(v, &wdt);
     else if (a == "--rows") rows_list = int_list(v);
+    else if (a == "--precision") precision = v == "bf16" ? cpu::Precision::Bf16 : cpu::Precision::F32;
     else if (a == "--simd") {
       levels.clear();
       for (cpu::Simd s : cpu::supported_simd())
@@ -84,7 +86,7 @@ int main(int argc, char** argv) {
   const int nthreads = threads > 0 ? threads : ThreadPool::physical_cores();
   const int64_t D = 1152, F = 4304, HD = head_dim, H = D / HD;
   for (cpu::Simd level : levels) {
-    auto be = cpu::make_cpu_backend(threads, level);
+    auto be = cpu::make_cpu_backend(threads, level, precision);
     Backend& b = *be;
     // copies x (qkv, proj, fc1, fc2); each call of a linear takes the next copy of its weight.
     struct Copies {
@@ -145,8 +147,8 @@ int main(int argc, char** argv) {
           {"fc2 4304->1152 +bias+res", 2 * n * F * D, [&] { b.linear(x, mlp, wd.next(), a2); }},
       };
       double total_ms = 0, total_cpu = 0, total_flop = 0;
-      std::printf("== %s, %d threads, N=%lld, weights %s, %s, %d cop%s\n", cpu::simd_name(level), nthreads, (long long)N,
-                  dtype_name(wdt), per_call ? "packed per call" : "packed at load", copies, copies == 1 ? "y" : "ies");
+      std::printf("== %s, precision %s, %d threads, N=%lld, weights %s, %s, %d cop%s\n", cpu::simd_name(level),
+                  b.precision(), nthreads, (long long)N, dtype_name(wdt), per_call ? "packed per call" : "packed at load", copies, copies == 1 ? "y" : "ies");
       // "per-cpu": the rate if the threads had the cores to themselves (FLOPs over process CPU
       // time / threads): a steadier figure while other work shares the machine.
       std::printf("  %-28s %9s %8s %10s\n", "op", "ms", "GFLOP/s", "per-cpu");

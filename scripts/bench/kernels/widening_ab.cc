@@ -21,7 +21,7 @@
 #include "bench_inputs.h"
 
 using namespace tessera;
-using namespace tessera::gpu;
+using namespace tessera::backend;
 
 namespace {
 

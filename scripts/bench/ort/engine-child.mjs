@@ -31,15 +31,15 @@ function relDiff(a, ref) {
   return finite ? d / absmax(ref) : Infinity;
 }
 
-async function openTessera(threads) {
+async function openTessera(threads, precision = 'f32') {
   const { VisionTower } = await import('../../../dist/index.js');
-  return VisionTower.open(job.tower, { backend: 'cpu', residency: 'resident', threads });
+  return VisionTower.open(job.tower, { backend: 'cpu', residency: 'resident', threads, precision });
 }
 
 /** Returns { run(): Promise<{ ms, wall }>, check(): relative difference to tessera's output, close() }. */
 async function makeEngine() {
   if (job.role === 'tessera') {
-    const tower = await openTessera(job.threads);
+    const tower = await openTessera(job.threads, job.precision);
     const px = pixels();
     return {
       async run() {

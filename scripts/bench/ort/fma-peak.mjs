@@ -11,7 +11,8 @@ const out = fileURLToPath(new URL('../out', import.meta.url));
 
 /**
  * Builds fma-peak with the system C++ compiler; returns run(threads, isa?) → { threads, isa, gflops }
- * (isa: avx512 | avx2 | neon, default the widest this CPU has; gflops null where it lacks that ISA),
+ * (isa: avx512 | avx2 | neon, default the widest this CPU has, or a bf16 unit: avx512-bf16 | amx |
+ * neon-bf16; gflops null where it lacks that ISA),
  * or null without a compiler.
  */
 export function fmaPeak() {

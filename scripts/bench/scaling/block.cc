@@ -1,6 +1,6 @@
 // Thread scaling of the CPU backend on Qwen3.5-size blocks, without Node: the op sequence of one
 // block (native/models/qwen_vision.cc run_block: LayerNorm, qkv, rope, attention, proj + residual,
-// LayerNorm, fc1 + tanh-GELU, fc2 + residual) through gpu::Backend, over `blocks` distinct blocks
+// LayerNorm, fc1 + tanh-GELU, fc2 + residual) through backend::Backend, over `blocks` distinct blocks
 // of random bf16 weights packed as the resident store packs them (so every block's weights come
 // from memory, as in a real tower), at each thread count given. Built and run by
 // scripts/bench/scaling.mjs; it is also how the figures for machines without Node were taken:
@@ -20,7 +20,7 @@
 #include "cpu/cpu_backend.h"
 
 using namespace tessera;
-using gpu::Tensor;
+using backend::Tensor;
 
 namespace {
 
@@ -30,7 +30,7 @@ struct Block {
   Tensor qkv, proj, fc1, fc2, qkv_b, proj_b, fc1_b, fc2_b, n1g, n1b, n2g, n2b;
 };
 
-Tensor random_tensor(gpu::Backend& b, std::mt19937& rng, int64_t rows, int64_t cols, DType dt, float scale) {
+Tensor random_tensor(backend::Backend& b, std::mt19937& rng, int64_t rows, int64_t cols, DType dt, float scale) {
   std::uniform_real_distribution<float> u(-scale, scale);
   const size_t n = size_t(rows) * size_t(cols), es = dtype_size(dt);
   std::vector<char> host(n * es);
@@ -43,9 +43,9 @@ Tensor random_tensor(gpu::Backend& b, std::mt19937& rng, int64_t rows, int64_t c
       std::memcpy(&host[i * 4], &v, 4);
     }
   }
-  gpu::Buffer* buf = b.alloc(host.size());
+  backend::Buffer* buf = b.alloc(host.size());
   b.upload(buf, 0, host.data(), host.size());
-  return gpu::make_tensor(buf, 0, dt, rows, cols);
+  return backend::make_tensor(buf, 0, dt, rows, cols);
 }
 
 double block_flops(int64_t n) { return 2.0 * n * (D * 3 * D + D * D + 2.0 * D * INTER) + 4.0 * n * n * D; }
@@ -62,7 +62,7 @@ int main(int argc, char** argv) {
   for (int a = 4; a < argc; ++a) {
     const int threads = std::atoi(argv[a]);
     auto be = cpu::make_cpu_backend(threads);
-    gpu::Backend& b = *be;
+    backend::Backend& b = *be;
     std::mt19937 rng(7);
     std::vector<Block> blocks(static_cast<size_t>(nblocks));
     const float ws = 1.0f / std::sqrt(float(D));
@@ -85,26 +85,26 @@ int main(int argc, char** argv) {
     Tensor qkv = random_tensor(b, rng, n, 3 * D, DType::F32, 1.0f), attn = random_tensor(b, rng, n, D, DType::F32, 1.0f);
     Tensor mlp = random_tensor(b, rng, n, INTER, DType::F32, 1.0f);
     Tensor cs = random_tensor(b, rng, n, HD, DType::F32, 1.0f), sn = random_tensor(b, rng, n, HD, DType::F32, 1.0f);
-    const std::vector<gpu::Segment> seg = {{0, n}};
+    const std::vector<backend::Segment> seg = {{0, n}};
     auto pass = [&] {
       for (const Block& k : blocks) {
         b.layer_norm(h, x, k.n1g, k.n1b, 1e-6f);
-        gpu::LinearArgs a;
+        backend::LinearArgs a;
         a.bias = &k.qkv_b;
         b.linear(qkv, h, k.qkv, a);
         Tensor q = qkv.cols_view(0, D), kk = qkv.cols_view(D, D), v = qkv.cols_view(2 * D, D);
         b.rope(qkv.cols_view(0, 2 * D), cs, sn, 2 * HEADS, HD, 1, nullptr);  // q and k in one, as the tower
         b.attention(attn, q, kk, v, HEADS, HD, float(1.0 / std::sqrt(double(HD))), seg);
-        gpu::LinearArgs p;
+        backend::LinearArgs p;
         p.bias = &k.proj_b;
         p.residual = &x;
         b.linear(x, attn, k.proj, p);
         b.layer_norm(h, x, k.n2g, k.n2b, 1e-6f);
-        gpu::LinearArgs up;
+        backend::LinearArgs up;
         up.bias = &k.fc1_b;
-        up.act = gpu::Act::GeluTanh;
+        up.act = backend::Act::GeluTanh;
         b.linear(mlp, h, k.fc1, up);
-        gpu::LinearArgs down;
+        backend::LinearArgs down;
         down.bias = &k.fc2_b;
         down.residual = &x;
         b.linear(x, mlp, k.fc2, down);

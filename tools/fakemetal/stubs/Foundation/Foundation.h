@@ -6,6 +6,15 @@
 #include <stddef.h>
 #include <stdint.h>
 
+// The SDK these stubs stand for, as <Availability.h> states it: __MAC_OS_X_VERSION_MAX_ALLOWED is the SDK's
+// version (150000: the macOS 15 SDK). TESSERA_FAKE_SDK picks another (tools/fakemetal/check.mjs checks
+// device.mm against 130000, 140000 and 150000); Metal.h declares only what that SDK declares.
+#ifndef TESSERA_FAKE_SDK
+#define TESSERA_FAKE_SDK 150000
+#endif
+#define __MAC_OS_X_VERSION_MAX_ALLOWED TESSERA_FAKE_SDK
+#define __MAC_OS_X_VERSION_MIN_REQUIRED 130000
+
 typedef bool BOOL;  // <objc/objc.h> on arm64 Apple platforms: typedef bool BOOL
 #define YES true
 #define NO false
@@ -49,6 +58,10 @@ __attribute__((objc_root_class))
 @interface NSString : NSObject
 + (nullable instancetype)stringWithUTF8String:(const char*)nullTerminatedCString;
 @property(nullable, readonly) const char* UTF8String;
+@end
+// @interface NSURL: + (NSURL *)fileURLWithPath:(NSString *)path;
+@interface NSURL : NSObject
++ (NSURL*)fileURLWithPath:(NSString*)path;
 @end
 // @interface NSError: @property(readonly) NSInteger code; @property(readonly, copy) NSString *localizedDescription;
 @interface NSError : NSObject

@@ -31,12 +31,24 @@ typedef NS_ENUM(NSUInteger, MTLLanguageVersion){
     MTLLanguageVersion3_0 TESSERA_MACOS_AVAILABLE(13.0) = (3 << 16) + 0,
     MTLLanguageVersion3_1 TESSERA_MACOS_AVAILABLE(14.0) = (3 << 16) + 1,
 };
-// typedef NS_ENUM(NSInteger, MTLMathMode) TESSERA_MACOS_AVAILABLE(15.0)
+#if __MAC_OS_X_VERSION_MAX_ALLOWED >= 150000
+// typedef NS_ENUM(NSInteger, MTLMathMode) API_AVAILABLE(macos(15.0)): in the macOS 15 SDK only
 typedef NS_ENUM(NSInteger, MTLMathMode){
     MTLMathModeSafe = 0,
     MTLMathModeRelaxed = 1,
     MTLMathModeFast = 2,
 } TESSERA_MACOS_AVAILABLE(15.0);
+#endif
+// typedef NS_ENUM(NSInteger, MTLGPUFamily) (MTLGPUFamilyApple9: macOS 14 SDK; MTLGPUFamilyMetal3: macOS 13)
+typedef NS_ENUM(NSInteger, MTLGPUFamily){
+    MTLGPUFamilyApple1 = 1001, MTLGPUFamilyApple2 = 1002, MTLGPUFamilyApple3 = 1003, MTLGPUFamilyApple4 = 1004,
+    MTLGPUFamilyApple5 = 1005, MTLGPUFamilyApple6 = 1006, MTLGPUFamilyApple7 = 1007, MTLGPUFamilyApple8 = 1008,
+#if __MAC_OS_X_VERSION_MAX_ALLOWED >= 140000
+    MTLGPUFamilyApple9 TESSERA_MACOS_AVAILABLE(14.0) = 1009,
+#endif
+    MTLGPUFamilyMac2 = 2002, MTLGPUFamilyCommon1 = 3001, MTLGPUFamilyCommon2 = 3002, MTLGPUFamilyCommon3 = 3003,
+    MTLGPUFamilyMetal3 TESSERA_MACOS_AVAILABLE(13.0) = 5001,
+};
 
 @protocol MTLDevice, MTLCommandBuffer;
 // @protocol MTLResource <NSObject>: @property(readonly) id<MTLDevice> device;
@@ -91,8 +103,12 @@ typedef void (^MTLCommandBufferHandler)(id<MTLCommandBuffer>);
 @end
 // @interface MTLCompileOptions : NSObject <NSCopying>
 @interface MTLCompileOptions : NSObject
+#if __MAC_OS_X_VERSION_MAX_ALLOWED >= 150000
 @property(readwrite, nonatomic) BOOL fastMathEnabled TESSERA_MACOS_DEPRECATED(10.11, 15.0, "Use mathMode instead");
 @property(readwrite, nonatomic) MTLMathMode mathMode TESSERA_MACOS_AVAILABLE(15.0);
+#else
+@property(readwrite, nonatomic) BOOL fastMathEnabled;
+#endif
 @property(readwrite, nonatomic) MTLLanguageVersion languageVersion;
 @end
 // @protocol MTLDevice <NSObject>
@@ -101,12 +117,15 @@ typedef void (^MTLCommandBufferHandler)(id<MTLCommandBuffer>);
 @property(readonly) NSUInteger maxThreadgroupMemoryLength;
 @property(readonly) NSUInteger maxBufferLength;
 @property(readonly) BOOL hasUnifiedMemory;
+@property(readonly) uint64_t recommendedMaxWorkingSetSize;
+- (BOOL)supportsFamily:(MTLGPUFamily)gpuFamily;
 - (nullable id<MTLCommandQueue>)newCommandQueue;
 - (nullable id<MTLBuffer>)newBufferWithLength:(NSUInteger)length options:(MTLResourceOptions)options;
 - (nullable id<MTLBuffer>)newBufferWithBytesNoCopy:(void*)pointer
                                             length:(NSUInteger)length
                                            options:(MTLResourceOptions)options
                                        deallocator:(void (^_Nullable)(void* pointer, NSUInteger length))deallocator;
+- (nullable id<MTLLibrary>)newLibraryWithURL:(NSURL*)url error:(NSError**)error;
 - (nullable id<MTLLibrary>)newLibraryWithSource:(NSString*)source options:(nullable MTLCompileOptions*)options error:(NSError**)error;
 - (nullable id<MTLComputePipelineState>)newComputePipelineStateWithFunction:(id<MTLFunction>)computeFunction error:(NSError**)error;
 @end
