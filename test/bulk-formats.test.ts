@@ -11,7 +11,7 @@
 // (docs/downstream.md); this suite keeps the byte layouts.
 import { spawnSync } from 'node:child_process';
 import { createHash } from 'node:crypto';
-import { mkdtempSync, readFileSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, readFileSync, readdirSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { dirname, join, relative } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -99,7 +99,12 @@ describe('--format vllm', () => {
     // The record beside it says what it was made from.
     const rec = JSON.parse(readFileSync(at(dir, 'coffee.tessera.json'), 'utf8'));
     expect(rec.files).toEqual(['coffee.vllm.json']);
-    expect(rec.record).toMatchObject({ format: 'vllm', family: 'qwen3_vl', tokens: '24', input: relative(process.cwd(), join(IMAGES, 'coffee.png')) });
+    expect(rec.record).toMatchObject({ format: 'vllm', family: 'qwen3_vl', tokens: 24, input: relative(process.cwd(), join(IMAGES, 'coffee.png')) });
+    // Numbers are numbers, the options an object (only safetensors' __metadata__ needs strings).
+    expect(rec.record.input_size).toBe(statSync(join(IMAGES, 'coffee.png')).size);
+    expect(typeof rec.record.input_mtime_ms).toBe('number');
+    expect(typeof rec.record.width).toBe('number');
+    expect(typeof rec.record.options).toBe('object');
   });
 
   it('numpy loads the embedded .npy bytes as vLLM does (np.load)', (ctx) => {

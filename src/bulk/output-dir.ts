@@ -162,6 +162,23 @@ function record(job: OutputJob, input: BulkInput, stamp: InputStamp, r: EncodeRe
   };
 }
 
+/** The record's fields that are numbers, and those that are JSON (options): typed in .tessera.json. */
+const NUMBER_FIELDS = ['input_size', 'input_mtime_ms', 'tokens', 'width'];
+const JSON_FIELDS = ['options'];
+
+/** The record as .tessera.json holds it: numbers as numbers and the options as an object (only safetensors' __metadata__ needs strings). */
+function typedRecord(meta: Record<string, string>): Record<string, unknown> {
+  const typed: Record<string, unknown> = { ...meta };
+  for (const k of NUMBER_FIELDS) if (meta[k] !== undefined) typed[k] = Number(meta[k]);
+  for (const k of JSON_FIELDS) if (meta[k] !== undefined) typed[k] = JSON.parse(meta[k]) as unknown;
+  return typed;
+}
+
+/** A record read from .tessera.json, back in the strings every record is compared and returned as. */
+function stringRecord(typed: Record<string, unknown>): Record<string, string> {
+  return Object.fromEntries(Object.entries(typed).map(([k, v]) => [k, typeof v === 'string' ? v : JSON.stringify(v)]));
+}
+
 function stemOf(job: Pick<OutputJob, 'dir'>, input: BulkInput): string {
   const rel = input.rel.split('/');
   const name = rel.pop()!;
@@ -226,9 +243,9 @@ async function readRecord(job: OutputJob, input: BulkInput): Promise<{ record: R
     return meta ? { record: meta, files: [path] } : undefined;
   }
   try {
-    const r = JSON.parse(await readFile(path, 'utf8')) as { record?: Record<string, string>; files?: string[] };
+    const r = JSON.parse(await readFile(path, 'utf8')) as { record?: Record<string, unknown>; files?: string[] };
     if (!r.record || !Array.isArray(r.files)) return undefined;
-    return { record: r.record, files: [...r.files.map((f) => join(dirname(path), f)), path] };
+    return { record: stringRecord(r.record), files: [...r.files.map((f) => join(dirname(path), f)), path] };
   } catch {
     return undefined;
   }
@@ -314,7 +331,7 @@ export async function writeImageOutputs(job: OutputJob, input: BulkInput, result
     files.push(path);
   }
   const names = files.map((f) => relative(dir, f).split(sep).join('/'));
-  await writeFileAtomic(recordFile, JSON.stringify({ record: meta, files: names }, null, 1) + '\n');
+  await writeFileAtomic(recordFile, JSON.stringify({ record: typedRecord(meta), files: names }, null, 1) + '\n');
   return { primary: primaryOutput(job, input), files: [...files, recordFile] };
 }
 

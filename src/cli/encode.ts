@@ -283,7 +283,7 @@ export async function encodeCommand(args: readonly string[], io: CliIo): Promise
   } else {
     io.out(`${summaryText({ images: inputs.length, encoded, skipped, failed })} in ${seconds.toFixed(2)} s ` +
       `(${(encoded / seconds).toFixed(2)} images/s); peak memory ${formatBytes(peak)}${out ? `; wrote ${out}` : ''}`);
-    if (demo) io.out(`(demo tower: ${basename(modelPath!)} has RANDOM weights)`);
+    if (demo && !o.quiet) io.out(`(demo tower: ${basename(modelPath!)} has RANDOM weights)`);
   }
   return failed ? EXIT_SOME_FAILED : EXIT_OK;
 }
