@@ -161,6 +161,8 @@ describe('tessera encode', () => {
       ['encode', IMAGES + 'tiny.png', '--json', '--batch', '0'],
       ['encode', join(tmp, 'no-such-image.png'), '--json'],
       ['encode', IMAGES + 'tiny.png', '--json', '--model', join(tmp, 'no-such-model')],
+      ['inspect', join(tmp, 'no-such-model'), '--json'],
+      ['inspect', '--json', '--bogus'],
     ]) {
       const r = tessera(...args);
       expect(r.code, args.join(' ')).toBe(2);
