@@ -7,26 +7,7 @@ export { runDoctor, HF_TOLERANCE } from './doctor.js';
 export type { DoctorReport, DoctorOptions, DoctorRun, DoctorStage, DoctorTower, DoctorGpu } from './doctor.js';
 export type { TowerSpec, StageSpec, TensorSpec, Family, DType } from './spec/types.js';
 export type { EncodeManyItem, EncodeManyOptions } from './tower.js';
-// Bulk outputs: the per-image writer `tessera encode --out-dir` uses, and the engines' payloads (docs/downstream.md).
+// The engines' payloads (docs/downstream.md). The bulk jobs' parts (inputs, the runner, the per-image
+// writer, the manifest) are the subpath tessera-vision/bulk.
 export { toVllmContentPart } from './outputs/vllm.js';
 export { toSglangItemJson } from './outputs/sglang.js';
-export {
-  collectInputs,
-  outputJob,
-  stampInput,
-  isUpToDate,
-  upToDateRecord,
-  writeImageOutputs,
-  checkDistinctOutputs,
-  removeStaleTemporaries,
-  primaryOutput,
-  recordPath,
-  Manifest,
-  OUTPUT_FORMATS,
-  type BulkInput,
-  type OutputJob,
-  type OutputFormat,
-  type InputStamp,
-  type WrittenOutput,
-  type ManifestEntry,
-} from './bulk/index.js';

@@ -5,7 +5,7 @@
 // The CLI turns its flags into these objects and checks them with the same schemas.
 import { z } from 'zod';
 import { TesseraError } from './errors.js';
-import { GEMMA_SOFT_TOKEN_BUDGETS } from './image/config.js';
+import { GEMMA_SOFT_TOKEN_BUDGETS, type GemmaSoftTokenBudget } from './image/config.js';
 import type { Family } from './spec/types.js';
 
 /** Largest value a grid side or a pixel count may take: it must survive the addon's int32. */
@@ -46,12 +46,13 @@ const QWEN_KEYS = {
   minPixels: positiveInt.optional(),
   maxPixels: positiveInt.optional(),
 };
+/** Gemma 4's soft-token budget: one of GEMMA_SOFT_TOKEN_BUDGETS, typed as that union. */
+export const SoftTokenBudgetSchema = z
+  .number()
+  .refine((v): v is GemmaSoftTokenBudget => (GEMMA_SOFT_TOKEN_BUDGETS as readonly number[]).includes(v), `must be one of ${GEMMA_SOFT_TOKEN_BUDGETS.join(', ')}`);
 const GEMMA_KEYS = {
   /** Gemma 4: 70, 140, 280, 560 or 1120. */
-  maxSoftTokens: z
-    .number()
-    .refine((v) => (GEMMA_SOFT_TOKEN_BUDGETS as readonly number[]).includes(v), `must be one of ${GEMMA_SOFT_TOKEN_BUDGETS.join(', ')}`)
-    .optional(),
+  maxSoftTokens: SoftTokenBudgetSchema.optional(),
 };
 const ADMISSION_KEYS = {
   /** Admission: refuse images whose header declares more pixels (default 100 MP). */
@@ -144,7 +145,8 @@ export type BulkOutputOptions = z.output<typeof BulkOutputOptionsSchema>;
 export interface PreprocessOptions {
   minPixels?: number;
   maxPixels?: number;
-  maxSoftTokens?: number;
+  /** Gemma 4: the most soft tokens an image becomes (70, 140, 280, 560 or 1120). */
+  maxSoftTokens?: GemmaSoftTokenBudget;
   maxInputPixels?: number;
 }
 

@@ -16,6 +16,7 @@ export interface TowerInfo {
   patchSize: number;
   /** Patches per side of one output token: Qwen's spatial merge (2), Gemma 4's pooling kernel (3). */
   mergeSize: number;
+  /** The dtype holding most of the blocks' weight bytes (f16 for an f16 mmproj, whatever its f32 norms and position table). */
   dtype: string;
   bytes: { total: number; perBlock: number; nonBlock: number };
   backend: string;
@@ -65,8 +66,12 @@ export function describe(
   const bytes = spec.stages.map(stageBytes);
   const blockBytes = spec.stages.flatMap((s, i) => (s.kind === 'block' ? [bytes[i]!] : []));
   const total = bytes.reduce((a, b) => a + b, 0);
+  // The tower's dtype is the one holding most of the blocks' bytes: the blocks are the bulk of any
+  // real tower, while the embed stage's position table stays f32 in llama.cpp's f16 mmprojs (in a
+  // tiny tower it outweighs the blocks, and counting tensors the f32 norms and biases always win).
   const dtypes = new Map<string, number>();
-  for (const s of spec.stages) for (const t of s.tensors) dtypes.set(t.dtype, (dtypes.get(t.dtype) ?? 0) + t.length);
+  const blocks = spec.stages.some((s) => s.kind === 'block') ? spec.stages.filter((s) => s.kind === 'block') : spec.stages;
+  for (const s of blocks) for (const t of s.tensors) dtypes.set(t.dtype, (dtypes.get(t.dtype) ?? 0) + t.length);
   const dtype = [...dtypes.entries()].sort((a, b) => b[1] - a[1])[0]?.[0] ?? 'f32';
   const d = spec.dims;
   return {

@@ -98,6 +98,11 @@ function checkSize(size: { width: number; height: number }): { width: number; he
   return { width: size.width, height: size.height };
 }
 
+/** The error of an aborted encode: ERR_ABORTED, keeping the signal's reason (AbortSignal.timeout's TimeoutError, the caller's own) as its cause. */
+function abortedError(signal: AbortSignal, message: string): TesseraError {
+  return new TesseraError('ERR_ABORTED', message, { cause: signal.reason });
+}
+
 /**
  * The cause of an ERR_OUT_OF_MEMORY refusal made before any work because the image's predicted
  * peak is more than the machine's whole memory: unlike a failed allocation, no retry on this
@@ -265,7 +270,7 @@ export class VisionTower {
     args: Parameters<NativeTower['encode']>[0],
   ): Promise<NativeEncodeResult> {
     const { signal, onProgress } = options;
-    if (signal?.aborted) throw new TesseraError('ERR_ABORTED', 'the encode was aborted before it started');
+    if (signal?.aborted) throw abortedError(signal, 'the encode was aborted before it started');
     const cancel = new Int32Array(1);
     const onAbort = () => {
       cancel[0] = 1;
@@ -280,7 +285,8 @@ export class VisionTower {
         ...(onProgress ? { onProgress: (e) => onProgress({ image: 0, images, block: e.block, blocks: e.blocks, ms: e.ms }) } : {}),
       });
     } catch (e) {
-      throw toTesseraError(e);
+      const err = toTesseraError(e);
+      throw err.code === 'ERR_ABORTED' && signal?.aborted ? abortedError(signal, err.message) : err;
     } finally {
       signal?.removeEventListener('abort', onAbort);
       this.info.memory.peakRss = peakRss();
@@ -464,7 +470,7 @@ export class VisionTower {
       for (;;) {
         const current = await next;
         if (!current) return;
-        if (options.signal?.aborted) throw new TesseraError('ERR_ABORTED', 'encodeMany was aborted');
+        if (options.signal?.aborted) throw abortedError(options.signal, 'encodeMany was aborted');
         next = stage();
         next.catch(() => undefined);
         yield* current.failed;
@@ -493,12 +499,16 @@ export class VisionTower {
     }
   }
 
-  /** A per-input failure, its message naming the input (its index, and its path when it has one). */
+  /**
+   * A per-input failure, its message naming the input: by its path when it has one (the message of
+   * a file's error names it already), else by its index. The cause is the error's own (ENOENT, the
+   * decoder's), not a wrapper.
+   */
   #named(i: number, input: ImageInput, e: unknown): TesseraError {
     const err = toTesseraError(e, 'ERR_IMAGE_DECODE');
     if (err.code === 'ERR_CLOSED') throw err;
-    const what = typeof input === 'string' ? ` (${input})` : '';
-    return new TesseraError(err.code, `input ${i}${what}: ${err.message}`, { cause: err });
+    const message = typeof input === 'string' ? (err.message.includes(input) ? err.message : `${input}: ${err.message}`) : `input ${i}: ${err.message}`;
+    return new TesseraError(err.code, message, { cause: err.cause ?? err });
   }
 
   /** Sizes an image from its header and admits it (ERR_IMAGE_TOO_LARGE / ERR_OUT_OF_MEMORY before any work). */

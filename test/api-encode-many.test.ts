@@ -37,8 +37,11 @@ describe('encodeMany', () => {
     expect([...seen.keys()].sort()).toEqual([0, 1, 2, 3, 4, 5]);
     const bad = seen.get(1) as TesseraError;
     expect(bad).toBeInstanceOf(TesseraError);
-    expect(bad.code).toBe('ERR_IMAGE_DECODE');
+    expect(bad.code).toBe('ERR_IO');
+    expect((bad.cause as NodeJS.ErrnoException).code).toBe('ENOENT');
     expect(bad.message).toContain('no-such-image.png');
+    // Named by its path, not by its place in the batch.
+    expect(bad.message).not.toMatch(/input \d/);
     for (const i of [0, 2, 3, 4, 5]) {
       const got = seen.get(i) as Awaited<ReturnType<VisionTower['encode']>>;
       const one = await tower.encode(inputs[i]!, OPTS);
@@ -80,10 +83,10 @@ describe('encodeMany', () => {
     const run = (async () => {
       for await (const item of tower.encodeMany(files, { ...OPTS, batch: 1, signal: ac.signal })) {
         got.push(item.index);
-        ac.abort();
+        ac.abort('stop');
       }
     })();
-    await expect(run).rejects.toMatchObject({ code: 'ERR_ABORTED' });
+    await expect(run).rejects.toMatchObject({ code: 'ERR_ABORTED', cause: 'stop' });
     expect(got).toEqual([0]);
     // The tower is usable afterwards.
     expect((await tower.encode(files[1]!, OPTS)).tokens).toBe(20);

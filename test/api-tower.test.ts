@@ -65,10 +65,12 @@ describe('VisionTower API', () => {
   it('honours an AbortSignal before and during an encode', async () => {
     const tower = await VisionTower.open(MODEL, { backend: 'cpu' });
     const pre = new AbortController();
-    pre.abort();
-    expect((await rejection(tower.encodePixels({ pixelValues: PIXELS, grid: GRID }, { signal: pre.signal }))).code).toBe(
-      'ERR_ABORTED',
-    );
+    const reason = new Error('the user closed the window');
+    pre.abort(reason);
+    const before = await rejection(tower.encodePixels({ pixelValues: PIXELS, grid: GRID }, { signal: pre.signal }));
+    expect(before.code).toBe('ERR_ABORTED');
+    // The signal's reason is kept as the cause (the caller's own, or AbortSignal.timeout's TimeoutError).
+    expect(before.cause).toBe(reason);
     // Between stages: abort at the first progress event of an encode whose stages take tens of
     // ms each (4,096 patches), so the worker is still mid-tower when the flag is set.
     const big = new Float32Array(4096 * 1536).map((_, i) => Math.sin(i * 0.001));
@@ -81,6 +83,7 @@ describe('VisionTower API', () => {
       ),
     );
     expect(e.code).toBe('ERR_ABORTED');
+    expect((e.cause as DOMException).name).toBe('AbortError');
     expect(seen.length).toBeLessThan(8);
     // The tower still works afterwards.
     const ok = await tower.encodePixels({ pixelValues: PIXELS, grid: GRID });

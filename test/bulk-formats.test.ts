@@ -11,7 +11,7 @@
 // (docs/downstream.md); this suite keeps the byte layouts.
 import { spawnSync } from 'node:child_process';
 import { createHash } from 'node:crypto';
-import { mkdtempSync, readFileSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, readFileSync, readdirSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { dirname, join, relative } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -101,7 +101,12 @@ describe('--format vllm', () => {
     // Each file with its size and the SHA-256 of its bytes, verified on resume.
     const written = readFileSync(at(dir, 'coffee.vllm.json'));
     expect(rec.files).toEqual([{ name: 'coffee.vllm.json', bytes: written.length, sha256: createHash('sha256').update(written).digest('hex') }]);
-    expect(rec.record).toMatchObject({ format: 'vllm', family: 'qwen3_vl', tokens: '24', input: relative(process.cwd(), join(IMAGES, 'coffee.png')) });
+    expect(rec.record).toMatchObject({ format: 'vllm', family: 'qwen3_vl', tokens: 24, input: relative(process.cwd(), join(IMAGES, 'coffee.png')) });
+    // Numbers are numbers, the options an object (only safetensors' __metadata__ needs strings).
+    expect(rec.record.input_size).toBe(statSync(join(IMAGES, 'coffee.png')).size);
+    expect(typeof rec.record.input_mtime_ms).toBe('number');
+    expect(typeof rec.record.width).toBe('number');
+    expect(typeof rec.record.options).toBe('object');
   });
 
   it('numpy loads the embedded .npy bytes as vLLM does (np.load)', (ctx) => {

@@ -2,7 +2,7 @@
 // rows, exit codes 0/1/2, --json, --out safetensors (keys and __metadata__ of docs/design.md#command-line, values
 // equal to HF's fixtures end to end), the random-weight demo tower, inspect, and usage errors.
 import { execFileSync, spawnSync } from 'node:child_process';
-import { chmodSync, existsSync, mkdtempSync, rmSync, statSync } from 'node:fs';
+import { chmodSync, existsSync, mkdtempSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -48,12 +48,15 @@ describe('tessera encode', () => {
     expect(r.stdout).toMatch(/encoded 2 of 2 images/);
   });
 
-  it('--out with a real checkpoint equals HF end to end; a failed input gives exit 1 and is named', () => {
+  it('--out with a real checkpoint equals HF end to end; a failed input gives exit 1 and is named by its path', () => {
     const out = join(tmp, 'qwen.safetensors');
     const model = FIXTURES + 'qwen3_5-tiny/model';
-    const r = tessera('encode', IMAGES + 'coffee.png', join(tmp, 'missing.png'), IMAGES + 'chelsea_exif6.jpg', '--model', model, '--max-pixels', '32768', '--out', out, '--stages', '--batch', '2');
+    const broken = join(tmp, 'broken.png');
+    writeFileSync(broken, 'not an image');
+    const r = tessera('encode', IMAGES + 'coffee.png', broken, IMAGES + 'chelsea_exif6.jpg', '--model', model, '--max-pixels', '32768', '--out', out, '--stages', '--batch', '2');
     expect(r.code).toBe(1);
-    expect(r.stderr).toMatch(/missing\.png: ERR_IMAGE_DECODE/);
+    expect(r.stderr).toMatch(/broken\.png: ERR_IMAGE_DECODE/);
+    expect(r.stdout).toMatch(/encoded 2 of 3 images \(1 failed\)/);
     const t = readSafetensors(out);
     for (const [i, name] of [[0, 'coffee'], [2, 'chelsea_exif6']] as const) {
       const ref = readSafetensors(FIXTURES + `qwen3_5-tiny/expected/${name}.safetensors`);
@@ -69,7 +72,7 @@ describe('tessera encode', () => {
     expect(meta.model).toBe(model);
     expect(meta.family).toBe('qwen3_5');
     expect(meta.tessera_version).toMatch(/^\d+\.\d+\.\d+/);
-    expect(JSON.parse(meta.failed!)).toEqual([1]);
+    expect(JSON.parse(meta.failed!)).toEqual([broken]);
   });
 
   it('Gemma 4: --max-soft-tokens, positions in the file, --json rows', () => {
@@ -94,6 +97,7 @@ describe('tessera encode', () => {
       ['encode', IMAGES + 'tiny.png', '--backend', 'gpu'],
       ['encode', IMAGES + 'tiny.png', '--precision', 'fp8'],
       ['encode', IMAGES + 'tiny.png', '--model', join(tmp, 'no-such-model')],
+      ['encode', IMAGES + 'tiny.png', join(tmp, 'no-such-image.png')],
       ['frobnicate'],
       [],
       ['inspect'],
@@ -129,10 +133,59 @@ describe('tessera encode', () => {
     expect(relErr(outs[1]!, outs[0]!)).toBeLessThan(1e-2);
   });
 
-  it('--help and --version exit 0', () => {
+  it("--help and --version exit 0; a command's help gives each option's meaning and default, also as tessera help <command>", () => {
     expect(tessera('--help').code).toBe(0);
-    expect(tessera('encode', '--help').stdout).toMatch(/usage: tessera encode/);
+    const help = tessera('encode', '--help');
+    expect(help.code).toBe(0);
+    expect(help.stdout).toMatch(/usage: tessera encode/);
+    expect(help.stdout).toMatch(/--batch N\s+images encoded together \(default 4\)/);
+    expect(tessera('help', 'encode').stdout).toBe(help.stdout);
+    expect(tessera('help', 'frobnicate').code).toBe(2);
     expect(tessera('--version').stdout.trim()).toMatch(/^\d+\.\d+\.\d+/);
+  });
+
+  it('an unknown flag gets one clean line with a did-you-mean, and a missing input is a usage error naming it', () => {
+    const r = tessera('encode', IMAGES + 'tiny.png', '--max-pixel', '100');
+    expect(r.code).toBe(2);
+    expect(r.stderr.split('\n')[0]).toBe("tessera encode: unknown option --max-pixel for tessera encode (did you mean --max-pixels?); tessera encode --help lists its options");
+    const missing = join(tmp, 'no-such-image.png');
+    const m = tessera('encode', IMAGES + 'tiny.png', missing);
+    expect(m.code).toBe(2);
+    expect(m.stderr).toContain(`input ${missing} does not exist`);
+    expect(m.stdout).toBe('');
+  });
+
+  it('--json speaks JSON for everything: a usage or model error is one error record on stdout', () => {
+    for (const args of [
+      ['encode', IMAGES + 'tiny.png', '--json', '--bogus'],
+      ['encode', IMAGES + 'tiny.png', '--json', '--batch', '0'],
+      ['encode', join(tmp, 'no-such-image.png'), '--json'],
+      ['encode', IMAGES + 'tiny.png', '--json', '--model', join(tmp, 'no-such-model')],
+      ['inspect', join(tmp, 'no-such-model'), '--json'],
+      ['inspect', '--json', '--bogus'],
+    ]) {
+      const r = tessera(...args);
+      expect(r.code, args.join(' ')).toBe(2);
+      const lines = r.stdout.trim().split('\n');
+      expect(lines, args.join(' ')).toHaveLength(1);
+      const rec = JSON.parse(lines[0]!) as Record<string, unknown>;
+      expect(rec).toMatchObject({ type: 'error', exitCode: 2 });
+      expect(rec['code']).toMatch(/^ERR_/);
+      expect(r.stderr, args.join(' ')).toBe('');
+    }
+  });
+
+  it('--quiet prints only failures and the summary line', () => {
+    const broken = join(tmp, 'quiet-broken.png');
+    writeFileSync(broken, 'not an image');
+    const r = tessera('encode', IMAGES + 'tiny.png', broken, '--quiet');
+    expect(r.code).toBe(1);
+    const lines = r.stdout.trim().split('\n');
+    expect(lines).toHaveLength(1);
+    expect(lines[0]).toMatch(/^encoded 1 of 2 images \(1 failed\) in /);
+    // The demo's warning stays, on stderr.
+    expect(r.stderr).toMatch(/RANDOM/);
+    expect(r.stderr).toMatch(/quiet-broken\.png: ERR_IMAGE_DECODE/);
   });
 });
 
@@ -154,6 +207,16 @@ describe('tessera inspect', () => {
     expect(j.depth).toBe(4);
     expect(j.stages.filter((s) => s.kind === 'block')).toHaveLength(4);
     expect(j.stages.reduce((a, s) => a + s.bytes, 0)).toBe(j.bytes.total);
+  });
+
+  it("reports an f16 mmproj's dtype as f16: by the blocks' bytes, not by tensor count", () => {
+    const gguf = FIXTURES + 'gemma4-tiny/mmproj-gemma4v-f16.gguf';
+    const j = JSON.parse(tessera('inspect', gguf, '--json').stdout) as { dtype: string; stages: { kind: string; tensors: { dtype: string }[] }[] };
+    // More of its tensors are f32 (norms, biases), and its f32 position table outweighs the tiny blocks.
+    const tensors = j.stages.flatMap((s) => s.tensors);
+    expect(tensors.filter((t) => t.dtype === 'f32').length).toBeGreaterThan(tensors.filter((t) => t.dtype === 'f16').length);
+    expect(j.dtype).toBe('f16');
+    expect(tessera('inspect', gguf).stdout).toMatch(/^dtype\s+f16$/m);
   });
 });
 
@@ -200,8 +263,13 @@ describe('interrupting', () => {
     const lines: string[] = [];
     const io = { out: () => undefined, err: (t: string) => lines.push(t), progress: () => undefined, tty: false, columns: 80, signal: ctl.signal };
     expect(await run(['encode', IMAGES + 'tiny.png', '--out', out], io)).toBe(130);
-    expect(lines.join('\n')).toMatch(/interrupted/);
+    expect(lines.join('\n')).toMatch(/interrupted; encoded 0 of 1 image/);
     expect(existsSync(out)).toBe(false);
+    // With --json the stream still ends with a summary record.
+    const records: string[] = [];
+    const jsonIo = { ...io, out: (t: string) => records.push(t) };
+    expect(await run(['encode', IMAGES + 'tiny.png', '--out', out, '--json'], jsonIo)).toBe(130);
+    expect(JSON.parse(records.at(-1)!)).toMatchObject({ type: 'summary', interrupted: true, images: 1, encoded: 0, notDone: 1 });
     const { readdirSync } = await import('node:fs');
     expect(readdirSync(tmp).filter((f) => f.startsWith('aborted'))).toEqual([]);
   });

@@ -5,7 +5,9 @@
 // refusal is reworded with the flag's name.
 import { describe, expect, it } from 'vitest';
 import { COMMANDS, ENCODE, ENQUEUE, WORKER } from '../src/cli/commands.js';
-import { flagged, intFlag, parseFlags, usageOf, UsageError, type Command, type Flag } from '../src/cli/flags.js';
+import { editDistance, flagged, helpOf, intFlag, parseFlags, usageOf, UsageError, type Command, type Flag } from '../src/cli/flags.js';
+import { drawsProgress } from '../src/cli/progress.js';
+import { summaryText } from '../src/cli/encode.js';
 import { USAGE } from '../src/cli/main.js';
 import { JobOptionsSchema } from '../src/fleet/job.js';
 import { BulkOutputOptionsSchema, OpenOptionsSchema, encodeManyOptionsSchema, parseArgument } from '../src/options.js';
@@ -65,5 +67,48 @@ describe('the flag tables', () => {
     const check = () => parseArgument(encodeManyOptionsSchema(), { maxSoftTokens: 100 }, 'tessera encode');
     expect(() => flagged(check)).toThrow(/^--max-soft-tokens must be one of 70, 140, 280, 560, 1120/);
     expect(() => flagged(() => parseArgument(OpenOptionsSchema, { lockDurationMs: 1 }, 'x'), { lockDurationMs: 'lock-duration' })).toThrow(/unknown option --lock-duration/);
+  });
+});
+
+describe('help and slips', () => {
+  it("every flag says what it does; a command's help lists each with its default", () => {
+    for (const c of COMMANDS) {
+      const help = helpOf(c);
+      for (const [name, f] of Object.entries(c.flags)) {
+        expect(f.help.length, `${c.name} --${name}`).toBeGreaterThan(5);
+        expect(help, `${c.name} --${name}`).toContain(`--${name}`);
+        expect(help.replace(/\s+/g, ' '), `${c.name} --${name}`).toContain(f.help.split(' ').slice(0, 3).join(' '));
+        if (f.default !== undefined) expect(help.replace(/\s+/g, ' ')).toContain(`(default ${f.default})`);
+      }
+    }
+  });
+
+  it('an unknown flag names the nearest one when it is a slip, and none when nothing is near', () => {
+    expect(editDistance('max-pixel', 'max-pixels')).toBe(1);
+    expect(editDistance('', 'abc')).toBe(3);
+    expect(editDistance('kitten', 'sitting')).toBe(3);
+    expect(() => parseFlags(ENCODE, ['x', '--max-pixel', '5'])).toThrow(/unknown option --max-pixel for tessera encode \(did you mean --max-pixels\?\)/);
+    expect(() => parseFlags(ENCODE, ['x', '--outdir', 'd'])).toThrow(/did you mean --out-dir\?/);
+    expect(() => parseFlags(WORKER, ['--redis=x', '--queue', 'q', '--thread', '2'])).toThrow(/did you mean --threads\?/);
+    let message = '';
+    try {
+      parseFlags(ENCODE, ['x', '--frobnicate']);
+    } catch (e) {
+      message = (e as Error).message;
+    }
+    expect(message).toBe('unknown option --frobnicate for tessera encode; tessera encode --help lists its options');
+  });
+
+  it('draws a progress bar only on a terminal that takes one, never in CI', () => {
+    expect(drawsProgress(true, { TERM: 'xterm-256color' })).toBe(true);
+    expect(drawsProgress(false, { TERM: 'xterm-256color' })).toBe(false);
+    expect(drawsProgress(true, { TERM: 'dumb' })).toBe(false);
+    expect(drawsProgress(true, { TERM: 'xterm', CI: 'true' })).toBe(false);
+  });
+
+  it('the summary line counts failures', () => {
+    expect(summaryText({ images: 302, encoded: 82, skipped: 218, failed: 2 })).toBe('encoded 82 of 302 images (218 up to date, 2 failed)');
+    expect(summaryText({ images: 1, encoded: 1, skipped: 0, failed: 0 })).toBe('encoded 1 of 1 image');
+    expect(summaryText({ images: 3, encoded: 2, skipped: 0, failed: 1 })).toBe('encoded 2 of 3 images (1 failed)');
   });
 });

@@ -12,17 +12,22 @@ import { ensureDist, expectOutputsEqualEncode, HAVE_REDIS, makeImages, MODEL, te
 describe('fleet CLI usage', () => {
   beforeAll(() => ensureDist());
   it('names what is missing or wrong, exit 2', async () => {
+    // An input that exists: a missing one is refused first (collectInputs), before the Redis flags.
+    const image = join(MODEL, '..', '..', 'images', 'tiny.png');
+    const missing = await tessera(['enqueue', '/tmp/no-such-input.png', '--redis', 'redis://127.0.0.1:1', '--queue', 'q']);
+    expect(missing.code).toBe(2);
+    expect(missing.stderr).toMatch(/input \/tmp\/no-such-input\.png does not exist/);
     const w = await tessera(['worker', '--queue', 'q', '--model', MODEL, '--out-dir', '/tmp/x']);
     expect(w.code).toBe(2);
     expect(w.stderr).toMatch(/--redis is required/);
-    const e = await tessera(['enqueue', '/tmp/x.png', '--redis', 'ftp://h:1', '--queue', 'q']);
+    const e = await tessera(['enqueue', image, '--redis', 'ftp://h:1', '--queue', 'q']);
     expect(e.code).toBe(2);
     expect(e.stderr).toMatch(/scheme must be redis:\/\/ or rediss:\/\//);
-    const f = await tessera(['enqueue', '/tmp/x.png', '--redis', 'redis://127.0.0.1:1', '--queue', 'q', '--format', 'png']);
+    const f = await tessera(['enqueue', image, '--redis', 'redis://127.0.0.1:1', '--queue', 'q', '--format', 'png']);
     expect(f.code).toBe(2);
     expect(f.stderr).toMatch(/--format must be one of safetensors, npy, vllm, vllm-torch, vllm-encoder-cache, sglang/);
     // Nothing listens on port 1: enqueue gives up on a Redis it never reached (a worker would wait).
-    const g = await tessera(['enqueue', '/tmp/x.png', '--redis', 'redis://127.0.0.1:1', '--queue', 'q']);
+    const g = await tessera(['enqueue', image, '--redis', 'redis://127.0.0.1:1', '--queue', 'q']);
     expect(g.code).toBe(2);
     expect(g.stderr).toMatch(/cannot reach Redis at redis:\/\/127.0.0.1:1/);
   });

@@ -38,6 +38,8 @@ function closeServer(s: { server: Server; sockets: Set<Socket> }): Promise<void>
   return new Promise((r) => s.server.close(() => r()));
 }
 
+/** An input that exists: enqueue refuses a missing one before it reads its Redis flags. */
+const IMAGE = join(ROOT, 'test', 'fixtures', 'images', 'tiny.png');
 const noStack = (text: string) => expect(text).not.toMatch(/^\s+at /m);
 
 describe.skipIf(!HAVE_REDIS)('fleet commands: hostile conditions', () => {
@@ -50,7 +52,7 @@ describe.skipIf(!HAVE_REDIS)('fleet commands: hostile conditions', () => {
   it("refuses a queue name BullMQ cannot take, in every command; accepts '--queue=-x'", async () => {
     const r = fleet.redis.url;
     const runs = await Promise.all([
-      tessera(['enqueue', '/tmp/x.png', '--redis', r, '--queue', 'a:b']),
+      tessera(['enqueue', IMAGE, '--redis', r, '--queue', 'a:b']),
       tessera(['queue-status', '--redis', r, '--queue', 'a:b']),
       tessera(['worker', '--redis', r, '--queue', 'a:b', '--model', MODEL, '--out-dir', join(fleet.tmp, 'never')]),
     ]);
@@ -72,7 +74,7 @@ describe.skipIf(!HAVE_REDIS)('fleet commands: hostile conditions', () => {
   it('fails at once on a closed Redis port, with one ERR_IO line', async () => {
     const port = await freePort();
     const url = `redis://127.0.0.1:${port}`;
-    for (const args of [['queue-status', '--redis', url, '--queue', 'q'], ['enqueue', '/tmp/x.png', '--redis', url, '--queue', 'q']]) {
+    for (const args of [['queue-status', '--redis', url, '--queue', 'q'], ['enqueue', IMAGE, '--redis', url, '--queue', 'q']]) {
       const run = await tessera(args);
       expect(run.code, run.stderr).toBe(2);
       expect(run.stderr.trim().split('\n')).toEqual([`tessera ${args[0]}: ERR_IO: cannot reach Redis at ${url}: connection refused (nothing listens on that port) (ECONNREFUSED)`]);
@@ -83,7 +85,7 @@ describe.skipIf(!HAVE_REDIS)('fleet commands: hostile conditions', () => {
     const url = fleet.redis.url.replace('redis://', 'redis://nobody:hunter2@');
     const runs = await Promise.all([
       tessera(['queue-status', '--redis', url, '--queue', 'q']),
-      tessera(['enqueue', '/tmp/x.png', '--redis', url, '--queue', 'q']),
+      tessera(['enqueue', IMAGE, '--redis', url, '--queue', 'q']),
       tessera(['worker', '--redis', url, '--queue', 'q', '--model', MODEL, '--out-dir', join(fleet.tmp, 'refused')]),
     ]);
     for (const run of runs) {

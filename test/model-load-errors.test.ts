@@ -48,6 +48,16 @@ describe('model loading errors', () => {
     expect(e.message).toContain('safetensors');
   });
 
+  it('a shard index that gives a tensor a file outside the folder is ERR_WEIGHTS_CORRUPT naming the tensor', async () => {
+    const dir = withModel((d) =>
+      writeFileSync(join(d, 'model.safetensors.index.json'), JSON.stringify({ weight_map: { 'model.visual.merger.norm.weight': 'model.safetensors', 'model.visual.blocks.0.attn.qkv.weight': '../../etc/x.safetensors' } })),
+    );
+    const e = await openError(dir);
+    expect(e.code).toBe('ERR_WEIGHTS_CORRUPT');
+    expect(e.message).toContain("tensor 'model.visual.blocks.0.attn.qkv.weight'");
+    expect(e.message).toContain('../../etc/x.safetensors');
+  });
+
   it('an unknown model_type is ERR_MODEL_FORMAT naming it', async () => {
     const dir = withModel((d) => editConfig(d, (c) => (c.model_type = 'llava')));
     const e = await openError(dir);

@@ -144,6 +144,47 @@ const { createHash } = require_('node:crypto');
     expect(JSON.parse(cjs.stdout)).toEqual(want);
   });
 
+  it('the subpaths: tessera-vision/fleet and tessera-vision/bulk load by require and by import; the bulk internals are not in the main entry', () => {
+    // The fleet's peers (bullmq, ioredis) are not installed here: they come from this checkout, as an app installs them.
+    const env = { ...bareEnv, NODE_PATH: join(ROOT, 'node_modules') };
+    writeFileSync(join(consumer, 'sub.cjs'), `const main = require('tessera-vision');
+const fleet = require('tessera-vision/fleet');
+const bulk = require('tessera-vision/bulk');
+// One module graph: the entries share their classes.
+const same = require('tessera-vision/bulk').runBulk === bulk.runBulk;
+console.log(JSON.stringify({ createWorker: typeof fleet.createWorker, runBulk: typeof bulk.runBulk, collectInputs: typeof bulk.collectInputs, inMain: typeof main.collectInputs, same }));
+`);
+    const cjs = run(process.execPath, ['sub.cjs'], { env });
+    expect(cjs.stderr).toBe('');
+    expect(JSON.parse(cjs.stdout)).toEqual({ createWorker: 'function', runBulk: 'function', collectInputs: 'function', inMain: 'undefined', same: true });
+    writeFileSync(join(consumer, 'sub.mjs'), `import { runBulk, Manifest } from 'tessera-vision/bulk';
+import * as main from 'tessera-vision';
+console.log(JSON.stringify({ runBulk: typeof runBulk, Manifest: typeof Manifest, inMain: typeof main.Manifest }));
+`);
+    const esm = run(process.execPath, ['sub.mjs']);
+    expect(esm.stderr).toBe('');
+    expect(JSON.parse(esm.stdout)).toEqual({ runBulk: 'function', Manifest: 'function', inMain: 'undefined' });
+  });
+
+  it('maxSoftTokens is typed as the budgets it accepts', () => {
+    writeFileSync(join(consumer, 'budget.ts'), `import { VisionTower } from 'tessera-vision';
+export async function tokens(tower: VisionTower): Promise<number> {
+  const ok = await tower.encode('page.png', { maxSoftTokens: 280 });
+  // @ts-expect-error 100 is not a Gemma 4 budget
+  const bad = await tower.encode('page.png', { maxSoftTokens: 100 });
+  return ok.tokens + bad.tokens;
+}
+`);
+    writeFileSync(join(consumer, 'tsconfig.budget.json'), JSON.stringify({
+      compilerOptions: { module: 'nodenext', moduleResolution: 'nodenext', target: 'es2022', strict: true, noEmit: true,
+        types: ['node'], typeRoots: [join(ROOT, 'node_modules', '@types')] },
+      files: ['budget.ts'],
+    }));
+    const r = run(process.execPath, [join(ROOT, 'node_modules', 'typescript', 'bin', 'tsc'), '-p', 'tsconfig.budget.json']);
+    expect(r.stdout + r.stderr).toBe('');
+    expect(r.code).toBe(0);
+  });
+
   it('`npx tessera encode <image>` runs the demo tower', () => {
     const out = join(consumer, 'coffee.safetensors');
     const r = run(join(bareEnv.PATH!, 'npx'), ['--no-install', 'tessera', 'encode', IMAGE, '--out', out]);

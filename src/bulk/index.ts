@@ -1,5 +1,6 @@
-// Bulk jobs (tessera encode over folders, --out-dir, and the fleet's workers, which write the same
-// outputs): inputs, the one job runner, the per-image writer and its formats, the manifest.
+// tessera-vision/bulk: bulk jobs (tessera encode over folders, --out-dir, and the fleet's workers,
+// which write the same outputs): inputs, the one job runner, the per-image writer and its formats,
+// the manifest. A subpath of its own, so the main entry stays the tower's API.
 export { collectInputs, IMAGE_EXTENSIONS, type BulkInput, type CollectOptions } from './inputs.js';
 export {
   OUTPUT_FORMATS,

@@ -3,7 +3,8 @@
 // image extension (any case); a file named explicitly is taken whatever its name. `--exclude GLOB`
 // (picomatch; a pattern without '/' matches a base name, and a matching folder is not entered)
 // drops inputs. Order: arguments as given, each folder's files sorted by path (code units, not the
-// locale), so a run is the same on every machine; a path given twice is taken once.
+// locale), so a run is the same on every machine; a path given twice is taken once. A name that
+// does not exist is refused (ERR_INVALID_ARGUMENT) before any input is read.
 // Each input carries its root and its path relative to it: --out-dir mirrors that path.
 import { readdir, stat } from 'node:fs/promises';
 import { dirname, isAbsolute, join, relative, resolve, sep } from 'node:path';
@@ -85,12 +86,20 @@ export async function collectInputs(args: readonly string[], options: CollectOpt
     out.push(input);
   };
   for (const name of names) {
-    const st = await stat(resolve(cwd, name)).catch(() => undefined);
+    let st;
+    try {
+      st = await stat(resolve(cwd, name));
+    } catch (e) {
+      // A name that does not exist is a slip of the command line, refused before any work (as an
+      // empty folder is); a file that exists but cannot be read fails in its own place.
+      const code = (e as NodeJS.ErrnoException).code;
+      if (code === 'ENOENT' || code === 'ENOTDIR') throw new TesseraError('ERR_INVALID_ARGUMENT', `input ${name} does not exist`, { cause: e });
+    }
     if (st?.isDirectory()) {
       for (const rel of await walk(resolve(cwd, name), excluded)) add({ path: join(name, ...rel.split('/')), root: name, rel });
       continue;
     }
-    // A file (or a path that does not exist: it fails in its own place, with its error code).
+    // A file (one that cannot be stat'ed fails in its own place, with its error code).
     const inside = relative(cwd, resolve(cwd, name));
     const rel = !isAbsolute(inside) && !inside.startsWith('..') ? posix(inside) : posix(relative(dirname(resolve(cwd, name)), resolve(cwd, name)));
     const root = !isAbsolute(inside) && !inside.startsWith('..') ? cwd : dirname(resolve(cwd, name));

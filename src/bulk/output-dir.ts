@@ -176,6 +176,23 @@ function record(job: OutputJob, input: BulkInput, stamp: InputStamp, r: EncodeRe
   };
 }
 
+/** The record's fields that are numbers, and those that are JSON (options): typed in .tessera.json. */
+const NUMBER_FIELDS = ['input_size', 'input_mtime_ms', 'tokens', 'width'];
+const JSON_FIELDS = ['options'];
+
+/** The record as .tessera.json holds it: numbers as numbers and the options as an object (only safetensors' __metadata__ needs strings). */
+function typedRecord(meta: Record<string, string>): Record<string, unknown> {
+  const typed: Record<string, unknown> = { ...meta };
+  for (const k of NUMBER_FIELDS) if (meta[k] !== undefined) typed[k] = Number(meta[k]);
+  for (const k of JSON_FIELDS) if (meta[k] !== undefined) typed[k] = JSON.parse(meta[k]) as unknown;
+  return typed;
+}
+
+/** A record read from .tessera.json, back in the strings every record is compared and returned as. */
+function stringRecord(typed: Record<string, unknown>): Record<string, string> {
+  return Object.fromEntries(Object.entries(typed).map(([k, v]) => [k, typeof v === 'string' ? v : JSON.stringify(v)]));
+}
+
 function stemOf(job: Pick<OutputJob, 'dir'>, input: BulkInput): string {
   const rel = input.rel.split('/');
   const name = rel.pop()!;
@@ -259,13 +276,13 @@ async function readRecord(job: OutputJob, input: BulkInput): Promise<FoundRecord
   const bytes = await readOwnFile(path, MAX_RECORD_BYTES);
   if (!bytes) return undefined;
   try {
-    const r = JSON.parse(bytes.toString('utf8')) as { record?: Record<string, string>; files?: unknown[] };
+    const r = JSON.parse(bytes.toString('utf8')) as { record?: Record<string, unknown>; files?: unknown[] };
     if (!r.record || typeof r.record !== 'object' || !Array.isArray(r.files)) return undefined;
     const files = r.files.filter(
       (f): f is RecordedFile =>
         typeof f === 'object' && f !== null && typeof (f as RecordedFile).name === 'string' && Number.isSafeInteger((f as RecordedFile).bytes) && typeof (f as RecordedFile).sha256 === 'string',
     );
-    return { format: 'sidecar', record: r.record, path, files };
+    return { format: 'sidecar', record: stringRecord(r.record), path, files };
   } catch {
     return undefined;
   }
@@ -418,7 +435,7 @@ export async function writeImageOutputs(job: OutputJob, input: BulkInput, result
     await writeFileAtomic(c.path, c.bytes);
     files.push({ name: relative(dir, c.path).split(sep).join('/'), bytes: c.bytes.byteLength, sha256: createHash('sha256').update(c.bytes).digest('hex') });
   }
-  await writeFileAtomic(recordFile, JSON.stringify({ record: meta, files }, null, 1) + '\n');
+  await writeFileAtomic(recordFile, JSON.stringify({ record: typedRecord(meta), files }, null, 1) + '\n');
   return { primary: primaryOutput(job, input), files: [...contents.map((c) => c.path), recordFile] };
 }
 

@@ -6,79 +6,79 @@
 import { GEMMA_SOFT_TOKEN_BUDGETS } from '../image/config.js';
 import { BACKENDS, DEFAULT_BATCH, OUTPUT_FORMATS, PRECISIONS, RESIDENCIES } from '../options.js';
 import { DTYPES } from '../spec/types.js';
-import { MAX_GROUP_IMAGES } from '../fleet/job.js';
+import { DEFAULT_ATTEMPTS, DEFAULT_BACKOFF_MS, MAX_GROUP_IMAGES } from '../fleet/job.js';
+import { DEFAULT_MAX_FETCH_BYTES } from '../fleet/fetch-input.js';
 import type { Command, Flag } from './flags.js';
 
 const open = {
-  backend: { type: 'string', choices: BACKENDS, group: 'open' },
-  residency: { type: 'string', choices: RESIDENCIES, group: 'open' },
-  precision: { type: 'string', choices: PRECISIONS, group: 'open' },
+  backend: { type: 'string', choices: BACKENDS, group: 'open', default: 'auto', help: 'where the tower runs: auto takes Metal on a Mac that has it, else the CPU' },
+  residency: { type: 'string', choices: RESIDENCIES, group: 'open', default: 'auto', help: 'how the weights are held: streamed block by block, mapped from the file, or all resident (docs/design.md)' },
+  precision: { type: 'string', choices: PRECISIONS, group: 'open', default: 'f32', help: 'what the CPU linears compute in: bf16 operands with f32 sums where the CPU has bf16 units, else f32 (docs/bf16.md)' },
 } satisfies Record<string, Flag>;
 
 /** The options that change an image's output (encode's, and a fleet job's): the sizing keys of both families and --stages. */
 const sizing = (group: string) =>
   ({
-    'min-pixels': { type: 'int', group },
-    'max-pixels': { type: 'int', group },
-    'max-soft-tokens': { type: 'int', choices: GEMMA_SOFT_TOKEN_BUDGETS, group },
+    'min-pixels': { type: 'int', group, default: "the model's preprocessor", help: 'Qwen: an image smaller than this many pixels is scaled up' },
+    'max-pixels': { type: 'int', group, default: "the model's preprocessor", help: 'Qwen: an image larger than this many pixels is scaled down' },
+    'max-soft-tokens': { type: 'int', choices: GEMMA_SOFT_TOKEN_BUDGETS, group, default: "the model's preprocessor", help: 'Gemma 4: the most tokens an image becomes' },
   }) satisfies Record<string, Flag>;
 
 const redis = {
-  redis: { type: 'string', value: 'URL', required: true },
-  queue: { type: 'string', value: 'NAME', required: true },
+  redis: { type: 'string', value: 'URL', required: true, help: 'the Redis server of the fleet (redis://host:port)' },
+  queue: { type: 'string', value: 'NAME', required: true, help: 'the queue to use' },
 } satisfies Record<string, Flag>;
 
 export const ENCODE: Command = {
   name: 'encode',
   args: '<image|folder|-...>',
   flags: {
-    model: { type: 'string', value: 'PATH' },
-    out: { type: 'string', value: 'file.safetensors', group: 'bulk' },
-    'out-dir': { type: 'string', value: 'DIR', group: 'bulk' },
-    format: { type: 'string', choices: OUTPUT_FORMATS, group: 'bulk' },
-    force: { type: 'boolean', group: 'bulk' },
-    'hash-inputs': { type: 'boolean', group: 'bulk' },
-    exclude: { type: 'string', value: 'GLOB', multiple: true, group: 'bulk' },
+    model: { type: 'string', value: 'PATH', default: 'a small demo tower with RANDOM weights', help: 'the tower: a Hugging Face folder, a .safetensors file, a GGUF mmproj or a tessera pack' },
+    out: { type: 'string', value: 'file.safetensors', group: 'bulk', help: 'write every image of the run into one safetensors file (image.<i>.<tensor>)' },
+    'out-dir': { type: 'string', value: 'DIR', group: 'bulk', help: 'write one output per image under DIR, mirroring the inputs, and skip those already up to date' },
+    format: { type: 'string', choices: OUTPUT_FORMATS, group: 'bulk', default: 'safetensors', help: "--out-dir's file format (docs/downstream.md for vllm and sglang)" },
+    force: { type: 'boolean', group: 'bulk', help: '--out-dir: encode again images whose output is up to date' },
+    'hash-inputs': { type: 'boolean', group: 'bulk', help: "--out-dir: tell an input changed by its SHA-256, not only by its size and mtime" },
+    exclude: { type: 'string', value: 'GLOB', multiple: true, group: 'bulk', help: "leave out inputs matching GLOB (a pattern without '/' matches a base name)" },
     ...open,
     ...sizing('encode'),
-    batch: { type: 'int', group: 'encode' },
-    stages: { type: 'boolean', group: 'encode' },
-    json: { type: 'boolean' },
+    batch: { type: 'int', group: 'encode', default: String(DEFAULT_BATCH), help: 'images encoded together' },
+    stages: { type: 'boolean', group: 'encode', help: "also write every stage's output (for comparisons with a reference)" },
+    json: { type: 'boolean', help: 'print JSON Lines on stdout: a record per image, errors and the summary' },
+    quiet: { type: 'boolean', help: 'print only failures and the summary line; no progress bar' },
   },
-  notes:
-    `Folders are read recursively (image extensions, any case); '-' reads a newline-separated list of paths from stdin.\n` +
-    `--batch N: images encoded together (default ${DEFAULT_BATCH}). Without --model, a small demo tower with random weights is used.`,
+  notes: `Folders are read recursively (image extensions, any case); '-' reads a newline-separated list of paths from stdin.`,
 };
 
 export const INSPECT: Command = {
   name: 'inspect',
   args: '<model>',
-  flags: { json: { type: 'boolean' } },
+  flags: { json: { type: 'boolean', help: 'print the description as one JSON object' } },
 };
 
 export const PACK: Command = {
   name: 'pack',
   args: '<model> <outdir>',
-  flags: { dtype: { type: 'string', choices: DTYPES } },
+  flags: { dtype: { type: 'string', choices: DTYPES, default: "the checkpoint's own", help: 'convert the weights to this dtype' } },
 };
 
 export const WORKER: Command = {
   name: 'worker',
   flags: {
     ...redis,
-    model: { type: 'string', value: 'PATH', required: true },
-    'out-dir': { type: 'string', value: 'DIR', required: true },
-    name: { type: 'string', value: 'NAME' },
-    json: { type: 'boolean' },
+    model: { type: 'string', value: 'PATH', required: true, help: 'the tower this worker encodes with' },
+    'out-dir': { type: 'string', value: 'DIR', required: true, help: "where the jobs' outputs are written (shared by the fleet)" },
+    name: { type: 'string', value: 'NAME', default: 'host:pid', help: 'names this worker in job records, logs and queue-status' },
+    json: { type: 'boolean', help: 'log JSON Lines' },
     backend: { ...open.backend, detail: true },
     residency: { ...open.residency, detail: true },
     precision: { ...open.precision, detail: true },
-    threads: { type: 'int', min: 0, group: 'open', detail: true },
-    'lock-duration': { type: 'int', value: 'MS', key: 'lockDurationMs', group: 'worker', detail: true },
-    'stalled-interval': { type: 'int', value: 'MS', key: 'stalledIntervalMs', group: 'worker', detail: true },
-    'max-stalled': { type: 'int', min: 0, key: 'maxStalledCount', group: 'worker', detail: true },
-    'max-fetch-bytes': { type: 'int', key: 'maxBytes', group: 'fetch', detail: true },
-    'allow-private-urls': { type: 'boolean', key: 'allowPrivateUrls', group: 'fetch', detail: true },
+    threads: { type: 'int', min: 0, group: 'open', detail: true, default: '0 (one per core)', help: 'CPU threads of the encode' },
+    'lock-duration': { type: 'int', value: 'MS', key: 'lockDurationMs', group: 'worker', detail: true, default: '30000', help: "BullMQ's job lock: how soon a dead worker's job is taken over" },
+    'stalled-interval': { type: 'int', value: 'MS', key: 'stalledIntervalMs', group: 'worker', detail: true, default: '30000', help: 'how often stalled jobs are looked for' },
+    'max-stalled': { type: 'int', min: 0, key: 'maxStalledCount', group: 'worker', detail: true, default: '1', help: 'how often a job may be taken back from a dead worker before it fails' },
+    'max-fetch-bytes': { type: 'int', key: 'maxBytes', group: 'fetch', detail: true, default: String(DEFAULT_MAX_FETCH_BYTES), help: 'the largest image a URL input may be' },
+    'allow-private-urls': { type: 'boolean', key: 'allowPrivateUrls', group: 'fetch', detail: true, help: 'fetch URL inputs on loopback, private, link-local or unique-local addresses' },
   },
   notes:
     'Runs until SIGTERM/SIGINT, which finish the current job and exit 0 (docs/fleet.md). URL inputs on loopback, private,\n' +
@@ -90,30 +90,31 @@ export const ENQUEUE: Command = {
   args: '<image|folder|url|-...>',
   flags: {
     ...redis,
-    wait: { type: 'boolean' },
-    json: { type: 'boolean' },
-    format: { type: 'string', choices: OUTPUT_FORMATS, group: 'job', detail: true },
-    exclude: { type: 'string', value: 'GLOB', multiple: true, detail: true },
+    wait: { type: 'boolean', help: 'wait for the jobs to finish, printing progress' },
+    json: { type: 'boolean', help: 'print JSON Lines' },
+    format: { type: 'string', choices: OUTPUT_FORMATS, group: 'job', detail: true, default: 'safetensors', help: 'the output format (as encode --format)' },
+    exclude: { type: 'string', value: 'GLOB', multiple: true, detail: true, help: 'leave out inputs matching GLOB' },
     ...Object.fromEntries(Object.entries(sizing('job')).map(([k, f]) => [k, { ...f, detail: true }])),
-    stages: { type: 'boolean', group: 'job', detail: true },
-    group: { type: 'int', max: MAX_GROUP_IMAGES },
-    attempts: { type: 'int', detail: true },
-    'backoff-ms': { type: 'int', value: 'MS', detail: true },
-    'progress-interval': { type: 'int', value: 'S', detail: true },
+    stages: { type: 'boolean', group: 'job', detail: true, help: "also write every stage's output" },
+    group: { type: 'int', max: MAX_GROUP_IMAGES, default: '1', help: `images per job (1 to ${MAX_GROUP_IMAGES}), encoded together by one worker` },
+    attempts: { type: 'int', detail: true, default: String(DEFAULT_ATTEMPTS), help: 'tries of a job before it fails' },
+    'backoff-ms': { type: 'int', value: 'MS', detail: true, default: String(DEFAULT_BACKOFF_MS), help: 'first wait before a retry (doubling)' },
+    'progress-interval': { type: 'int', value: 'S', detail: true, default: '5', help: '--wait without a terminal: seconds between progress lines' },
   },
-  notes:
-    `'-' reads a newline-separated list of inputs from stdin. --group N: N images per job (1 to ${MAX_GROUP_IMAGES}; default 1),\n` +
-    'encoded together by one worker. Exit codes with --wait: 0 all images completed, 1 some failed.',
+  notes: `'-' reads a newline-separated list of inputs from stdin. Exit codes with --wait: 0 all images completed, 1 some failed.`,
 };
 
 export const QUEUE_STATUS: Command = {
   name: 'queue-status',
-  flags: { ...redis, json: { type: 'boolean' } },
+  flags: { ...redis, json: { type: 'boolean', help: 'print one JSON object' } },
 };
 
 export const DOCTOR: Command = {
   name: 'doctor',
-  flags: { json: { type: 'boolean' }, backend: { type: 'string', choices: BACKENDS.filter((b) => b !== 'auto'), multiple: true } },
+  flags: {
+    json: { type: 'boolean', help: 'print one JSON object' },
+    backend: { type: 'string', choices: BACKENDS.filter((b) => b !== 'auto'), multiple: true, default: 'every available backend', help: 'a backend to check' },
+  },
   notes: 'Runs the built-in fixture towers on every available backend (or each --backend) against HF (docs/metal.md#tessera-doctor).',
 };
 

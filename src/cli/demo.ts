@@ -1,12 +1,13 @@
 // The demo tower `tessera encode` runs without --model: a tiny Qwen3.5-shaped tower (2 blocks,
-// hidden 64) with RANDOM weights, generated deterministically on first use into <package>/demo/
-// (or the temp folder when the package folder is read-only). It exercises the whole pipeline —
-// decode, PIL-exact preprocessing, the tower, the output file — but its embeddings mean nothing.
+// hidden 64) with RANDOM weights, generated deterministically on first use into the user's cache
+// folder (userCacheDir; the temp folder when that cannot be written), never into the package: inside
+// a packaged app (Electron's asar, a read-only install) the package folder cannot be written. It
+// exercises the whole pipeline — decode, PIL-exact preprocessing, the tower, the output file — but its
+// embeddings mean nothing.
 import { existsSync } from 'node:fs';
 import { mkdir, rename, rm } from 'node:fs/promises';
-import { tmpdir } from 'node:os';
+import { homedir, tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { packageRoot } from '../package-root.js';
 import { writeQwenFolder, type QwenVisionSize } from '../synthetic.js';
 import { tesseraVersion } from '../version.js';
 
@@ -33,9 +34,21 @@ async function generate(dir: string): Promise<void> {
   }
 }
 
-/** The demo tower's folder, generated on first use. */
-export async function demoTowerPath(): Promise<string> {
-  const candidates = [join(packageRoot(), 'demo', DEMO_NAME), join(tmpdir(), `tessera-demo-${tesseraVersion()}`, DEMO_NAME)];
+/**
+ * The user's cache folder, where each system keeps what can be made again: %LOCALAPPDATA% on
+ * Windows, ~/Library/Caches on macOS, $XDG_CACHE_HOME or ~/.cache elsewhere (the XDG base directory
+ * spec; a relative XDG_CACHE_HOME is ignored, as the spec says).
+ */
+export function userCacheDir(env: Record<string, string | undefined> = process.env, platform: NodeJS.Platform = process.platform, home = homedir()): string {
+  if (platform === 'win32') return env['LOCALAPPDATA'] || join(home, 'AppData', 'Local');
+  if (platform === 'darwin') return join(home, 'Library', 'Caches');
+  const xdg = env['XDG_CACHE_HOME'];
+  return xdg && xdg.startsWith('/') ? xdg : join(home, '.cache');
+}
+
+/** The demo tower's folder, generated on first use: under the user's cache folder, else the temp folder. */
+export async function demoTowerPath(env: Record<string, string | undefined> = process.env): Promise<string> {
+  const candidates = [join(userCacheDir(env), 'tessera-vision', tesseraVersion(), DEMO_NAME), join(tmpdir(), `tessera-demo-${tesseraVersion()}`, DEMO_NAME)];
   for (const dir of candidates) {
     if (existsSync(join(dir, 'model.safetensors'))) return dir;
   }
@@ -46,7 +59,7 @@ export async function demoTowerPath(): Promise<string> {
       await generate(dir);
       return dir;
     } catch (e) {
-      last = e; // read-only package folder: try the temp folder
+      last = e; // a cache folder that cannot be written: try the temp folder
     }
   }
   throw last;

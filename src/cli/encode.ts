@@ -36,6 +36,7 @@ interface Parsed {
   encode: EncodeOptions;
   batch: number;
   json: boolean;
+  quiet: boolean;
 }
 
 function parse(args: readonly string[]): Parsed | 'help' {
@@ -56,6 +57,7 @@ function parse(args: readonly string[]): Parsed | 'help' {
     encode: { stages: false, ...(encode as EncodeOptions) },
     batch: batch as number,
     json: Boolean(cli['json']),
+    quiet: Boolean(cli['quiet']),
   };
 }
 
@@ -74,13 +76,30 @@ async function addToRunFile(w: SafetensorsWriter, i: number, r: EncodeResult): P
   for (const t of resultTensors(r)) await w.add(`image.${i}.${t.name}`, t.shape, t.data);
 }
 
+/** The summary line's counts: "encoded 82 of 302 images (218 up to date, 2 failed)". */
+export function summaryText(c: { images: number; encoded: number; skipped: number; failed: number; redone?: number }): string {
+  const notes = [
+    ...(c.skipped ? [`${c.skipped} up to date`] : []),
+    ...(c.redone ? [`${c.redone} damaged output${c.redone === 1 ? '' : 's'} redone`] : []),
+    ...(c.failed ? [`${c.failed} failed`] : []),
+  ];
+  return `encoded ${c.encoded} of ${c.images} image${c.images === 1 ? '' : 's'}${notes.length ? ` (${notes.join(', ')})` : ''}`;
+}
+
 export async function encodeCommand(args: readonly string[], io: CliIo): Promise<number> {
+  // --json is known before the flags are parsed, so that a refusal of them is a JSON record too.
+  const jsonAsked = args.slice(0, args.includes('--') ? args.indexOf('--') : undefined).includes('--json');
+  /** An error that ends the run (usage, inputs, model, a failed write): one JSON record with --json, else a line on stderr. */
+  const fatal = (exit: number, code: string, message: string, usage = false): number => {
+    if (jsonAsked) io.out(JSON.stringify({ type: 'error', code, message, exitCode: exit }));
+    else io.err(`tessera encode: ${code === 'ERR_USAGE' ? '' : `${code}: `}${message}${usage ? `\n${ENCODE_USAGE}` : ''}`);
+    return exit;
+  };
   let parsed: Parsed | 'help';
   try {
     parsed = parse(args);
   } catch (e) {
-    io.err(`tessera encode: ${(e as Error).message}\n${ENCODE_USAGE}`);
-    return EXIT_USAGE;
+    return fatal(EXIT_USAGE, 'ERR_USAGE', (e as Error).message, true);
   }
   if (parsed === 'help') {
     io.out(ENCODE_USAGE);
@@ -94,27 +113,23 @@ export async function encodeCommand(args: readonly string[], io: CliIo): Promise
     inputs = await collectInputs(o.args, { exclude: o.bulk.exclude, ...(io.stdin ? { stdin: io.stdin } : {}) });
   } catch (e) {
     const err = toTesseraError(e);
-    io.err(`tessera encode: ${err.code}: ${err.message}`);
-    return EXIT_USAGE;
+    return fatal(EXIT_USAGE, err.code, err.message);
   }
-  if (inputs.length === 0) {
-    io.err(`tessera encode: no images found in ${o.args.join(', ')}${o.bulk.exclude.length ? ` (after --exclude ${o.bulk.exclude.join(', ')})` : ''}`);
-    return EXIT_USAGE;
-  }
+  if (inputs.length === 0)
+    return fatal(EXIT_USAGE, 'ERR_USAGE', `no images found in ${o.args.join(', ')}${o.bulk.exclude.length ? ` (after --exclude ${o.bulk.exclude.join(', ')})` : ''}`);
 
   let modelPath = o.model;
   const demo = modelPath === undefined;
   let tower: VisionTower;
   try {
     if (demo) {
-      io.err(DEMO_NOTICE);
+      if (!o.json) io.err(DEMO_NOTICE);
       modelPath = await demoTowerPath();
     }
     tower = await VisionTower.open(modelPath!, o.open);
   } catch (e) {
     const err = toTesseraError(e);
-    io.err(`tessera encode: cannot open model ${modelPath ?? '(demo)'}: ${err.code}: ${err.message}`);
-    return EXIT_USAGE;
+    return fatal(EXIT_USAGE, err.code, `cannot open model ${modelPath ?? '(demo)'}: ${err.message}`);
   }
 
   let job: OutputJob | undefined;
@@ -134,13 +149,13 @@ export async function encodeCommand(args: readonly string[], io: CliIo): Promise
     parseArgument(encodeManyOptionsSchema(tower.spec.family), { ...o.encode, batch: o.batch }, 'tessera encode');
   } catch (e) {
     await tower.close();
-    io.err(`tessera encode: ${toTesseraError(e).message}\n${ENCODE_USAGE}`);
-    return EXIT_USAGE;
+    const err = toTesseraError(e);
+    return fatal(EXIT_USAGE, err.code, err.message, true);
   }
 
   let writer: SafetensorsWriter | undefined;
   let manifest: Manifest | undefined;
-  const bar = new ProgressBar({ ...io, tty: io.tty && !o.json }, inputs.length);
+  const bar = new ProgressBar({ ...io, tty: io.tty && !o.json && !o.quiet }, inputs.length);
   const fileWidth = Math.min(60, Math.max(4, ...inputs.slice(0, 1000).map((f) => f.path.length)));
   const cols = (c: string[]) =>
     [c[0]!.padEnd(fileWidth), c[1]!.padStart(11), c[2]!.padStart(12), c[3]!.padStart(7), c[4]!.padStart(9)].join('  ').trimEnd();
@@ -148,10 +163,11 @@ export async function encodeCommand(args: readonly string[], io: CliIo): Promise
   let skipped = 0;
   let redone = 0;
   let encoded = 0;
-  const failedInputs: number[] = [];
+  const failedInputs: string[] = [];
   const outName = (p: string) => (job ? relative(job.dir, p).split('\\').join('/') : p);
 
   const json = o.json;
+  const quiet = o.quiet;
   // One row (or JSON line) per outcome of the run.
   const show = (o: BulkOutcome) => {
     const { index, input } = o;
@@ -160,7 +176,7 @@ export async function encodeCommand(args: readonly string[], io: CliIo): Promise
       bar.above(() => {
         if (json) io.out(JSON.stringify({ type: 'image', index, file: input.path, ok: false, error: { code: err.code, message: err.message } }));
         else {
-          io.out(cols([input.path, 'failed', err.code, '-', '-']));
+          if (!quiet) io.out(cols([input.path, 'failed', err.code, '-', '-']));
           io.err(`tessera encode: ${input.path}: ${err.code}: ${err.message}`);
         }
       });
@@ -169,7 +185,7 @@ export async function encodeCommand(args: readonly string[], io: CliIo): Promise
       const output = outName(o.output);
       bar.above(() => {
         if (json) io.out(JSON.stringify({ type: 'image', index, file: input.path, ok: true, skipped: true, tokens: o.tokens, output }));
-        else io.out(cols([input.path, 'up to date', '-', String(o.tokens), '-']));
+        else if (!quiet) io.out(cols([input.path, 'up to date', '-', String(o.tokens), '-']));
       });
       bar.imageDone(false);
     } else {
@@ -186,7 +202,7 @@ export async function encodeCommand(args: readonly string[], io: CliIo): Promise
               embeddingWidth: r.width, ms, ...(output !== undefined ? { output } : {}),
             }),
           );
-        } else {
+        } else if (!quiet) {
           const size = r.decoded ? `${r.decoded.width}x${r.decoded.height}` : '?';
           io.out(cols([input.path, size, gridText(r), String(r.tokens), (t.decodeMs + t.preprocessMs + t.encodeMs).toFixed(0)]));
         }
@@ -198,9 +214,9 @@ export async function encodeCommand(args: readonly string[], io: CliIo): Promise
     if (job) {
       const opened = await openOutputDir(job.dir, { removeStale: true });
       manifest = opened.manifest;
-      if (opened.removed && !o.json) io.err(`tessera encode: removed ${opened.removed} temporary file${opened.removed === 1 ? '' : 's'} left in ${job.dir} by an interrupted run`);
+      if (opened.removed && !o.json && !o.quiet) io.err(`tessera encode: removed ${opened.removed} temporary file${opened.removed === 1 ? '' : 's'} left in ${job.dir} by an interrupted run`);
     } else if (o.bulk.out) writer = await SafetensorsWriter.create(o.bulk.out);
-    if (!o.json) {
+    if (!o.json && !o.quiet) {
       io.out(`model: ${modelPath}${demo ? ' (demo tower, RANDOM weights)' : ''} — ${tower.info.family}, ${tower.info.depth} blocks, ` +
         `hidden ${tower.info.hidden}, output width ${tower.info.outHidden}, backend ${tower.info.backend}, residency ${tower.info.residency}`);
       io.out(cols(['file', 'size', 'grid', 'tokens', 'ms']));
@@ -226,7 +242,7 @@ export async function encodeCommand(args: readonly string[], io: CliIo): Promise
       if (outcome.status === 'failed' && outcome.during === 'write' && outcome.error.code !== 'ERR_INVALID_ARGUMENT') throw outcome.error;
       if (outcome.status === 'failed') {
         failed++;
-        failedInputs.push(outcome.index);
+        failedInputs.push(outcome.input.path);
       } else if (outcome.status === 'skipped') skipped++;
       else {
         if (writer) await addToRunFile(writer, outcome.index, outcome.result);
@@ -248,7 +264,7 @@ export async function encodeCommand(args: readonly string[], io: CliIo): Promise
         family: tower.info.family,
         tessera_version: tesseraVersion(),
         demo_random_weights: String(demo),
-        failed: JSON.stringify(failedInputs.sort((a, b) => a - b)),
+        failed: JSON.stringify(failedInputs),
       });
     }
   } catch (e) {
@@ -259,11 +275,14 @@ export async function encodeCommand(args: readonly string[], io: CliIo): Promise
     await tower.close();
     if (err.code === 'ERR_ABORTED') {
       const kept = job ? `; ${encoded} output${encoded === 1 ? '' : 's'} written to ${job.dir} this run are kept, rerun to finish the rest` : o.bulk.out ? `; ${o.bulk.out} not written` : '';
-      io.err(`tessera encode: interrupted${kept}`);
+      // The JSON stream ends as every run's does, with its summary record (interrupted, the counts so far).
+      if (o.json)
+        io.out(JSON.stringify({ type: 'summary', interrupted: true, images: inputs.length, encoded, skipped, failed, notDone: inputs.length - encoded - skipped - failed,
+          seconds: (performance.now() - started) / 1000, model: modelPath, family: tower.info.family, demo, out: job ? job.dir : null, format: job?.format ?? (o.bulk.out ? 'safetensors' : null) }));
+      else io.err(`tessera encode: interrupted; ${summaryText({ images: inputs.length, encoded, skipped, failed })}${kept}`);
       return EXIT_INTERRUPTED;
     }
-    io.err(`tessera encode: ${err.code}: ${err.message}`);
-    return err.code === 'ERR_INVALID_ARGUMENT' ? EXIT_USAGE : EXIT_SOME_FAILED;
+    return fatal(err.code === 'ERR_INVALID_ARGUMENT' ? EXIT_USAGE : EXIT_SOME_FAILED, err.code, err.message);
   }
   await tower.close();
   const seconds = (performance.now() - started) / 1000;
@@ -273,9 +292,9 @@ export async function encodeCommand(args: readonly string[], io: CliIo): Promise
     io.out(JSON.stringify({ type: 'summary', images: inputs.length, encoded, skipped, redone, failed, seconds, imagesPerSecond: encoded / seconds,
       peakRssBytes: peak, model: modelPath, family: tower.info.family, demo, out: out ?? null, format: job?.format ?? (o.bulk.out ? 'safetensors' : null) }));
   } else {
-    io.out(`encoded ${encoded} of ${inputs.length} image${inputs.length === 1 ? '' : 's'}${skipped ? ` (${skipped} up to date, skipped)` : ''}${redone ? ` (${redone} damaged output${redone === 1 ? '' : 's'} redone)` : ''} in ${seconds.toFixed(2)} s ` +
+    io.out(`${summaryText({ images: inputs.length, encoded, skipped, failed, redone })} in ${seconds.toFixed(2)} s ` +
       `(${(encoded / seconds).toFixed(2)} images/s); peak memory ${formatBytes(peak)}${out ? `; wrote ${out}` : ''}`);
-    if (demo) io.out(`(demo tower: ${basename(modelPath!)} has RANDOM weights)`);
+    if (demo && !o.quiet) io.out(`(demo tower: ${basename(modelPath!)} has RANDOM weights)`);
   }
   return failed ? EXIT_SOME_FAILED : EXIT_OK;
 }

@@ -26,6 +26,10 @@ export interface Flag {
   group?: string;
   /** Left out of the `tessera --help` summary (it stays in the command's own usage). */
   detail?: boolean;
+  /** What the flag does, for `tessera <command> --help`. */
+  help: string;
+  /** Its default, when it has one worth stating ('4', 'auto', 'the demo tower'). */
+  default?: string;
 }
 
 export interface Command {
@@ -85,6 +89,48 @@ export function usageOf(c: Command): string {
   return c.notes ? `${text}\n${c.notes}` : text;
 }
 
+/**
+ * `tessera <command> --help`: the usage line, then each option with what it does and its default,
+ * then the notes.
+ */
+export function helpOf(c: Command): string {
+  const head = `usage: tessera ${c.name}${c.args ? ' ' + c.args : ''} [options]`;
+  const entries: [string, string][] = Object.entries(c.flags).map(([name, f]) => [
+    flagText(name, f),
+    f.help + (f.required ? ' (required)' : '') + (f.default !== undefined ? ` (default ${f.default})` : '') + (f.multiple ? ' (repeatable)' : ''),
+  ]);
+  entries.push(['--help, -h', 'this text']);
+  const width = Math.min(34, Math.max(...entries.map(([l]) => l.length)));
+  const lines = entries.map(([left, text]) => {
+    const pad = left.length <= width ? left.padEnd(width) : left + '\n' + ' '.repeat(width + 4);
+    return wrap(`  ${pad}  `.trimEnd(), text.split(' '), width + 4);
+  });
+  return [head, '', 'options:', ...lines, ...(c.notes ? ['', c.notes] : [])].join('\n');
+}
+
+/** Levenshtein distance of two words: the did-you-mean of an unknown flag. */
+export function editDistance(a: string, b: string): number {
+  let row = Array.from({ length: b.length + 1 }, (_, j) => j);
+  for (let i = 1; i <= a.length; i++) {
+    const next = [i];
+    for (let j = 1; j <= b.length; j++) next[j] = Math.min(row[j]! + 1, next[j - 1]! + 1, row[j - 1]! + (a[i - 1] === b[j - 1] ? 0 : 1));
+    row = next;
+  }
+  return row[b.length]!;
+}
+
+/** The command's flag nearest to an unknown one, when it is near enough to be a slip (at most a third of its letters off). */
+export function nearestFlag(c: Command, unknown: string): string | undefined {
+  const word = unknown.replace(/^-+/, '').split('=')[0]!;
+  let best: string | undefined;
+  let bestDistance = Infinity;
+  for (const name of [...Object.keys(c.flags), 'help']) {
+    const d = editDistance(word, name);
+    if (d < bestDistance) (best = name), (bestDistance = d);
+  }
+  return best !== undefined && bestDistance <= Math.max(1, Math.floor(word.length / 3)) ? best : undefined;
+}
+
 /** The command's entry in `tessera --help`. */
 export function summaryOf(c: Command): string {
   return wrap(`  ${c.name}${c.args ? ' ' + c.args : ''}`, flagsText(c, true), 20);
@@ -106,7 +152,11 @@ export function parseFlags(c: Command, args: readonly string[]): ParsedFlags {
   try {
     ({ values, positionals } = parseArgs({ args: [...args], options, strict: true, allowPositionals: c.args !== undefined }));
   } catch (e) {
-    throw new UsageError((e as Error).message);
+    // node:util names an unknown flag "Unknown option '--x'" and goes on about '--' and positionals.
+    const unknown = /Unknown option '([^']+)'/.exec((e as Error).message)?.[1];
+    if (unknown === undefined) throw new UsageError((e as Error).message);
+    const near = nearestFlag(c, unknown);
+    throw new UsageError(`unknown option ${unknown} for tessera ${c.name}${near ? ` (did you mean --${near}?)` : ''}; tessera ${c.name} --help lists its options`);
   }
   const groups: Record<string, Record<string, unknown>> = {};
   if (values['help']) return { help: true, positionals, groups };

@@ -28,6 +28,13 @@ function summarise(s: StageSpec): StageSummary {
 }
 
 export async function inspectCommand(args: readonly string[], io: CliIo): Promise<number> {
+  // With --json a refusal is one JSON error record on stdout, as encode's.
+  const jsonAsked = args.includes('--json');
+  const fatal = (code: string, message: string, usage = false): number => {
+    if (jsonAsked) io.out(JSON.stringify({ type: 'error', code, message, exitCode: EXIT_USAGE }));
+    else io.err(`tessera inspect: ${code === 'ERR_USAGE' ? '' : `${code}: `}${message}${usage ? `\n${INSPECT_USAGE}` : ''}`);
+    return EXIT_USAGE;
+  };
   let json: boolean;
   let positionals: string[];
   try {
@@ -40,8 +47,7 @@ export async function inspectCommand(args: readonly string[], io: CliIo): Promis
     json = Boolean(parsed.groups['cli']?.['json']);
     if (positionals.length !== 1) throw new UsageError('expected one model path');
   } catch (e) {
-    io.err(`tessera inspect: ${(e as Error).message}\n${INSPECT_USAGE}`);
-    return EXIT_USAGE;
+    return fatal('ERR_USAGE', (e as Error).message, true);
   }
   const path = positionals[0]!;
   let tower: VisionTower;
@@ -49,8 +55,7 @@ export async function inspectCommand(args: readonly string[], io: CliIo): Promis
     tower = await VisionTower.open(path, { residency: 'mapped', backend: 'cpu' });
   } catch (e) {
     const err = toTesseraError(e);
-    io.err(`tessera inspect: ${err.code}: ${err.message}`);
-    return EXIT_USAGE;
+    return fatal(err.code, err.message);
   }
   try {
     const info = tower.info;

@@ -1,5 +1,6 @@
 // Where a command writes: injected so that the commands are testable in-process and the entry
 // point (main.ts) binds them to the real streams.
+import { drawsProgress } from './progress.js';
 export interface CliIo {
   /** A line of results (stdout). */
   out(line: string): void;
@@ -7,7 +8,7 @@ export interface CliIo {
   err(line: string): void;
   /** Raw progress output (stderr, no newline); only called when `tty` is true. */
   progress(text: string): void;
-  /** stderr is a terminal: draw a progress bar. */
+  /** stderr is a terminal that takes a progress bar (drawsProgress): draw one. */
   tty: boolean;
   /** Columns of that terminal (for the bar). */
   columns: number;
@@ -42,7 +43,7 @@ export function processIo(): CliIo {
     },
     err: (l) => process.stderr.write(l + '\n'),
     progress: (t) => process.stderr.write(t),
-    tty: Boolean(process.stderr.isTTY),
+    tty: drawsProgress(Boolean(process.stderr.isTTY), process.env),
     columns: process.stderr.columns || 80,
   };
 }

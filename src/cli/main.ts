@@ -5,7 +5,7 @@
 import { realpathSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import { COMMANDS } from './commands.js';
-import { summaryOf } from './flags.js';
+import { helpOf, summaryOf } from './flags.js';
 import { packCommand } from './pack.js';
 import { tesseraVersion } from '../version.js';
 import { encodeCommand } from './encode.js';
@@ -17,11 +17,24 @@ export const USAGE = `usage: tessera <command> [options]
 commands:
 ${COMMANDS.map(summaryOf).join('\n')}
 
-tessera <command> --help for a command's options; the fleet's commands: docs/fleet.md. Exit codes: 0 success,
+tessera <command> --help (or tessera help <command>) for a command's options; the fleet's commands:
+docs/fleet.md. Exit codes: 0 success,
 1 some inputs failed, 2 usage or model errors, 130 interrupted.`;
+
+/** A command's help asked for: `tessera <command> --help` (or -h, before any `--`). */
+function asksHelp(args: readonly string[]): boolean {
+  const end = args.indexOf('--');
+  return (end < 0 ? args : args.slice(0, end)).some((a) => a === '--help' || a === '-h');
+}
 
 export async function run(argv: readonly string[], io: CliIo): Promise<number> {
   const [command, ...rest] = argv;
+  // Every command's help comes from its flag table, whatever else is on the line.
+  const named = COMMANDS.find((c) => c.name === (command === 'help' ? rest[0] : command));
+  if (named && (command === 'help' || asksHelp(rest))) {
+    io.out(helpOf(named));
+    return EXIT_OK;
+  }
   switch (command) {
     case 'encode':
       return encodeCommand(rest, io);
@@ -45,6 +58,10 @@ export async function run(argv: readonly string[], io: CliIo): Promise<number> {
     case '--help':
     case '-h':
     case 'help':
+      if (rest[0] !== undefined) {
+        io.err(`tessera help: unknown command '${rest[0]}'\n${USAGE}`);
+        return EXIT_USAGE;
+      }
       io.out(USAGE);
       return EXIT_OK;
     default:

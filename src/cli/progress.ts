@@ -4,6 +4,15 @@
 // through `above()`, which clears the bar first and redraws it after.
 import type { CliIo } from './io.js';
 
+/**
+ * Whether a bar is drawn on stderr: a terminal that can take one (not TERM=dumb, the terminal of
+ * Emacs' shells and of some CI runners), and not a CI job (CI set, as GitHub Actions, GitLab and
+ * most others set it), whose logs keep every redraw.
+ */
+export function drawsProgress(isTTY: boolean, env: Record<string, string | undefined>): boolean {
+  return isTTY && env['TERM'] !== 'dumb' && !env['CI'];
+}
+
 /** "m:ss" or "h:mm:ss". */
 export function formatDuration(seconds: number): string {
   const s = Math.max(0, Math.round(seconds));

@@ -8,7 +8,7 @@ import { isAbsolute } from 'node:path';
 import { z } from 'zod';
 import { OUTPUT_FORMATS } from '../bulk/index.js';
 import { TesseraError } from '../errors.js';
-import { describeValue } from '../options.js';
+import { describeValue, SoftTokenBudgetSchema } from '../options.js';
 import { defaultRel } from './job-output.js';
 import { isHttpUrl } from './url-policy.js';
 
@@ -33,7 +33,7 @@ export const JobOptionsSchema = z
     format: z.enum(OUTPUT_FORMATS).optional(),
     minPixels: z.number().int().positive().optional(),
     maxPixels: z.number().int().positive().optional(),
-    maxSoftTokens: z.number().int().positive().optional(),
+    maxSoftTokens: SoftTokenBudgetSchema.optional(),
     maxInputPixels: z.number().int().positive().optional(),
     stages: z.boolean().optional(),
   })

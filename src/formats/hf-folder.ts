@@ -24,10 +24,12 @@ async function weightFiles(dir: string): Promise<string[]> {
     const map = index['weight_map'];
     if (typeof map !== 'object' || map === null)
       throw new TesseraError('ERR_WEIGHTS_CORRUPT', `${indexPath}: no weight_map`);
-    const files = [...new Set(Object.values(map as Record<string, unknown>))];
-    if (!files.every((f) => typeof f === 'string' && !f.includes('/') && !f.includes('\\') && f.endsWith('.safetensors')))
-      throw new TesseraError('ERR_WEIGHTS_CORRUPT', `${indexPath}: weight_map names a file outside the folder`);
-    return (files as string[]).sort();
+    // Each shard is a .safetensors file in the folder itself; the refusal names the tensor that points elsewhere.
+    for (const [tensor, f] of Object.entries(map as Record<string, unknown>)) {
+      if (!(typeof f === 'string' && !f.includes('/') && !f.includes('\\') && f.endsWith('.safetensors')))
+        throw new TesseraError('ERR_WEIGHTS_CORRUPT', `${indexPath}: weight_map gives tensor '${tensor}' the file ${JSON.stringify(f)}, not a .safetensors file in the folder`);
+    }
+    return [...new Set(Object.values(map as Record<string, string>))].sort();
   }
   const entries = await readdir(dir);
   if (entries.includes('model.safetensors')) return ['model.safetensors'];

@@ -25,6 +25,8 @@ export const QWEN_HUB_PREPROCESSOR_CONFIG = {
 
 /** Gemma 4 accepts exactly these soft-token budgets (anything else raises in HF). */
 export const GEMMA_SOFT_TOKEN_BUDGETS = [70, 140, 280, 560, 1120] as const;
+/** A soft-token budget Gemma 4 accepts: one of GEMMA_SOFT_TOKEN_BUDGETS. */
+export type GemmaSoftTokenBudget = (typeof GEMMA_SOFT_TOKEN_BUDGETS)[number];
 
 const positiveInt = z.number().int().positive();
 const triple = z.tuple([z.number().finite(), z.number().finite(), z.number().finite()]);

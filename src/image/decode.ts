@@ -65,10 +65,13 @@ export function maxImageFileBytes(maxInputPixels: number): number {
 
 async function bytesOf(input: ImageInput, limit: number): Promise<Buffer> {
   if (typeof input === 'string') {
+    // The OS cannot take such a path (node throws a TypeError): a caller's slip, not a file's fault.
+    if (input.includes('\0')) throw new TesseraError('ERR_INVALID_ARGUMENT', `image path ${JSON.stringify(input)} contains a NUL byte`);
     const maxBytes = maxImageFileBytes(limit);
     return readRegular(input, {
       what: 'image file',
-      notFound: 'ERR_IMAGE_DECODE',
+      // A missing file is the file system's answer (ERR_IO, cause ENOENT), not a decoder's.
+      notFound: 'ERR_IO',
       notRegular: 'ERR_IMAGE_DECODE',
       maxBytes,
       tooLarge: (size) =>

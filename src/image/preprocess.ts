@@ -3,7 +3,7 @@
 // and patchifies off the JS thread.
 import { performance } from 'node:perf_hooks';
 import { TesseraError } from '../errors.js';
-import type { GemmaPreprocessConfig, QwenPreprocessConfig } from './config.js';
+import type { GemmaPreprocessConfig, GemmaSoftTokenBudget, QwenPreprocessConfig } from './config.js';
 import { decodeImage, type AdmissionOptions, type ImageInput } from './decode.js';
 import { nativePreprocess, toRgb8, type NativePreprocessArgs } from './native.js';
 import { QWEN_MAX_ASPECT, checkSoftTokenBudget, gemmaTargetSize, smartResize, type Size } from './sizing.js';
@@ -19,7 +19,7 @@ export interface QwenPreprocessOptions {
 
 export interface GemmaPreprocessOptions {
   /** Overrides max_soft_tokens: 70, 140, 280, 560 or 1120. */
-  maxSoftTokens?: number;
+  maxSoftTokens?: GemmaSoftTokenBudget;
   /** Admission limit on the decoded image (width x height), default 100 MP. */
   maxInputPixels?: number;
 }
