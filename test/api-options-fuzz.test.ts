@@ -158,7 +158,8 @@ describe('option schemas fuzz', () => {
 
   it('encodeBatch: 60 random lists; bad entries fail in their own slot, the good ones are encoded', async () => {
     const rng = new Rng(0xba7c4);
-    const entries: unknown[] = [TINY, TINY, join(FIXTURES, 'images', 'no-such.png'), '/dev/zero', '', 42, null, undefined, {}, [], Buffer.from('no image'), new Uint8Array(0), new Float32Array(4)];
+    const MISSING = join(FIXTURES, 'images', 'no-such.png');
+    const entries: unknown[] = [TINY, TINY, MISSING, '/dev/zero', '', 42, null, undefined, {}, [], Buffer.from('no image'), new Uint8Array(0), new Float32Array(4)];
     for (let i = 0; i < fuzzCases(60); i++) {
       const list = Array.from({ length: rng.int(6) }, () => rng.pick(entries));
       const o = await outcomeOf(`encodeBatch seed 0xba7c4 case ${i}`, () => qwen.encodeBatch(list as never));
@@ -168,6 +169,7 @@ describe('option schemas fuzz', () => {
       list.forEach((entry, k) => {
         const r = results[k] as { tokens?: number; code?: string };
         if (entry === TINY) expect(r.tokens, `case ${i} slot ${k}`).toBe(20); // 30 x 20 -> 128 x 128 (min pixels): 64 patches, 16 tokens
+        else if (entry === MISSING) expect(r.code, `case ${i} slot ${k}`).toBe('ERR_IO'); // the file is not there (ENOENT), not undecodable
         else expect(r.code, `case ${i} slot ${k}`).toMatch(/^ERR_(INVALID_ARGUMENT|IMAGE_DECODE)$/);
       });
     }

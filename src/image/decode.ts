@@ -67,6 +67,7 @@ async function bytesOf(input: ImageInput, limit: number): Promise<Buffer> {
   if (typeof input === 'string') {
     // The OS cannot take such a path (node throws a TypeError): a caller's slip, not a file's fault.
     if (input.includes('\0')) throw new TesseraError('ERR_INVALID_ARGUMENT', `image path ${JSON.stringify(input)} contains a NUL byte`);
+    if (input === '') throw new TesseraError('ERR_INVALID_ARGUMENT', 'image path is empty: give a file path, bytes or pixels');
     const maxBytes = maxImageFileBytes(limit);
     return readRegular(input, {
       what: 'image file',
