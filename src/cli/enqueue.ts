@@ -7,7 +7,7 @@
 // scheme, outputs that collide) and Redis failures exit 2 with one `CODE: message` line; adding
 // fails fast on a lost connection (saying how many jobs are queued), --wait waits an outage out.
 import { toTesseraError } from '../errors.js';
-import { JobOptionsSchema, type JobOptions } from '../fleet/job.js';
+import { JobOptionsSchema, type JobOptions } from '../fleet/job-data.js';
 import { parseArgument } from '../options.js';
 import { checkQueueName } from '../fleet/queue-name.js';
 import { ENQUEUE } from './commands.js';
