@@ -14,7 +14,7 @@ import { ENQUEUE } from './commands.js';
 import { flagged, parseFlags, usageOf, UsageError } from './flags.js';
 import { EXIT_INTERRUPTED, EXIT_OK, EXIT_SOME_FAILED, EXIT_USAGE, type CliIo } from './io.js';
 import { listJobInputs } from '../fleet/inputs.js';
-import { requireFleetPackages } from '../fleet/peer-deps.js';
+import { checkFleetPackages } from '../fleet/peer-deps.js';
 
 export const ENQUEUE_USAGE = usageOf(ENQUEUE);
 
@@ -65,13 +65,7 @@ export async function enqueueCommand(args: readonly string[], io: CliIo, stdin: 
     return EXIT_USAGE;
   }
 
-  try {
-    await requireFleetPackages('tessera enqueue');
-  } catch (e) {
-    const err = toTesseraError(e);
-    io.err(`tessera enqueue: ${err.code}: ${err.message}`);
-    return EXIT_USAGE;
-  }
+  if (!(await checkFleetPackages('tessera enqueue', (line) => io.err(line)))) return EXIT_USAGE;
   const { Queue } = await import('bullmq');
   const { connectRedis, reachRedis } = await import('../fleet/connection.js');
   const { redisFailure } = await import('../fleet/redis-errors.js');
