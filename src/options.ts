@@ -30,8 +30,9 @@ export type Precision = (typeof PRECISIONS)[number];
 export interface OpenOptions {
   /**
    * Where the tower runs. 'auto' (the default): Metal on macOS arm64 (the CPU, with a warning, on a
-   * GPU before M1), else the CPU. 'metal-emulated': the Metal backend's code path on the CPU, for
-   * checking it off a Mac. `tower.info.backend` says which runs.
+   * GPU before M1), else the CPU. 'metal-emulated': the Metal backend's kernels run by the MSL
+   * emulator on the CPU, a development check available in a clone only (docs/metal-on-linux.md).
+   * `tower.info.backend` says which runs.
    */
   backend?: Backend;
   /**
@@ -99,7 +100,7 @@ export interface PreprocessOptions {
   maxPixels?: number;
   /** Gemma 4: the most soft tokens an image becomes, one of GEMMA_SOFT_TOKEN_BUDGETS (70, 140, 280, 560, 1120). Default: the checkpoint's (280 when it states none). */
   maxSoftTokens?: GemmaSoftTokenBudget;
-  /** Admission: an image whose header declares more pixels is refused (ERR_IMAGE_TOO_LARGE) before it is decoded. Default 100,000,000. */
+  /** Admission: an image whose header declares more pixels is refused (ERR_IMAGE_TOO_LARGE) before it is decoded. Default 100,000,000 (100 MP). */
   maxInputPixels?: number;
 }
 

@@ -38,7 +38,7 @@ export interface JobOptions {
   maxPixels?: number;
   /** Gemma 4 towers: the most soft tokens an image becomes (70, 140, 280, 560, 1120). Default: the checkpoint's. */
   maxSoftTokens?: GemmaSoftTokenBudget;
-  /** Admission: refuse an image whose header declares more pixels. Default 100,000,000. */
+  /** Admission: refuse an image whose header declares more pixels. Default 100,000,000 (100 MP). */
   maxInputPixels?: number;
   /** Write every intermediate stage too. Default false. */
   stages?: boolean;
