@@ -1,10 +1,10 @@
 // What a fleet job's data may be: a plain interface for each job kind (what users read) and one zod
-// schema for each (the check), held equal at compile time (src/type-equality.ts). The schema is checked where the data enters
-// (enqueueImages / enqueueGroups before anything is added, the worker before anything is done), with
-// messages that name the field at fault in words. Job data comes from whoever can write to the
-// queue, so nothing here trusts its shape: unknown keys (`__proto__` among them) are refused by
-// name, a missing field is "missing", and a group too big to hold is refused in one line
-// without reading its entries.
+// schema for each (the check), held equal at compile time (src/type-equality.ts). The schemas are
+// checked where the data enters (enqueueImages / enqueueGroups before anything is added, the worker
+// before anything is done), with messages that name the field at fault in words. Job data comes
+// from whoever can write to the queue, so nothing here trusts its shape: unknown keys (`__proto__`
+// among them) are refused by name, a missing field is "missing", and a group too big to hold is
+// refused in one line without reading its entries.
 import { isAbsolute } from 'node:path';
 import { z } from 'zod';
 import { OUTPUT_FORMATS, type OutputFormat } from '../bulk/index.js';

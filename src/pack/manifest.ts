@@ -63,7 +63,7 @@ export interface PackManifest {
   format: typeof PACK_FORMAT;
   version: typeof PACK_VERSION;
   family: Family;
-  /** What was packed: its source kind, path and stored dtype (null: mixed). */
+  /** What was packed: its source kind and path, and the dtype asked for (`pack --dtype`; null: each tensor kept as stored). */
   packedFrom: { source: string; path: string; dtype: DType | null };
   dims: Record<string, number>;
   lists: Record<string, number[]>;
@@ -91,7 +91,6 @@ const PackedTensorSchema = z
     name: z.string().min(1),
     dtype: z.enum(DTYPES),
     shape: z.array(count),
-    /** Bytes from the start of its stage. */
     offset: count,
     length: count,
   })
@@ -107,7 +106,6 @@ const PackedStageSchema = z
     name: z.string().min(1),
     kind: z.enum(STAGE_KINDS).exclude(['block']),
     index: count,
-    /** The block this stage runs after (-1: before the first block). */
     after: z.number().int().min(-1),
     offset: count,
     length: count,
@@ -130,9 +128,7 @@ const PackManifestSchema = z
     alignment: count.refine((v) => v === packAlignment().stage, 'must be the stage alignment this tessera packs and reads'),
     blocks: z
       .object({
-        /** How many blocks the pack holds: must equal dims.depth. */
         count,
-        /** Bytes every block occupies in the file: its tensors' extent rounded up to the alignment. */
         stride: count,
         entries: z.array(PackedBlockSchema),
       })
