@@ -1,5 +1,19 @@
 export { VisionTower } from './tower.js';
-export type { OpenOptions, EncodeOptions, EncodeResult, Estimate, PixelInput, Grid, Progress } from './tower.js';
+export type {
+  OpenOptions,
+  PreprocessOptions,
+  EncodeOptions,
+  EncodeResult,
+  Estimate,
+  PixelInput,
+  QwenPixelInput,
+  GemmaPixelInput,
+  Grid,
+  GridTriple,
+  Progress,
+} from './tower.js';
+export type { Backend, Residency, Precision } from './options.js';
+export type { GemmaSoftTokenBudget } from './image/config.js';
 export type { TowerInfo, MemoryInfo } from './tower-info.js';
 export { TesseraError, ERROR_CODES } from './errors.js';
 export type { ErrorCode } from './errors.js';

@@ -1,12 +1,15 @@
-// The public calls' arguments, one zod schema per call: VisionTower.open, encode / encodeBatch,
-// encodePixels, preprocess and estimate. Unknown keys are refused with the closest known key
+// The public calls' arguments: VisionTower.open, encode / encodeBatch, encodePixels, preprocess and
+// estimate. Each has a plain interface (what a user's TypeScript reads: the published .d.ts never
+// mentions zod) and one zod schema (the run-time check), held equal by a compile-time assertion
+// beside each pair (src/type-equality.ts). Unknown keys are refused with the closest known key
 // ("did you mean"), keys of the other family are refused naming the family, types and ranges are
 // checked and minPixels <= maxPixels. Every refusal is ERR_INVALID_ARGUMENT naming the option.
 // The CLI turns its flags into these objects and checks them with the same schemas.
 import { z } from 'zod';
 import { TesseraError } from './errors.js';
-import { GEMMA_SOFT_TOKEN_BUDGETS, type GemmaSoftTokenBudget } from './image/config.js';
+import { SoftTokenBudgetSchema, type GemmaSoftTokenBudget } from './image/config.js';
 import type { Family } from './spec/types.js';
+import type { Assert, Equals } from './type-equality.js';
 
 /** Largest value a grid side or a pixel count may take: it must survive the addon's int32. */
 export const MAX_INT32 = 2 ** 31 - 1;
@@ -15,12 +18,51 @@ const positiveInt = z.number().int().positive().max(Number.MAX_SAFE_INTEGER);
 
 /** Where a tower runs (OpenOptions.backend). */
 export const BACKENDS = ['auto', 'cpu', 'metal', 'metal-emulated'] as const;
+export type Backend = (typeof BACKENDS)[number];
 /** How a tower holds its weights (OpenOptions.residency; docs/design.md#residency). */
 export const RESIDENCIES = ['auto', 'stream', 'mapped', 'resident'] as const;
+export type Residency = (typeof RESIDENCIES)[number];
 /** What the CPU backend's linears compute in (OpenOptions.precision; docs/bf16.md). */
 export const PRECISIONS = ['f32', 'bf16'] as const;
 export type Precision = (typeof PRECISIONS)[number];
 
+/** VisionTower.open's options. Every key is optional. */
+export interface OpenOptions {
+  /**
+   * Where the tower runs. 'auto' (the default): Metal on macOS arm64 (the CPU, with a warning, on a
+   * GPU before M1), else the CPU. 'metal-emulated': the Metal backend's kernels run by the MSL
+   * emulator on the CPU, a development check available in a clone only (docs/metal-on-linux.md).
+   * `tower.info.backend` says which runs.
+   */
+  backend?: Backend;
+  /**
+   * How the weights are held: 'resident' (every stage read once at open), 'stream' (`slots`
+   * page-aligned slots of the largest stage, refilled from disk by a prefetch thread), 'mapped'
+   * (views into mmapped files). Default 'auto': chosen from the tower's bytes, `memoryBudget` and
+   * the free memory (README, "Memory"). All give bit-identical results.
+   */
+  residency?: Residency;
+  /** 'stream' residency: how many stage-sized slots it keeps, 1 to 16. Default 2. */
+  slots?: number;
+  /**
+   * Bytes the tower may use, in whole bytes. `auto` residency and batch splitting plan within it, and
+   * an image whose predicted peak passes it is refused (ERR_IMAGE_TOO_LARGE) before any work.
+   * Default: none (the machine's free memory bounds batches).
+   */
+  memoryBudget?: number;
+  /** CPU threads, 0 to 1024. Default 0: all physical cores. */
+  threads?: number;
+  /**
+   * What the CPU backend's linears compute in: 'f32' (exact, the default) or 'bf16' (bf16 operands,
+   * f32 sums) where the CPU has bf16 units (AMX, AVX512-BF16, arm64 FEAT_BF16); elsewhere f32 runs.
+   * `tower.info.precision` says which ran (docs/bf16.md).
+   */
+  precision?: Precision;
+  /** Packed folders: check every stage's recorded SHA-256 before opening (README, "Memory"). Default false. */
+  verify?: boolean;
+}
+
+/** @internal */
 export const OpenOptionsSchema = z
   .object({
     backend: z.enum(BACKENDS).default('auto'),
@@ -28,37 +70,14 @@ export const OpenOptionsSchema = z
     slots: z.number().int().min(1).max(16).default(2),
     memoryBudget: positiveInt.optional(),
     threads: z.number().int().min(0).max(1024).default(0),
-    /**
-     * What the CPU backend's linears compute in: 'f32' (exact, the default) or 'bf16' (bf16 operands,
-     * f32 sums) where the CPU has bf16 units (AMX, AVX512-BF16, arm64 FEAT_BF16); elsewhere f32 runs.
-     * tower.info.precision says which ran (docs/bf16.md).
-     */
     precision: z.enum(PRECISIONS).default('f32'),
-    /** Packed folders: check each stage's recorded checksum (see README, "Integrity"). */
     verify: z.boolean().default(false),
   })
   .strict();
 
-export type OpenOptions = z.input<typeof OpenOptionsSchema>;
+type _OpenOptionsAgree = Assert<Equals<z.input<typeof OpenOptionsSchema>, OpenOptions>>;
 
-const QWEN_KEYS = {
-  /** Qwen: override the pixel-area bounds of preprocessor_config.json. */
-  minPixels: positiveInt.optional(),
-  maxPixels: positiveInt.optional(),
-};
-/** Gemma 4's soft-token budget: one of GEMMA_SOFT_TOKEN_BUDGETS, typed as that union. */
-export const SoftTokenBudgetSchema = z
-  .number()
-  .refine((v): v is GemmaSoftTokenBudget => (GEMMA_SOFT_TOKEN_BUDGETS as readonly number[]).includes(v), `must be one of ${GEMMA_SOFT_TOKEN_BUDGETS.join(', ')}`);
-const GEMMA_KEYS = {
-  /** Gemma 4: 70, 140, 280, 560 or 1120. */
-  maxSoftTokens: SoftTokenBudgetSchema.optional(),
-};
-const ADMISSION_KEYS = {
-  /** Admission: refuse images whose header declares more pixels (default 100 MP). */
-  maxInputPixels: positiveInt.optional(),
-};
-
+/** What onProgress receives, once per stage. */
 export interface Progress {
   /** Index of the first image of the chunk being encoded, and the number of images in the call. */
   image: number;
@@ -70,13 +89,75 @@ export interface Progress {
   ms: number;
 }
 
+/**
+ * preprocess() and estimate(): how an image is sized and admitted. A tower takes its own family's
+ * sizing keys (Qwen: minPixels / maxPixels; Gemma 4: maxSoftTokens) and refuses the other's by name.
+ */
+export interface PreprocessOptions {
+  /** Qwen: the smallest pixel area an image is resized to. Default: preprocessor_config.json's (`size.shortest_edge`). */
+  minPixels?: number;
+  /** Qwen: the largest pixel area an image is resized to (at least minPixels). Default: preprocessor_config.json's (`size.longest_edge`). */
+  maxPixels?: number;
+  /** Gemma 4: the most soft tokens an image becomes, one of GEMMA_SOFT_TOKEN_BUDGETS (70, 140, 280, 560, 1120). Default: the checkpoint's (280 when it states none). */
+  maxSoftTokens?: GemmaSoftTokenBudget;
+  /** Admission: an image whose header declares more pixels is refused (ERR_IMAGE_TOO_LARGE) before it is decoded. Default 100,000,000 (100 MP). */
+  maxInputPixels?: number;
+}
+
+/** encode(), encodeBatch() and encodePixels(): the sizing keys plus the run's own. */
+export interface EncodeOptions extends PreprocessOptions {
+  /** Return every intermediate stage (`result.stages`, `result.stageShapes`). Default false. */
+  stages?: boolean;
+  /** Aborts the call (ERR_ABORTED, with `signal.reason` as its cause); checked between stages. */
+  signal?: AbortSignal;
+  /** Called once per stage done. */
+  onProgress?: (p: Progress) => void;
+  /** Scan every stage for inf/NaN (ERR_NUMERIC naming the stage). Default true. */
+  checkFinite?: boolean;
+}
+
+/** encodeMany(): encode()'s keys plus the group size. */
+export interface EncodeManyOptions extends EncodeOptions {
+  /** Images per group, 1 to MAX_BATCH (1024): a group is decoded together and passes every stage together. Default DEFAULT_BATCH (4). */
+  batch?: number;
+}
+
+const QWEN_KEYS = {
+  minPixels: positiveInt.optional(),
+  maxPixels: positiveInt.optional(),
+};
+const GEMMA_KEYS = {
+  maxSoftTokens: SoftTokenBudgetSchema.optional(),
+};
+const ADMISSION_KEYS = {
+  maxInputPixels: positiveInt.optional(),
+};
+
 const ENCODE_KEYS = {
   stages: z.boolean().optional(),
   signal: z.custom<AbortSignal>((v) => v instanceof AbortSignal, 'must be an AbortSignal').optional(),
   onProgress: z.custom<(p: Progress) => void>((v) => typeof v === 'function', 'must be a function').optional(),
-  /** Scan every stage for inf/NaN (ERR_NUMERIC). Default true. */
   checkFinite: z.boolean().optional(),
 };
+
+/**
+ * encodeMany's `batch`: the images read, decoded and passed through the tower together (block-major)
+ * when the memory budget does not split them further; its default and its largest value.
+ */
+export const DEFAULT_BATCH = 4;
+export const MAX_BATCH = 1024;
+
+const BATCH_KEYS = {
+  batch: z.number().int().min(1).max(MAX_BATCH).optional(),
+};
+
+// The schemas below with no family take both families' keys: the interfaces describe that object.
+type KeysInput<K extends z.ZodRawShape> = z.input<z.ZodObject<K>>;
+type _PreprocessOptionsAgree = Assert<Equals<KeysInput<typeof QWEN_KEYS & typeof GEMMA_KEYS & typeof ADMISSION_KEYS>, PreprocessOptions>>;
+type _EncodeOptionsAgree = Assert<Equals<KeysInput<typeof QWEN_KEYS & typeof GEMMA_KEYS & typeof ADMISSION_KEYS & typeof ENCODE_KEYS>, EncodeOptions>>;
+type _EncodeManyOptionsAgree = Assert<
+  Equals<KeysInput<typeof QWEN_KEYS & typeof GEMMA_KEYS & typeof ADMISSION_KEYS & typeof ENCODE_KEYS & typeof BATCH_KEYS>, EncodeManyOptions>
+>;
 
 const familyKeys = (family: Family | undefined) =>
   family === 'gemma4' ? GEMMA_KEYS : family === undefined ? { ...QWEN_KEYS, ...GEMMA_KEYS } : QWEN_KEYS;
@@ -87,7 +168,7 @@ const minNotAboveMax = (value: object, ctx: z.RefinementCtx) => {
     ctx.addIssue({ code: 'custom', path: ['minPixels'], message: `${o.minPixels} is above maxPixels ${o.maxPixels}` });
 };
 
-/** preprocess() and estimate(): the family's sizing keys and the admission limit (no family: both families' keys). */
+/** preprocess() and estimate(): the family's sizing keys and the admission limit (no family: both families' keys). @internal */
 export function preprocessOptionsSchema(family?: Family) {
   return z
     .object({ ...familyKeys(family), ...ADMISSION_KEYS })
@@ -95,7 +176,7 @@ export function preprocessOptionsSchema(family?: Family) {
     .superRefine(minNotAboveMax);
 }
 
-/** encode(), encodeBatch() and encodePixels(): preprocessing keys plus the run's own. */
+/** encode(), encodeBatch() and encodePixels(): preprocessing keys plus the run's own. @internal */
 export function encodeOptionsSchema(family?: Family) {
   return z
     .object({ ...familyKeys(family), ...ADMISSION_KEYS, ...ENCODE_KEYS })
@@ -103,32 +184,41 @@ export function encodeOptionsSchema(family?: Family) {
     .superRefine(minNotAboveMax);
 }
 
-/**
- * encodeMany's `batch`: the images read, decoded and passed through the tower together (block-major)
- * when the memory budget does not split them further; its default and its largest value.
- */
-export const DEFAULT_BATCH = 4;
-export const MAX_BATCH = 1024;
-
-/** encodeMany(): encode()'s keys plus `batch`, the images per group (default DEFAULT_BATCH). */
+/** encodeMany(): encode()'s keys plus `batch`, the images per group (default DEFAULT_BATCH). @internal */
 export function encodeManyOptionsSchema(family?: Family) {
   return z
-    .object({ ...familyKeys(family), ...ADMISSION_KEYS, ...ENCODE_KEYS, batch: z.number().int().min(1).max(MAX_BATCH).optional() })
+    .object({ ...familyKeys(family), ...ADMISSION_KEYS, ...ENCODE_KEYS, ...BATCH_KEYS })
     .strict()
     .superRefine(minNotAboveMax);
 }
 
 /** What `--out-dir` writes per image (src/bulk/output-dir.ts, README "Output files"). */
 export const OUTPUT_FORMATS = ['safetensors', 'npy', 'vllm', 'vllm-torch', 'vllm-encoder-cache', 'sglang'] as const;
+export type OutputFormat = (typeof OUTPUT_FORMATS)[number];
 
-/** `tessera encode`'s bulk-output flags, as an object (the CLI checks its flags with this). */
+/** `tessera encode`'s bulk-output flags as the CLI holds them once checked (defaults filled in). */
+export interface BulkOutputOptions {
+  /** --out-dir: one output per image under this folder. */
+  outDir?: string;
+  /** --out: one safetensors file for the run. */
+  out?: string;
+  /** --format (with --out-dir). Default 'safetensors'. */
+  format: OutputFormat;
+  /** --force: redo outputs that are up to date. Default false. */
+  force: boolean;
+  /** --hash-inputs: fingerprint inputs by SHA-256 as well as size and mtime. Default false. */
+  hashInputs: boolean;
+  /** --exclude: glob patterns of inputs to skip. Default none. */
+  exclude: string[];
+}
+
+/** @internal */
 export const BulkOutputOptionsSchema = z
   .object({
     outDir: z.string().min(1).optional(),
     out: z.string().min(1).optional(),
     format: z.enum(OUTPUT_FORMATS).default('safetensors'),
     force: z.boolean().default(false),
-    /** Fingerprint inputs by SHA-256 as well as size and mtime. */
     hashInputs: z.boolean().default(false),
     exclude: z.array(z.string().min(1)).default([]),
   })
@@ -140,27 +230,7 @@ export const BulkOutputOptionsSchema = z
     if (o.outDir === undefined && o.hashInputs) ctx.addIssue({ code: 'custom', path: ['hashInputs'], message: 'needs --out-dir' });
   });
 
-export type BulkOutputOptions = z.output<typeof BulkOutputOptionsSchema>;
-
-export interface PreprocessOptions {
-  minPixels?: number;
-  maxPixels?: number;
-  /** Gemma 4: the most soft tokens an image becomes (70, 140, 280, 560 or 1120). */
-  maxSoftTokens?: GemmaSoftTokenBudget;
-  maxInputPixels?: number;
-}
-
-export interface EncodeOptions extends PreprocessOptions {
-  stages?: boolean;
-  signal?: AbortSignal;
-  onProgress?: (p: Progress) => void;
-  checkFinite?: boolean;
-}
-
-export interface EncodeManyOptions extends EncodeOptions {
-  /** Images per group (default DEFAULT_BATCH, 4): a group is decoded together and passes every stage together. */
-  batch?: number;
-}
+type _BulkOutputOptionsAgree = Assert<Equals<z.output<typeof BulkOutputOptionsSchema>, BulkOutputOptions>>;
 
 // ---- messages
 
@@ -206,6 +276,7 @@ const OTHER_FAMILY: Record<string, string> = {
 /**
  * Parses `value` with `schema`; a refusal is ERR_INVALID_ARGUMENT naming `call`, the option and
  * what is wrong with it (the first issue zod reports).
+ * @internal
  */
 export function parseArgument<S extends z.ZodType>(schema: S, value: unknown, call: string): z.output<S> {
   const r = schema.safeParse(value);
@@ -238,6 +309,36 @@ export function parseArgument<S extends z.ZodType>(schema: S, value: unknown, ca
   throw new TesseraError('ERR_INVALID_ARGUMENT', `${call}: option '${name}' ${issue.message.replace(/^Invalid input: /, '')} (got ${describeValue(got)})`);
 }
 
+/** A Qwen image's grid in patches: frames (t), rows (h) and columns (w), as HF's image_grid_thw row. */
+export interface Grid {
+  t: number;
+  h: number;
+  w: number;
+}
+/** A grid written as HF writes an image_grid_thw row: [t, h, w]. */
+export type GridTriple = [t: number, h: number, w: number];
+
+/** encodePixels' input for a Qwen tower: HF's pixel_values and image_grid_thw. */
+export interface QwenPixelInput {
+  /** The patch rows, as HF's processor returns them (copied when called). */
+  pixelValues: Float32Array;
+  /** One image's grid, or one per image whose rows pixelValues holds one after another; each side 1 to 2^31 - 1. */
+  grid: Grid | GridTriple | (Grid | GridTriple)[];
+}
+
+/** encodePixels' input for a Gemma 4 tower: the unpadded patch rows and each row's (x, y). */
+export interface GemmaPixelInput {
+  /** The patch rows, padding left out (copied when called). */
+  pixelValues: Float32Array;
+  /** (x, y) of each patch row, interleaved: two entries per row. */
+  positions: Int32Array;
+  /** Several images at once: each image's row count, in order. Default: one image. */
+  imageRows?: number[];
+}
+
+/** encodePixels' input: the tower family's own. */
+export type PixelInput = QwenPixelInput | GemmaPixelInput;
+
 const gridSide = z.number().int().min(1).max(MAX_INT32);
 const GridSchema = z.union([
   z.object({ t: gridSide, h: gridSide, w: gridSide }).strict(),
@@ -245,7 +346,7 @@ const GridSchema = z.union([
 ]);
 const float32Array = z.custom<Float32Array>((v) => v instanceof Float32Array, 'must be a Float32Array');
 
-/** encodePixels' input for the tower's family: Qwen { pixelValues, grid }, Gemma 4 { pixelValues, positions, imageRows? }. */
+/** encodePixels' input for the tower's family: Qwen { pixelValues, grid }, Gemma 4 { pixelValues, positions, imageRows? }. @internal */
 export function pixelInputSchema(family: Family) {
   if (family === 'gemma4')
     return z
@@ -257,6 +358,8 @@ export function pixelInputSchema(family: Family) {
       .strict();
   return z.object({ pixelValues: float32Array, grid: z.union([GridSchema, z.array(GridSchema).min(1)]) }).strict();
 }
+
+type _PixelInputAgrees = Assert<Equals<z.input<ReturnType<typeof pixelInputSchema>>, PixelInput>>;
 
 /** A model path: a non-empty string. */
 export function parseModelPath(path: unknown): string {

@@ -20,9 +20,14 @@ import {
   preprocessOptionsSchema,
   type EncodeManyOptions,
   type EncodeOptions,
+  type GemmaPixelInput,
+  type Grid,
+  type GridTriple,
   type OpenOptions,
+  type PixelInput,
   type PreprocessOptions,
   type Progress,
+  type QwenPixelInput,
 } from './options.js';
 import type { ImageInput } from './image/index.js';
 import { activationBudget, chooseResidency, heldWeightBytes, splitBatch, type WeightMemory } from './residency/index.js';
@@ -30,17 +35,19 @@ import { concatPrepared, splitResult, stageRecords, type StageShape } from './ba
 import type { TowerSpec } from './spec/types.js';
 import { describe, peakRss, type MemoryInfo, type TowerInfo } from './tower-info.js';
 
-export type { EncodeManyOptions, EncodeOptions, OpenOptions, PreprocessOptions, Progress, StageShape };
-
-export interface Grid {
-  t: number;
-  h: number;
-  w: number;
-}
-
-export type PixelInput =
-  | { pixelValues: Float32Array; grid: Grid | Grid[] }
-  | { pixelValues: Float32Array; positions: Int32Array; imageRows?: number[] };
+export type {
+  EncodeManyOptions,
+  EncodeOptions,
+  GemmaPixelInput,
+  Grid,
+  GridTriple,
+  OpenOptions,
+  PixelInput,
+  PreprocessOptions,
+  Progress,
+  QwenPixelInput,
+  StageShape,
+};
 
 export interface EncodeResult {
   embeddings: Float32Array;
@@ -81,9 +88,9 @@ export interface Estimate extends Plan {
 }
 
 /** One grid or a list, each { t, h, w } or [t, h, w] (sides already checked by pixelInputSchema). */
-function normaliseGrid(grid: Grid | [number, number, number] | (Grid | [number, number, number])[]): Grid[] {
-  const list: (Grid | [number, number, number])[] =
-    Array.isArray(grid) && !(grid.length === 3 && grid.every((v) => typeof v === 'number')) ? (grid as (Grid | [number, number, number])[]) : [grid as Grid];
+function normaliseGrid(grid: QwenPixelInput['grid']): Grid[] {
+  const list: (Grid | GridTriple)[] =
+    Array.isArray(grid) && !(grid.length === 3 && grid.every((v) => typeof v === 'number')) ? (grid as (Grid | GridTriple)[]) : [grid as Grid];
   return list.map((g) => (Array.isArray(g) ? { t: g[0], h: g[1], w: g[2] } : { t: g.t, h: g.h, w: g.w }));
 }
 

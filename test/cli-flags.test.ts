@@ -9,7 +9,7 @@ import { editDistance, flagged, helpOf, intFlag, parseFlags, usageOf, UsageError
 import { drawsProgress } from '../src/cli/progress.js';
 import { summaryText } from '../src/cli/encode.js';
 import { USAGE } from '../src/cli/main.js';
-import { JobOptionsSchema } from '../src/fleet/job.js';
+import { JobOptionsSchema } from '../src/fleet/job-data.js';
 import { BulkOutputOptionsSchema, OpenOptionsSchema, encodeManyOptionsSchema, parseArgument } from '../src/options.js';
 
 /** A value each flag accepts: its first choice, a small int, a path. */

@@ -1,13 +1,15 @@
 // The package as a user gets it: `npm pack` of this checkout (which builds the prebuilt binaries), then
 // `npm install <tarball>` into an empty project with no compiler on PATH, then an ES module script, a
-// CommonJS script and the `tessera` command run there, and TypeScript checks an .ts and a .cts consumer.
+// CommonJS script and the `tessera` command run there, and TypeScript checks an .ts and a .cts consumer
+// against the package's declarations alone, with no zod to be found (our types never need zod's).
 // Packaging can then never break silently: a file left out of `files`, a dangling export, a dependency
 // that a source build would need, a prebuilt binary that does not load.
 import { execFileSync, spawnSync } from 'node:child_process';
 import { createHash } from 'node:crypto';
-import { existsSync, mkdirSync, mkdtempSync, readFileSync, readdirSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
+import { copyFileSync, existsSync, mkdirSync, mkdtempSync, readFileSync, readdirSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
+import { createRequire } from 'node:module';
 import { tmpdir } from 'node:os';
-import { delimiter, dirname, join } from 'node:path';
+import { delimiter, dirname, join, sep } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { VisionTower } from '../src/index.js';
@@ -92,6 +94,11 @@ afterAll(() => {
 });
 
 const installed = () => join(consumer, 'node_modules', 'tessera-vision');
+/** The installed package's files whose names `keep` accepts, relative to it, '/'-separated. */
+const installedFiles = (keep: (name: string) => boolean) =>
+  (readdirSync(installed(), { recursive: true }) as string[]).map((f) => f.split(sep).join('/')).filter((f) => !f.includes('node_modules/') && keep(f));
+const declarationFiles = () => installedFiles((f) => /\.d\.[cm]?ts$/.test(f));
+const packageFiles = () => installedFiles((f) => f === 'package.json' || f.endsWith('/package.json'));
 
 describe('the published package', () => {
   it('holds the product only: no tests, tools, test kernels or source maps; a LICENSE and the prebuilt binaries', () => {
@@ -166,25 +173,6 @@ console.log(JSON.stringify({ runBulk: typeof runBulk, Manifest: typeof Manifest,
     expect(JSON.parse(esm.stdout)).toEqual({ runBulk: 'function', Manifest: 'function', inMain: 'undefined' });
   });
 
-  it('maxSoftTokens is typed as the budgets it accepts', () => {
-    writeFileSync(join(consumer, 'budget.ts'), `import { VisionTower } from 'tessera-vision';
-export async function tokens(tower: VisionTower): Promise<number> {
-  const ok = await tower.encode('page.png', { maxSoftTokens: 280 });
-  // @ts-expect-error 100 is not a Gemma 4 budget
-  const bad = await tower.encode('page.png', { maxSoftTokens: 100 });
-  return ok.tokens + bad.tokens;
-}
-`);
-    writeFileSync(join(consumer, 'tsconfig.budget.json'), JSON.stringify({
-      compilerOptions: { module: 'nodenext', moduleResolution: 'nodenext', target: 'es2022', strict: true, noEmit: true,
-        types: ['node'], typeRoots: [join(ROOT, 'node_modules', '@types')] },
-      files: ['budget.ts'],
-    }));
-    const r = run(process.execPath, [join(ROOT, 'node_modules', 'typescript', 'bin', 'tsc'), '-p', 'tsconfig.budget.json']);
-    expect(r.stdout + r.stderr).toBe('');
-    expect(r.code).toBe(0);
-  });
-
   it('`npx tessera encode <image>` runs the demo tower', () => {
     const out = join(consumer, 'coffee.safetensors');
     const r = run(join(bareEnv.PATH!, 'npx'), ['--no-install', 'tessera', 'encode', IMAGE, '--out', out]);
@@ -211,27 +199,80 @@ export async function tokens(tower: VisionTower): Promise<number> {
     expect(existsSync(join(installed(), 'dist', 'doctor-fixtures', 'doctor-counts.json'))).toBe(true);
   });
 
-  it('types resolve for an ESM (.ts) and a CommonJS (.cts) consumer', () => {
-    writeFileSync(join(consumer, 'esm.ts'), `import { VisionTower, TesseraError, type EncodeResult } from 'tessera-vision';
+  it('no published declaration mentions zod', () => {
+    const names = declarationFiles();
+    for (const entry of ['dist/index.d.ts', 'dist/fleet/index.d.ts', 'dist/bulk/index.d.ts', 'dist/cjs/index.d.ts', 'dist/cjs/fleet/index.d.ts', 'dist/cjs/bulk/index.d.ts'])
+      expect(names).toContain(entry);
+    expect(names.filter((f) => /zod/i.test(readFileSync(join(installed(), f), 'utf8')))).toEqual([]);
+  });
+
+  it('an ESM (.ts) and a CommonJS (.cts) consumer type-check against the declarations alone, zod not resolvable', () => {
+    // The installed package's declarations and package.json files (the exports map; dist/cjs's
+    // {"type": "commonjs"}) in a project of their own, where no zod can be found: our types must read
+    // without it. The fleet's peers are there, as in an app that uses the fleet (its types name them).
+    const typed = join(work, 'typed');
+    const pkg = join(typed, 'node_modules', 'tessera-vision');
+    for (const f of [...declarationFiles(), ...packageFiles()]) {
+      mkdirSync(dirname(join(pkg, f)), { recursive: true });
+      copyFileSync(join(installed(), f), join(pkg, f));
+    }
+    for (const peer of ['bullmq', 'ioredis']) symlinkSync(join(ROOT, 'node_modules', peer), join(typed, 'node_modules', peer), 'dir');
+    expect(() => createRequire(join(pkg, 'dist', 'index.d.ts')).resolve('zod')).toThrow(/Cannot find module 'zod'/);
+    // "type": "module": esm.ts is an ES module (it resolves the `import` declarations), cjs.cts CommonJS (the `require` ones).
+    writeFileSync(join(typed, 'package.json'), JSON.stringify({ name: 'typed-consumer', version: '1.0.0', private: true, type: 'module' }));
+
+    writeFileSync(join(typed, 'esm.ts'), `import { VisionTower, TesseraError, type EncodeResult, type OpenOptions, type PixelInput } from 'tessera-vision';
+import { createWorker, enqueueGroups, enqueueImages, type GroupJob, type ImageJob, type JobOptions } from 'tessera-vision/fleet';
+import { OUTPUT_FORMATS, collectInputs, runBulk, type BulkRunOptions, type OutputFormat } from 'tessera-vision/bulk';
+import type { Queue } from 'bullmq';
+
+const open: OpenOptions = { backend: 'cpu', residency: 'stream', slots: 2, threads: 0, precision: 'bf16', verify: false };
+// @ts-expect-error 'gpu' is not a backend
+export const wrong: OpenOptions = { backend: 'gpu' };
+
 export async function tokens(path: string): Promise<number> {
-  const tower = await VisionTower.open(path, { backend: 'cpu' });
-  const r: EncodeResult = await tower.encode('page.png');
+  const tower = await VisionTower.open(path, open);
+  const ok: EncodeResult = await tower.encode('page.png', { maxSoftTokens: 280, checkFinite: true });
+  // @ts-expect-error 100 is not a Gemma 4 budget
+  const bad = await tower.encode('page.png', { maxSoftTokens: 100 });
+  const pixels: PixelInput = { pixelValues: new Float32Array(1536), grid: [1, 2, 2] };
   const e: TesseraError | null = null;
-  return r.tokens + (e === null ? 0 : 1);
+  return ok.tokens + bad.tokens + (await tower.encodePixels(pixels)).tokens + (e === null ? 0 : 1);
+}
+
+export async function fleet(queue: Queue, tower: VisionTower): Promise<number> {
+  const options: JobOptions = { format: 'vllm', maxSoftTokens: 560 };
+  const images: ImageJob[] = [{ input: '/data/a.png', rel: 'a.png', options }];
+  const groups: GroupJob[] = [{ inputs: [{ input: '/data/b.png' }, { input: 'https://example.com/c.png', rel: 'c.png' }], options }];
+  const worker = await createWorker({ redis: 'redis://127.0.0.1:6379', queue: 'pages', model: tower, outDir: '/out', open });
+  const added = (await enqueueImages(queue, images)).length + (await enqueueGroups(queue, groups)).length;
+  await worker.close();
+  return added;
+}
+
+export async function bulk(tower: VisionTower): Promise<string[]> {
+  const format: OutputFormat = OUTPUT_FORMATS[0];
+  const run: BulkRunOptions = { encode: { batch: 4, minPixels: 3136 } };
+  const statuses: string[] = [format];
+  for await (const o of runBulk(tower, await collectInputs(['pages/']), run)) statuses.push(o.status);
+  return statuses;
 }
 `);
-    writeFileSync(join(consumer, 'cjs.cts'), `import tessera = require('tessera-vision');
-export async function width(path: string): Promise<number> {
-  const tower = await tessera.VisionTower.open(path);
-  return (await tower.encode('page.png')).width;
+    writeFileSync(join(typed, 'cjs.cts'), `import tessera = require('tessera-vision');
+import fleet = require('tessera-vision/fleet');
+import bulk = require('tessera-vision/bulk');
+export async function width(path: string, options: tessera.OpenOptions, job: fleet.ImageJob): Promise<number> {
+  const tower = await tessera.VisionTower.open(path, options);
+  const inputs = await bulk.collectInputs([job.input]);
+  return (await tower.encode(inputs[0]!.path)).width;
 }
 `);
-    writeFileSync(join(consumer, 'tsconfig.json'), JSON.stringify({
-      compilerOptions: { module: 'nodenext', moduleResolution: 'nodenext', target: 'es2022', strict: true, noEmit: true,
+    writeFileSync(join(typed, 'tsconfig.json'), JSON.stringify({
+      compilerOptions: { module: 'nodenext', moduleResolution: 'nodenext', target: 'es2022', strict: true, noEmit: true, skipLibCheck: false,
         types: ['node'], typeRoots: [join(ROOT, 'node_modules', '@types')] },
       files: ['esm.ts', 'cjs.cts'],
     }));
-    const r = run(process.execPath, [join(ROOT, 'node_modules', 'typescript', 'bin', 'tsc'), '-p', 'tsconfig.json']);
+    const r = run(process.execPath, [join(ROOT, 'node_modules', 'typescript', 'bin', 'tsc'), '-p', 'tsconfig.json'], { cwd: typed });
     expect(r.stdout + r.stderr).toBe('');
     expect(r.code).toBe(0);
   });

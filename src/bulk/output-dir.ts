@@ -39,10 +39,9 @@ import { toVllmContentPart, vllmUnsupported } from '../outputs/vllm.js';
 import { ENCODER_CACHE_FILE, encoderCacheBytes, encoderCacheIdentifier } from '../outputs/vllm-encoder-cache.js';
 import type { BulkInput } from './inputs.js';
 
-import { OUTPUT_FORMATS, type Precision } from '../options.js';
+import { OUTPUT_FORMATS, type OutputFormat, type Precision } from '../options.js';
 
-export { OUTPUT_FORMATS };
-export type OutputFormat = (typeof OUTPUT_FORMATS)[number];
+export { OUTPUT_FORMATS, type OutputFormat };
 
 /** Version of the output layout and record; a different version is redone. */
 export const OUTPUT_LAYOUT_VERSION = '2';

@@ -7,14 +7,14 @@
 // scheme, outputs that collide) and Redis failures exit 2 with one `CODE: message` line; adding
 // fails fast on a lost connection (saying how many jobs are queued), --wait waits an outage out.
 import { toTesseraError } from '../errors.js';
-import { JobOptionsSchema, type JobOptions } from '../fleet/job.js';
+import { JobOptionsSchema, type JobOptions } from '../fleet/job-data.js';
 import { parseArgument } from '../options.js';
 import { checkQueueName } from '../fleet/queue-name.js';
 import { ENQUEUE } from './commands.js';
 import { flagged, parseFlags, usageOf, UsageError } from './flags.js';
 import { EXIT_INTERRUPTED, EXIT_OK, EXIT_SOME_FAILED, EXIT_USAGE, type CliIo } from './io.js';
 import { listJobInputs } from '../fleet/inputs.js';
-import { requireFleetPackages } from '../fleet/peer-deps.js';
+import { checkFleetPackages } from '../fleet/peer-deps.js';
 
 export const ENQUEUE_USAGE = usageOf(ENQUEUE);
 
@@ -65,13 +65,7 @@ export async function enqueueCommand(args: readonly string[], io: CliIo, stdin: 
     return EXIT_USAGE;
   }
 
-  try {
-    await requireFleetPackages('tessera enqueue');
-  } catch (e) {
-    const err = toTesseraError(e);
-    io.err(`tessera enqueue: ${err.code}: ${err.message}`);
-    return EXIT_USAGE;
-  }
+  if (!(await checkFleetPackages('tessera enqueue', (line) => io.err(line)))) return EXIT_USAGE;
   const { Queue } = await import('bullmq');
   const { connectRedis, reachRedis } = await import('../fleet/connection.js');
   const { redisFailure } = await import('../fleet/redis-errors.js');

@@ -2,7 +2,7 @@
 // last minute's rate and each worker's counters (src/fleet/status.ts). A question, not a service:
 // it answers or says why, at once (a refused connection, a lost one, a Redis error: ERR_IO, exit 2).
 import { toTesseraError } from '../errors.js';
-import { requireFleetPackages } from '../fleet/peer-deps.js';
+import { checkFleetPackages } from '../fleet/peer-deps.js';
 import { checkQueueName } from '../fleet/queue-name.js';
 import { QUEUE_STATUS } from './commands.js';
 import { parseFlags, usageOf } from './flags.js';
@@ -24,13 +24,7 @@ export async function queueStatusCommand(args: readonly string[], io: CliIo): Pr
     io.err(`tessera queue-status: ${(e as Error).message}\n${QUEUE_STATUS_USAGE}`);
     return EXIT_USAGE;
   }
-  try {
-    await requireFleetPackages('tessera queue-status');
-  } catch (e) {
-    const err = toTesseraError(e);
-    io.err(`tessera queue-status: ${err.code}: ${err.message}`);
-    return EXIT_USAGE;
-  }
+  if (!(await checkFleetPackages('tessera queue-status', (line) => io.err(line)))) return EXIT_USAGE;
   const { Queue } = await import('bullmq');
   const { connectRedis, reachRedis } = await import('../fleet/connection.js');
   const { redisFailure } = await import('../fleet/redis-errors.js');

@@ -12,7 +12,7 @@ import { flagged, parseFlags, usageOf } from './flags.js';
 import { EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE, type CliIo } from './io.js';
 import type { FetchLimits } from '../fleet/fetch-input.js';
 import type { ImageJobResult } from '../fleet/job.js';
-import { requireFleetPackages } from '../fleet/peer-deps.js';
+import { checkFleetPackages } from '../fleet/peer-deps.js';
 
 export const WORKER_USAGE = usageOf(WORKER);
 
@@ -36,13 +36,7 @@ export async function workerCommand(args: readonly string[], io: CliIo): Promise
   const values = cli as { redis: string; queue: string; model: string; outDir: string; name?: string; json?: boolean };
   const json = values.json ?? false;
 
-  try {
-    await requireFleetPackages('tessera worker');
-  } catch (e) {
-    const err = toTesseraError(e);
-    io.err(`tessera worker: ${err.code}: ${err.message}`);
-    return EXIT_USAGE;
-  }
+  if (!(await checkFleetPackages('tessera worker', (line) => io.err(line)))) return EXIT_USAGE;
   const { createWorker } = await import('../fleet/worker.js');
   const { isConnectionError, redisFailure } = await import('../fleet/redis-errors.js');
   const log = (text: string, record: Record<string, unknown>) => io.out(json ? JSON.stringify({ time: new Date().toISOString(), ...record }) : `${new Date().toISOString()} ${text}`);

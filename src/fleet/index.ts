@@ -19,6 +19,7 @@ export {
   type ImageJob,
   type ImageJobResult,
   type GroupJob,
+  type GroupImage,
   type GroupJobResult,
   type GroupImageResult,
   type JobOptions,

@@ -1,14 +1,17 @@
-// What a fleet job's data may be: one zod schema for each job kind, checked where the data enters
-// (enqueueImages / enqueueGroups before anything is added, the worker before anything is done), with
-// messages that name the field at fault in words. Job data comes from whoever can write to the
-// queue, so nothing here trusts its shape: unknown keys (`__proto__` among them) are refused by
-// name, a missing field is "missing", and a group too big to hold is refused in one line
-// without reading its entries.
+// What a fleet job's data may be: a plain interface for each job kind (what users read) and one zod
+// schema for each (the check), held equal at compile time (src/type-equality.ts). The schemas are
+// checked where the data enters (enqueueImages / enqueueGroups before anything is added, the worker
+// before anything is done), with messages that name the field at fault in words. Job data comes
+// from whoever can write to the queue, so nothing here trusts its shape: unknown keys (`__proto__`
+// among them) are refused by name, a missing field is "missing", and a group too big to hold is
+// refused in one line without reading its entries.
 import { isAbsolute } from 'node:path';
 import { z } from 'zod';
-import { OUTPUT_FORMATS } from '../bulk/index.js';
+import { OUTPUT_FORMATS, type OutputFormat } from '../bulk/index.js';
 import { TesseraError } from '../errors.js';
-import { describeValue, SoftTokenBudgetSchema } from '../options.js';
+import { SoftTokenBudgetSchema, type GemmaSoftTokenBudget } from '../image/config.js';
+import { describeValue } from '../options.js';
+import type { Assert, Equals, Flat } from '../type-equality.js';
 import { defaultRel } from './job-output.js';
 import { isHttpUrl } from './url-policy.js';
 
@@ -23,11 +26,25 @@ export const MAX_GROUP_IMAGES = 64;
 export const MAX_INPUT_LENGTH = 4096;
 
 /**
- * What a job may ask for: the output format (`encode --format`; default safetensors) and the
- * encode options that change the output (the sizing keys of both families, admission, stages).
- * The worker's tower checks the encode options against its family (a wrong key fails the job as
- * ERR_INVALID_ARGUMENT).
+ * What a job may ask for: the output format and the encode options that change the output. The
+ * worker's tower checks the sizing keys against its family (a key of the other family fails the
+ * job as ERR_INVALID_ARGUMENT).
  */
+export interface JobOptions {
+  /** What the worker writes for the image (`encode --format`). Default 'safetensors'. */
+  format?: OutputFormat;
+  /** Qwen towers: the resized image's pixel-area bounds. Default: the checkpoint's. */
+  minPixels?: number;
+  maxPixels?: number;
+  /** Gemma 4 towers: the most soft tokens an image becomes (70, 140, 280, 560, 1120). Default: the checkpoint's. */
+  maxSoftTokens?: GemmaSoftTokenBudget;
+  /** Admission: refuse an image whose header declares more pixels. Default 100,000,000 (100 MP). */
+  maxInputPixels?: number;
+  /** Write every intermediate stage too. Default false. */
+  stages?: boolean;
+}
+
+/** @internal */
 export const JobOptionsSchema = z
   .object({
     format: z.enum(OUTPUT_FORMATS).optional(),
@@ -39,7 +56,7 @@ export const JobOptionsSchema = z
   })
   .strict();
 
-export type JobOptions = z.infer<typeof JobOptionsSchema>;
+type _JobOptionsAgree = Assert<Equals<z.input<typeof JobOptionsSchema>, JobOptions>>;
 
 const noNul = (s: string) => !s.includes('\0');
 
@@ -80,7 +97,43 @@ function checkDefaultRel(item: { input: string; rel?: string | undefined }, ctx:
   if (why) ctx.addIssue({ code: 'custom', path: [...path, 'input'], message: `gives the output path ${JSON.stringify(defaultRel(item.input))}, which ${why}; give the job a rel` });
 }
 
-export const ImageJobSchema = z
+/** One image's job (enqueueImages). */
+export interface ImageJob {
+  /** An absolute path (on storage every worker mounts at the same place) or an http(s) URL; at most MAX_INPUT_LENGTH characters. */
+  input: string;
+  /** Default: none (safetensors, the checkpoint's sizing). */
+  options?: JobOptions;
+  /**
+   * The output's path under the worker's --out-dir, '/'-separated, extension replaced (as
+   * `encode --out-dir` names it). Default: the input's base name (a URL: its path).
+   */
+  rel?: string;
+}
+
+/** An image of a group job: its input and, optionally, its output path (as ImageJob's). */
+export interface GroupImage {
+  input: string;
+  rel?: string;
+}
+
+/** A group job (enqueueGroups): 1 to MAX_GROUP_IMAGES images with one set of options, encoded together. */
+export interface GroupJob {
+  inputs: GroupImage[];
+  /** Default: none (safetensors, the checkpoint's sizing). */
+  options?: JobOptions;
+}
+
+/** An image job as the worker holds it once checked: its options filled in. */
+export interface ParsedImageJob extends ImageJob {
+  options: JobOptions;
+}
+
+/** A group job as the worker holds it once checked: its options filled in. */
+export interface ParsedGroupJob extends GroupJob {
+  options: JobOptions;
+}
+
+const ImageJobSchema = z
   .object({
     input: InputSchema,
     options: JobOptionsSchema.default({}),
@@ -92,7 +145,7 @@ export const ImageJobSchema = z
 const GroupImageSchema = z.object({ input: InputSchema, rel: RelSchema }).strict();
 
 /** A group job: up to MAX_GROUP_IMAGES images with one set of options, encoded together (encodeMany). */
-export const GroupJobSchema = z
+const GroupJobSchema = z
   .object({
     // The count is checked before any entry: a group of 100,000 malformed entries is one refusal.
     inputs: z.array(z.unknown()).min(1, 'is empty').max(MAX_GROUP_IMAGES, `holds more than ${MAX_GROUP_IMAGES} images`).pipe(z.array(GroupImageSchema)),
@@ -101,10 +154,12 @@ export const GroupJobSchema = z
   .strict()
   .superRefine((job, ctx) => job.inputs.forEach((item, i) => checkDefaultRel(item, ctx, ['inputs', i])));
 
-export type ImageJob = z.input<typeof ImageJobSchema>;
-export type ParsedImageJob = z.output<typeof ImageJobSchema>;
-export type GroupJob = z.input<typeof GroupJobSchema>;
-export type ParsedGroupJob = z.output<typeof GroupJobSchema>;
+type _ImageJobAgrees = Assert<Equals<z.input<typeof ImageJobSchema>, ImageJob>>;
+type _ParsedImageJobAgrees = Assert<Equals<z.output<typeof ImageJobSchema>, ParsedImageJob>>;
+type _GroupImageAgrees = Assert<Equals<z.input<typeof GroupImageSchema>, GroupImage>>;
+// `inputs` is counted before its entries are read (a pipe from unknown[]): its entries' type is the pipe's end.
+type _GroupJobAgrees = Assert<Equals<Flat<Omit<z.input<typeof GroupJobSchema>, 'inputs'> & { inputs: z.input<typeof GroupImageSchema>[] }>, GroupJob>>;
+type _ParsedGroupJobAgrees = Assert<Equals<z.output<typeof GroupJobSchema>, ParsedGroupJob>>;
 
 /** The value at `path` in `data`, through own keys only. */
 function valueAt(data: unknown, path: readonly PropertyKey[]): unknown {

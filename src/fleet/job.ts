@@ -9,15 +9,13 @@ export {
   IMAGE_JOB,
   GROUP_JOB,
   MAX_GROUP_IMAGES,
-  JobOptionsSchema,
-  ImageJobSchema,
-  GroupJobSchema,
   parseImageJob,
   parseGroupJob,
   type JobOptions,
   type ImageJob,
   type ParsedImageJob,
   type GroupJob,
+  type GroupImage,
   type ParsedGroupJob,
 } from './job-data.js';
 

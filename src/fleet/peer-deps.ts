@@ -2,7 +2,7 @@
 // who never runs a fleet does not install them. The fleet commands check for them before loading
 // anything that imports them, and end, when one is missing, in a TesseraError that names the
 // install command, not in Node's module-resolution error.
-import { TesseraError } from '../errors.js';
+import { TesseraError, toTesseraError } from '../errors.js';
 
 export const FLEET_PACKAGES = ['bullmq', 'ioredis'] as const;
 export const FLEET_INSTALL = `npm install ${FLEET_PACKAGES.join(' ')}`;
@@ -29,4 +29,20 @@ export async function requireFleetPackages(command: string): Promise<void> {
       'ERR_BACKEND_UNAVAILABLE',
       `${command} needs the optional package${missing.length > 1 ? 's' : ''} ${missing.join(' and ')}, which ${missing.length > 1 ? 'are' : 'is'} not installed: run \`${FLEET_INSTALL}\` in your project (docs/fleet.md)`,
     );
+}
+
+/**
+ * The fleet commands' check (tessera worker, enqueue, queue-status): requireFleetPackages, with its
+ * refusal reported as one line, `<command>: <code>: <message>`, instead of thrown. Returns whether
+ * the packages load; when they do not, the command ends with its usage exit code (2).
+ */
+export async function checkFleetPackages(command: string, report: (line: string) => void): Promise<boolean> {
+  try {
+    await requireFleetPackages(command);
+    return true;
+  } catch (e) {
+    const err = toTesseraError(e);
+    report(`${command}: ${err.code}: ${err.message}`);
+    return false;
+  }
 }

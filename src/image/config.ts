@@ -4,6 +4,7 @@
 // omits a key gets what HF would use for it.
 import { z } from 'zod';
 import { TesseraError } from '../errors.js';
+import type { Assert, Equals } from '../type-equality.js';
 
 /** 1/255 as HF writes it: the double nearest to 1/255. */
 export const RESCALE_1_255 = 0.00392156862745098;
@@ -27,6 +28,15 @@ export const QWEN_HUB_PREPROCESSOR_CONFIG = {
 export const GEMMA_SOFT_TOKEN_BUDGETS = [70, 140, 280, 560, 1120] as const;
 /** A soft-token budget Gemma 4 accepts: one of GEMMA_SOFT_TOKEN_BUDGETS. */
 export type GemmaSoftTokenBudget = (typeof GEMMA_SOFT_TOKEN_BUDGETS)[number];
+/**
+ * A soft-token budget: one of GEMMA_SOFT_TOKEN_BUDGETS, typed as that union on both sides (the
+ * options' maxSoftTokens, a job's, preprocessor_config.json's max_soft_tokens).
+ * @internal
+ */
+export const SoftTokenBudgetSchema = z.custom<GemmaSoftTokenBudget>(
+  (v) => (GEMMA_SOFT_TOKEN_BUDGETS as readonly unknown[]).includes(v),
+  `must be one of ${GEMMA_SOFT_TOKEN_BUDGETS.join(', ')}`,
+);
 
 const positiveInt = z.number().int().positive();
 const triple = z.tuple([z.number().finite(), z.number().finite(), z.number().finite()]);
@@ -35,11 +45,36 @@ const nonZeroTriple = z.tuple([
   z.number().finite().refine((v) => v !== 0, 'must not be 0'),
   z.number().finite().refine((v) => v !== 0, 'must not be 0'),
 ]);
-// PIL resample codes; only BICUBIC (3) is implemented, and every checkpoint of both families uses it.
+/** PIL's resample code for BICUBIC: the only one implemented, and every checkpoint of both families uses it. */
+export const PIL_BICUBIC = 3;
 const bicubicOnly = z
   .number()
   .int()
-  .refine((v) => v === 3, 'only 3 (PIL BICUBIC) is supported');
+  .refine((v): v is typeof PIL_BICUBIC => v === PIL_BICUBIC, `only ${PIL_BICUBIC} (PIL BICUBIC) is supported`);
+
+/** A Qwen preprocessor_config.json normalised: what the Qwen image pipeline reads. */
+export interface QwenPreprocessConfig {
+  /** Side of a square patch, in pixels (class default 14; every checkpoint says 16). */
+  patchSize: number;
+  /** Frames per patch: a still image is repeated this many times (2). */
+  temporalPatchSize: number;
+  /** Patches merged per side into one output token (2). */
+  mergeSize: number;
+  /** The resized image's pixel-area bounds (`size.shortest_edge` / `size.longest_edge`, or the legacy `min_pixels` / `max_pixels`). */
+  minPixels: number;
+  maxPixels: number;
+  /** Per-channel mean and standard deviation of the normalisation (class default OpenAI CLIP's). */
+  imageMean: [number, number, number];
+  imageStd: [number, number, number];
+  doResize: boolean;
+  /** PIL's resample code: PIL_BICUBIC (3), the only one implemented. */
+  resample: typeof PIL_BICUBIC;
+  doRescale: boolean;
+  /** The rescale factor, 1/255 by default. */
+  rescaleFactor: number;
+  doNormalize: boolean;
+  doConvertRgb: boolean;
+}
 
 /**
  * Qwen2-VL image processor family (Qwen3-VL, Qwen3.5). Class defaults are Qwen2-VL's (patch 14,
@@ -47,7 +82,7 @@ const bicubicOnly = z
  * `size.shortest_edge` / `size.longest_edge` are pixel AREAS (min/max pixels); legacy top-level
  * `min_pixels` / `max_pixels` overwrite them as in HF.
  */
-export const QwenPreprocessConfigSchema = z
+const QwenPreprocessConfigSchema = z
   .object({
     size: z
       .object({ shortest_edge: positiveInt.optional(), longest_edge: positiveInt.optional() })
@@ -61,7 +96,7 @@ export const QwenPreprocessConfigSchema = z
     image_mean: triple.default([...OPENAI_CLIP_MEAN]),
     image_std: nonZeroTriple.default([...OPENAI_CLIP_STD]),
     do_resize: z.boolean().default(true),
-    resample: bicubicOnly.default(3),
+    resample: bicubicOnly.default(PIL_BICUBIC),
     do_rescale: z.boolean().default(true),
     rescale_factor: z.number().finite().positive().default(RESCALE_1_255),
     do_normalize: z.boolean().default(true),
@@ -93,23 +128,40 @@ export const QwenPreprocessConfigSchema = z
     doConvertRgb: c.do_convert_rgb,
   }));
 
-export type QwenPreprocessConfig = z.output<typeof QwenPreprocessConfigSchema>;
+type _QwenPreprocessConfigAgrees = Assert<Equals<z.output<typeof QwenPreprocessConfigSchema>, QwenPreprocessConfig>>;
+
+/** Gemma 4's image-processor settings normalised: what the Gemma image pipeline reads. */
+export interface GemmaPreprocessConfig {
+  /** Side of a square patch, in pixels (16). */
+  patchSize: number;
+  /** The checkpoint's soft-token budget: what an image becomes at most unless maxSoftTokens says otherwise (280). */
+  maxSoftTokens: GemmaSoftTokenBudget;
+  /** Patches pooled per side into one soft token (3). */
+  poolingKernelSize: number;
+  doResize: boolean;
+  /** PIL's resample code: PIL_BICUBIC (3), the only one implemented. */
+  resample: typeof PIL_BICUBIC;
+  doRescale: boolean;
+  /** The rescale factor, 1/255 by default. */
+  rescaleFactor: number;
+  /** Gemma 4 does not normalise by default (pixels stay in [0, 1]). */
+  doNormalize: boolean;
+  imageMean: [number, number, number];
+  imageStd: [number, number, number];
+  doConvertRgb: boolean;
+}
 
 /**
  * Gemma 4 image processor. Defaults are the 5.17 class's (which the hub files repeat): patch 16,
  * 280 soft tokens, 3x3 pooling, rescale to [0, 1], no normalisation.
  */
-export const GemmaPreprocessConfigSchema = z
+const GemmaPreprocessConfigSchema = z
   .object({
     patch_size: positiveInt.default(16),
-    max_soft_tokens: z
-      .number()
-      .int()
-      .refine((v) => (GEMMA_SOFT_TOKEN_BUDGETS as readonly number[]).includes(v), `must be one of ${GEMMA_SOFT_TOKEN_BUDGETS.join(', ')}`)
-      .default(280),
+    max_soft_tokens: SoftTokenBudgetSchema.default(280),
     pooling_kernel_size: positiveInt.default(3),
     do_resize: z.boolean().default(true),
-    resample: bicubicOnly.default(3),
+    resample: bicubicOnly.default(PIL_BICUBIC),
     do_rescale: z.boolean().default(true),
     rescale_factor: z.number().finite().positive().default(RESCALE_1_255),
     do_normalize: z.boolean().default(false),
@@ -132,7 +184,7 @@ export const GemmaPreprocessConfigSchema = z
     doConvertRgb: c.do_convert_rgb,
   }));
 
-export type GemmaPreprocessConfig = z.output<typeof GemmaPreprocessConfigSchema>;
+type _GemmaPreprocessConfigAgrees = Assert<Equals<z.output<typeof GemmaPreprocessConfigSchema>, GemmaPreprocessConfig>>;
 
 function parseWith<S extends z.ZodType>(schema: S, json: unknown, source: string): z.output<S> {
   const r = schema.safeParse(json ?? {});

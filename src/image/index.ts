@@ -1,9 +1,7 @@
 // Image preprocessing: decode + admission, sizing, and the PIL-exact pipeline of both families.
 export {
   GEMMA_SOFT_TOKEN_BUDGETS,
-  GemmaPreprocessConfigSchema,
   QWEN_HUB_PREPROCESSOR_CONFIG,
-  QwenPreprocessConfigSchema,
   RESCALE_1_255,
   parseGemmaPreprocessConfig,
   parseQwenPreprocessConfig,

@@ -9,7 +9,8 @@ import { TesseraError } from '../errors.js';
 import { DTYPE_BYTES, elementCount } from '../formats/tensor-index.js';
 import { addon } from '../native.js';
 import { configError } from '../spec/tensors.js';
-import { DTYPES, type StageSpec, type TensorSpec, type TowerSpec } from '../spec/types.js';
+import { DTYPES, FAMILIES, STAGE_KINDS, type DType, type Family, type StageKind, type StageSpec, type TensorSpec, type TowerSpec } from '../spec/types.js';
+import type { Assert, Equals } from '../type-equality.js';
 
 export const MANIFEST_FILE = 'tessera-pack.json';
 export const PACK_FORMAT = 'tessera-packed';
@@ -24,6 +25,65 @@ export function packAlignment(): { stage: number; tensor: number } {
   return addon().weightAlignment;
 }
 
+/** A tensor of a packed stage. */
+export interface PackedTensor {
+  role: string;
+  name: string;
+  dtype: DType;
+  shape: number[];
+  /** Bytes from the start of its stage. */
+  offset: number;
+  length: number;
+}
+
+/** A block's place in the weights file: each block spans blocks.stride bytes. */
+export interface PackedBlock {
+  index: number;
+  offset: number;
+  tensors: PackedTensor[];
+  /** SHA-256 of the block's bytes (its whole aligned extent), lowercase hex. */
+  sha256?: string;
+}
+
+/** A stage that is not a block. */
+export interface PackedStage {
+  name: string;
+  kind: Exclude<StageKind, 'block'>;
+  index: number;
+  /** The block this stage runs after (-1: before the first block). */
+  after: number;
+  offset: number;
+  length: number;
+  tensors: PackedTensor[];
+  sha256?: string;
+}
+
+/** tessera-pack.json. */
+export interface PackManifest {
+  format: typeof PACK_FORMAT;
+  version: typeof PACK_VERSION;
+  family: Family;
+  /** What was packed: its source kind and path, and the dtype asked for (`pack --dtype`; null: each tensor kept as stored). */
+  packedFrom: { source: string; path: string; dtype: DType | null };
+  dims: Record<string, number>;
+  lists: Record<string, number[]>;
+  /** The source's preprocessor_config.json, kept for the packed tower's image pipeline. */
+  preprocessorConfig: Record<string, unknown> | null;
+  /** The weights file's name, inside the folder. */
+  weights: string;
+  weightsBytes: number;
+  /** The stage alignment it was packed with (packAlignment().stage). */
+  alignment: number;
+  blocks: {
+    /** How many blocks the pack holds: must equal dims.depth. */
+    count: number;
+    /** Bytes every block occupies in the file: its tensors' extent rounded up to the alignment. */
+    stride: number;
+    entries: PackedBlock[];
+  };
+  stages: PackedStage[];
+}
+
 const count = z.number().int().min(0).max(Number.MAX_SAFE_INTEGER);
 const PackedTensorSchema = z
   .object({
@@ -31,7 +91,6 @@ const PackedTensorSchema = z
     name: z.string().min(1),
     dtype: z.enum(DTYPES),
     shape: z.array(count),
-    /** Bytes from the start of its stage. */
     offset: count,
     length: count,
   })
@@ -45,9 +104,8 @@ const PackedBlockSchema = z.object({ index: count, offset: count, tensors: z.arr
 const PackedStageSchema = z
   .object({
     name: z.string().min(1),
-    kind: z.enum(['embed', 'deepstack', 'merger', 'pooler', 'projector']),
+    kind: z.enum(STAGE_KINDS).exclude(['block']),
     index: count,
-    /** The block this stage runs after (-1: before the first block). */
     after: z.number().int().min(-1),
     offset: count,
     length: count,
@@ -56,11 +114,11 @@ const PackedStageSchema = z
   })
   .strict();
 
-export const PackManifestSchema = z
+const PackManifestSchema = z
   .object({
     format: z.literal(PACK_FORMAT),
     version: z.literal(PACK_VERSION),
-    family: z.enum(['qwen3_5', 'qwen3_vl', 'gemma4']),
+    family: z.enum(FAMILIES),
     packedFrom: z.object({ source: z.string(), path: z.string(), dtype: z.enum(DTYPES).nullable() }).strict(),
     dims: z.record(z.string(), z.number()),
     lists: z.record(z.string(), z.array(z.number())),
@@ -70,9 +128,7 @@ export const PackManifestSchema = z
     alignment: count.refine((v) => v === packAlignment().stage, 'must be the stage alignment this tessera packs and reads'),
     blocks: z
       .object({
-        /** How many blocks the pack holds: must equal dims.depth. */
         count,
-        /** Bytes every block occupies in the file: its tensors' extent rounded up to the alignment. */
         stride: count,
         entries: z.array(PackedBlockSchema),
       })
@@ -81,8 +137,8 @@ export const PackManifestSchema = z
   })
   .strict();
 
-export type PackManifest = z.infer<typeof PackManifestSchema>;
-export type PackedTensor = z.infer<typeof PackedTensorSchema>;
+type _PackManifestAgrees = Assert<Equals<z.output<typeof PackManifestSchema>, PackManifest>>;
+type _PackedTensorAgrees = Assert<Equals<z.output<typeof PackedTensorSchema>, PackedTensor>>;
 
 const roundUp = (n: number, a: number) => Math.ceil(n / a) * a;
 const corrupt = (where: string, msg: string) => new TesseraError('ERR_WEIGHTS_CORRUPT', `${where}: ${msg}`);

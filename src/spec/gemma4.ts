@@ -103,7 +103,7 @@ interface Dims {
 const posInt = z.number().int().positive();
 
 /** config.json → vision_config (Gemma4VisionConfig, transformers 5.17 defaults) and text width. */
-export const Gemma4ConfigSchema = z.object({
+const Gemma4ConfigSchema = z.object({
   model_type: z.literal('gemma4'),
   text_config: z.object({ hidden_size: posInt }).passthrough(),
   vision_config: z

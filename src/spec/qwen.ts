@@ -5,9 +5,42 @@ import { TesseraError } from '../errors.js';
 import type { HfFolder } from '../formats/hf-folder.js';
 import { configError, towerTensor } from './tensors.js';
 import type { Family, StageSpec, TowerSpec } from './types.js';
+import type { Assert, Equals } from '../type-equality.js';
 
 const int = (min: number, max: number) => z.number().int().min(min).max(max);
 
+/** The vision activations Qwen's configs name (both the tanh GELU's spellings). */
+export const QWEN_ACTIVATIONS = ['gelu_pytorch_tanh', 'gelu'] as const;
+
+/** config.json's vision_config as parsed: HF's class defaults filled in, `heads` resolved. */
+export interface QwenVisionConfig {
+  /** Blocks (27). */
+  depth: number;
+  /** Width of a patch row inside the blocks (1152). */
+  hidden_size: number;
+  /** Attention heads, under either of the two names configs use; `heads` is the one that counts. */
+  num_heads?: number;
+  num_attention_heads?: number;
+  /** Width of a block's MLP (4304). */
+  intermediate_size: number;
+  hidden_act: (typeof QWEN_ACTIVATIONS)[number];
+  in_channels: number;
+  /** Side of a square patch in pixels (16), frames per patch (2), patches merged per side (2). */
+  patch_size: number;
+  temporal_patch_size: number;
+  spatial_merge_size: number;
+  /** Width of an output token: the text model's hidden size (3584). */
+  out_hidden_size: number;
+  /** Rows of the learned position table (2304). */
+  num_position_embeddings: number;
+  /** Blocks whose output a deepstack merger also takes (Qwen3-VL). */
+  deepstack_visual_indexes?: number[];
+  rope_parameters?: { rope_type?: string; rope_theta?: number };
+  /** Attention heads: num_heads, else num_attention_heads, else 16. */
+  heads: number;
+}
+
+/** @internal */
 export const QwenVisionConfigSchema = z
   .object({
     depth: int(1, 256).default(27),
@@ -15,7 +48,7 @@ export const QwenVisionConfigSchema = z
     num_heads: int(1, 256).optional(),
     num_attention_heads: int(1, 256).optional(),
     intermediate_size: int(1, 131072).default(4304),
-    hidden_act: z.enum(['gelu_pytorch_tanh', 'gelu']).default('gelu_pytorch_tanh'),
+    hidden_act: z.enum(QWEN_ACTIVATIONS).default('gelu_pytorch_tanh'),
     in_channels: int(1, 16).default(3),
     patch_size: int(1, 128).default(16),
     temporal_patch_size: int(1, 16).default(2),
@@ -37,7 +70,7 @@ export const QwenVisionConfigSchema = z
     return { ...c, heads };
   });
 
-export type QwenVisionConfig = z.infer<typeof QwenVisionConfigSchema>;
+type _QwenVisionConfigAgrees = Assert<Equals<z.output<typeof QwenVisionConfigSchema>, QwenVisionConfig>>;
 
 const FULL_MODEL_TYPES: Record<string, Family> = { qwen3_5: 'qwen3_5', qwen3_5_moe: 'qwen3_5', qwen3_vl: 'qwen3_vl' };
 const TOWER_MODEL_TYPES: Record<string, Family> = {

@@ -24,7 +24,7 @@ export function towerTensor(
   return { role, name, dtype: t.dtype, shape: [...shape], file: t.file, offset: t.offset, length: t.length };
 }
 
-/** A zod failure as ERR_CONFIG_INVALID naming the field and why. */
+/** A zod failure as ERR_CONFIG_INVALID naming the field and why. @internal */
 export function configError(file: string, err: ZodError): TesseraError {
   const issue = err.issues[0]!;
   const field = issue.path.length ? issue.path.join('.') : '(root)';

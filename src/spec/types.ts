@@ -2,7 +2,9 @@
 // metadata by a family's builder (src/spec/<family>.ts), validated with zod, and passed to the
 // addon as a plain object (native/io/tower_spec.h is its C++ twin). Dimensions are read from here
 // by native code, never from a model-specific default.
-export type Family = 'qwen3_5' | 'qwen3_vl' | 'gemma4';
+/** The model families tessera runs. */
+export const FAMILIES = ['qwen3_5', 'qwen3_vl', 'gemma4'] as const;
+export type Family = (typeof FAMILIES)[number];
 /** The element types of tower weights tessera reads and packs. */
 export const DTYPES = ['f32', 'f16', 'bf16'] as const;
 export type DType = (typeof DTYPES)[number];
@@ -24,7 +26,9 @@ export interface TensorSpec {
   length: number;
 }
 
-export type StageKind = 'embed' | 'block' | 'deepstack' | 'merger' | 'pooler' | 'projector';
+/** What a stage is: the patch embedding, a block, and the stages after blocks (each family its own). */
+export const STAGE_KINDS = ['embed', 'block', 'deepstack', 'merger', 'pooler', 'projector'] as const;
+export type StageKind = (typeof STAGE_KINDS)[number];
 
 export interface StageSpec {
   /** "embed", "block.3", "deepstack.0", "merged", "pooled", "projected": also the `stages` key of results. */

@@ -2,6 +2,7 @@
 // defines it (max |ours - ref| / max |ref| over a stage).
 import { readFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
+import { maxRelErr } from '../../src/doctor.js';
 
 export const FIXTURES = fileURLToPath(new URL('../fixtures/', import.meta.url));
 
@@ -39,17 +40,13 @@ export function readTensors(path: string): Record<string, FixtureTensor> {
   return out;
 }
 
-/** max |ours - ref| / max |ref| */
+/**
+ * max |ours - ref| / max |ref|: the library's own measure (src/doctor.ts, what `tessera doctor`
+ * reports), refusing outright a pair of different lengths (the library reports Infinity).
+ */
 export function relErr(ours: ArrayLike<number>, ref: ArrayLike<number>): number {
   if (ours.length !== ref.length) throw new Error(`length ${ours.length} vs reference ${ref.length}`);
-  let maxDiff = 0;
-  let maxRef = 0;
-  for (let i = 0; i < ref.length; i++) {
-    const d = Math.abs(ours[i]! - ref[i]!);
-    if (!(d <= maxDiff)) maxDiff = Number.isNaN(d) ? Infinity : d;
-    maxRef = Math.max(maxRef, Math.abs(ref[i]!));
-  }
-  return maxDiff / maxRef;
+  return maxRelErr(ours, ref);
 }
 
 export function readJson<T = any>(path: string): T {
