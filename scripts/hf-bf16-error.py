@@ -38,7 +38,9 @@ def gemma(m, dtype, e):
     with torch.no_grad():
         r = m.model.get_image_features(pixel_values=e['pixel_values'][None].to(dev, dtype), image_position_ids=e['positions'][None].to(dev))
     for h in hs: h.remove()
-    outs['projected'] = r.pooler_output.float().cpu().reshape(-1, r.pooler_output.shape[-1])
+    p = r.pooler_output
+    p = torch.cat([t.reshape(-1, t.shape[-1]) for t in p]) if isinstance(p, (tuple, list)) else p  # one tensor per image
+    outs['projected'] = p.float().cpu().reshape(-1, p.shape[-1])
     return outs
 
 def main(root):

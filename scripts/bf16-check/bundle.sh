@@ -8,8 +8,7 @@
 #   OUTDIR/tessera/tessera.tar.xz   the built addon (build/Release/tessera.node: runtime dispatch, so it
 #                                   has the AMX and AVX512-BF16 kernels), dist/ (ES modules), the runtime
 #                                   dependencies (zod, picomatch, node-gyp-build, sharp with its linux-x64
-#                                   libvips), scripts/bf16-check, scripts/hf-bf16-error.py, and the
-#                                   side-by-side bench (scripts/bench/ort-peer.mjs, its helpers,
+#                                   libvips) and the side-by-side bench (scripts/bench/ort-peer.mjs, its helpers,
 #                                   onnxruntime-node's linux-x64 library and onnx-proto)
 #   scripts.tar.xz (in both)        scripts/bf16-check and scripts/hf-bf16-error.py, so that HF's half of
 #                                   the full-size check can run from the node part alone
@@ -47,7 +46,7 @@ cp build/Release/tessera.node "$t/build/Release/"
 cp package.json "$t/"
 # dist/ as ES modules: no CommonJS build, types, maps or the doctor's fixture copies
 (tar cf - --exclude=dist/cjs --exclude=dist/doctor-fixtures --exclude='*.d.ts' --exclude='*.map' dist) | tar xf - -C "$t"
-cp -r scripts/bf16-check scripts/hf-bf16-error.py scripts/make-synthetic-qwen.mjs "$t/scripts/"
+cp scripts/make-synthetic-qwen.mjs "$t/scripts/"
 cp scripts/bench/ort-peer.mjs "$t/scripts/bench/"
 cp scripts/bench/ort/*.mjs scripts/bench/ort/*.cc scripts/bench/ort/*.py "$t/scripts/bench/ort/"
 for d in zod picomatch node-gyp-build sharp detect-libc semver @img/colour @img/sharp-linux-x64 @img/sharp-libvips-linux-x64; do

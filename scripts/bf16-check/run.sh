@@ -4,8 +4,9 @@
 # scripts/bf16-check/bundle.sh makes two parts, node/ and tessera/, each with a copy of this file;
 # each part sits in a copy of the repository (e.g. .devcarry/NAME/node/run.sh), whose test/fixtures
 # the checks read (else TESSERA_REPO names that copy). This file unpacks the archives beside it into
-# one work folder ($TESSERA_BF16_WORK, else ../work beside the part: it outlives a transfer on the
-# same host), so the two parts may arrive in two transfers, then runs the steps named:
+# one work folder ($TESSERA_BF16_WORK, else /tmp/tessera-bf16: outside the repository copy, so it
+# outlives a transfer to the same host), so the two parts may arrive in two transfers, then runs the
+# steps named:
 #   smoke       the node binary runs here, tessera loads (its SIMD and bf16 levels), the tools
 #   hf          hf_towers.py: full-size Qwen3-VL-8B- and Gemma 4 E4B-shaped towers (random weights,
 #               made here), HF fp32 and HF bf16 (CPU, CUDA) on the suite's images
@@ -14,13 +15,16 @@
 #   bench       the side-by-side bench (scripts/bench/ort-peer.mjs) at 2 and at 16 threads
 # e.g.  bash .devcarry/NAME/node/run.sh smoke hf          (first transfer: node/)
 #       bash .devcarry/NAME/tessera/run.sh smoke precision compare bench    (second: tessera/)
-# Results go to $OUT (else ./out beside this file). Each step has a time limit (TESSERA_BF16_LIMIT_<STEP>
-# seconds), so that one step running long leaves the others their time.
+# Results go to WORK/out, packed into $OUT/results.tgz after each step (else ./out beside this file).
+# Each step has a time limit (TESSERA_BF16_LIMIT_<STEP> seconds), so that one step running long leaves
+# the others their time.
 set -uo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
-OUT=${OUT:-$here/out}; mkdir -p "$OUT"; OUT=$(cd "$OUT" && pwd)
-work=${TESSERA_BF16_WORK:-$here/../work}; mkdir -p "$work"; work=$(cd "$work" && pwd)
+DEST=${OUT:-$here/out}; mkdir -p "$DEST"; DEST=$(cd "$DEST" && pwd)
+work=${TESSERA_BF16_WORK:-/tmp/tessera-bf16}; mkdir -p "$work/out"; work=$(cd "$work" && pwd)
+OUT="$work/out"
 log() { echo "[$(date -u +%H:%M:%S)] $*" | tee -a "$OUT/steps.log" >&2; }
+pack() { tar -czf "$DEST/results.tgz" -C "$work" out; }
 limit() { local v="TESSERA_BF16_LIMIT_${1^^}"; echo "${!v:-$2}"; }
 
 for a in "$here"/*.tar.xz; do
@@ -59,8 +63,7 @@ hf() {
   timeout "$(limit hf 420)" python3 scripts/bf16-check/hf_towers.py --out "$work/fullsize" \
     ${TESSERA_BF16_TOWERS:+--towers "$TESSERA_BF16_TOWERS"} ${TESSERA_BF16_IMAGES:+--images "$TESSERA_BF16_IMAGES"} > "$OUT/hf.log" 2>&1
   echo "exit $?" >> "$OUT/hf.log"
-  grep -v -i warn "$OUT/hf.log" | tail -20
-  cp "$work"/fullsize/*/hf-bf16.json "$OUT/" 2>/dev/null
+  grep '^{' "$OUT/hf.log" | cut -c1-300; grep -A3 Traceback "$OUT/hf.log"
   for t in "$work"/fullsize/*/; do cp "$t/hf-bf16.json" "$OUT/hf-bf16-$(basename "$t").json" 2>/dev/null; done
 }
 
@@ -90,8 +93,8 @@ bench() {
 [ $# -gt 0 ] || set -- smoke
 for step in "$@"; do
   case $step in
-    smoke|hf|precision|compare|bench) log "$step"; $step ;;
+    smoke|hf|precision|compare|bench) log "$step"; $step; pack ;;
     *) log "unknown step $step (smoke, hf, precision, compare, bench)"; exit 2 ;;
   esac
 done
-log "done: $*"
+log "done: $*"; pack
