@@ -10,7 +10,11 @@
 #                                   dependencies (zod, picomatch, node-gyp-build, sharp with its linux-x64
 #                                   libvips) and the side-by-side bench (scripts/bench/ort-peer.mjs, its helpers,
 #                                   onnxruntime-node's linux-x64 library and onnx-proto)
-#   scripts.tar.xz (in both)        scripts/bf16-check and scripts/hf-bf16-error.py, so that HF's half of
+#   OUTDIR/solo/                    both in one transfer, for the accuracy checks alone: node.tar.xz and
+#                                   core.tar.xz (the addon, dist/, zod, picomatch, node-gyp-build; no
+#                                   sharp, no bench: run.sh then loads no-sharp.mjs, and images are not
+#                                   decoded by tessera there), ~23 MB
+#   scripts.tar.xz (in all three)   scripts/bf16-check and scripts/hf-bf16-error.py, so that HF's half of
 #                                   the full-size check can run from the node part alone
 # run.sh unpacks whichever part lies beside it into one work folder on the host, so the parts may
 # arrive in two transfers (run.sh says how).
@@ -18,7 +22,7 @@
 set -euo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
 out=${1:?usage: bundle.sh OUTDIR [--limit-mib N]}
-mkdir -p "$out/node" "$out/tessera"
+mkdir -p "$out/node" "$out/tessera" "$out/solo"
 out=$(cd "$out" && pwd)
 cd "$root"
 tracked=$(git ls-files -z | xargs -0 stat -c %s | awk '{ s += $1 } END { print s }')
@@ -60,18 +64,25 @@ rm -rf "$t/scripts/bench/node_modules/protobufjs/cli"
 ort="$t/scripts/bench/node_modules/onnxruntime-node/bin/napi-v6"
 find "$ort" -mindepth 1 -maxdepth 1 ! -name linux -exec rm -rf {} +
 find "$ort/linux" -mindepth 1 -maxdepth 1 ! -name x64 -exec rm -rf {} +
+# the one-transfer core: what the accuracy checks load, nothing else
+c="$stage/c/tessera"
+mkdir -p "$c/node_modules" "$c/build"
+cp -r "$t/build/Release" "$t/package.json" "$t/dist" "$c/" && mv "$c/Release" "$c/build/"
+cp -r "$t/node_modules/zod" "$t/node_modules/picomatch" "$t/node_modules/node-gyp-build" "$c/node_modules/"
+tar -C "$stage/c" -cf - tessera | xz -T2 -9e > "$out/solo/core.tar.xz"
+cp "$out/node/node.tar.xz" "$out/node/VERSION" "$out/solo/"
 tar -C "$stage/t" -cf - tessera | xz -T2 -9e > "$out/tessera/tessera.tar.xz"
 git rev-parse --short HEAD > "$out/tessera/VERSION"
 
 mkdir -p "$stage/s/tessera/scripts"
 cp -r scripts/bf16-check scripts/hf-bf16-error.py "$stage/s/tessera/scripts/"
 tar -C "$stage/s" -cf - tessera | xz > "$out/node/scripts.tar.xz"
-for part in node tessera; do
-  cp "$out/node/scripts.tar.xz" "$out/$part/" 2>/dev/null || true
+for part in tessera solo; do cp "$out/node/scripts.tar.xz" "$out/$part/"; done
+for part in node tessera solo; do
   cp scripts/bf16-check/run.sh "$out/$part/run.sh"
 done
 status=0
-for part in node tessera; do
+for part in node tessera solo; do
   size=$(du -cb "$out/$part" | tail -1 | cut -f1)
   echo "bundle.sh: $out/$part: $((size / 1024)) KiB (limit $((limit / 1024)) KiB)"
   [ "$size" -lt "$limit" ] || { echo "bundle.sh: $part passes the limit" >&2; status=1; }

@@ -87,7 +87,6 @@ async function main(argv) {
   const jsonFile = opt('--json', null);
   const self = fileURLToPath(import.meta.url);
   const all = {};
-  const sections = [];
   for (const tower of ['qwen3_vl', 'gemma4']) {
     const tdir = join(dir, tower);
     if (!existsSync(join(tdir, 'hf-bf16.json'))) continue;
@@ -106,10 +105,10 @@ async function main(argv) {
       runs.push({ ...s, out });
     }
     all[tower] = { hf, runs };
-    sections.push(table(tower, hf, runs));
+    // each tower as soon as it is done: a run cut short keeps the towers it finished
+    console.log(table(tower, hf, runs) + '\n');
+    if (jsonFile) writeFileSync(jsonFile, JSON.stringify(all, null, 1));
   }
-  if (jsonFile) writeFileSync(jsonFile, JSON.stringify(all, null, 1));
-  console.log(sections.join('\n\n'));
 }
 
 await main(process.argv.slice(2));

@@ -13,8 +13,9 @@
 #   precision   precision.mjs (test/api-precision.test.ts's bf16 check) at TESSERA_SIMD=amx, avx512-bf16
 #   compare     compare.mjs: tessera f32 and bf16 per level on hf's towers and inputs (fullsize.md)
 #   bench       the side-by-side bench (scripts/bench/ort-peer.mjs) at 2 and at 16 threads
-# e.g.  bash .devcarry/NAME/node/run.sh smoke hf          (first transfer: node/)
-#       bash .devcarry/NAME/tessera/run.sh smoke precision compare bench    (second: tessera/)
+# e.g.  bash .devcarry/NAME/solo/run.sh smoke hf compare precision        (one transfer: solo/)
+#   or  bash .devcarry/NAME/node/run.sh smoke          (first transfer: node/, to a host kept warm)
+#       bash .devcarry/NAME/tessera/run.sh smoke hf precision compare bench    (second: tessera/)
 # Results go to WORK/out, packed into $OUT/results.tgz after each step (else ./out beside this file).
 # Each step has a time limit (TESSERA_BF16_LIMIT_<STEP> seconds), so that one step running long leaves
 # the others their time.
@@ -43,6 +44,8 @@ mkdir -p "$work/tessera/test"
 ln -sfn "$repo/test/fixtures" "$work/tessera/test/fixtures"
 cd "$work/tessera"
 export PATH="$work/tessera/bin:$PATH"
+# the one-transfer part carries no sharp (bundle.sh): tessera loads without it, decoding no image
+[ -d node_modules/sharp ] || export NODE_OPTIONS="--import=$work/tessera/scripts/bf16-check/no-sharp.mjs"
 levels=${TESSERA_BF16_LEVELS-amx avx512-bf16}
 
 smoke() {
