@@ -13,6 +13,9 @@
 //   --ort-peer-std-max-n=4096   largest N at which ORT's std-attention variant runs
 //   --ort-peer-wait-s=900       total time the piece may spend waiting for a quiet machine
 //   --ort-peer-ort-1t           also ORT (mha) at 1 thread, so that 1-thread tessera has a 1-thread reference
+//   --ort-peer-threads=2        threads of every engine's multi-thread rows (default: all logical cores),
+//                               e.g. a 2-thread table on a 16-core host
+//   --ort-peer-no-1t            leave out tessera's 1-thread row (the sweep's longest at large N)
 //   --ort-peer-simd=avx2        hold tessera to that SIMD level (TESSERA_SIMD for its processes; the
 //                               ort-peer-avx2 piece runs this); onnxruntime is held there too (ort/ort-held.mjs)
 import { fork, spawnSync } from 'node:child_process';
@@ -43,6 +46,8 @@ function flags(argv = process.argv) {
     noisy: argv.includes('--ort-peer-noisy'),
     stdMaxN: Number(get('std-max-n', 4096)),
     ort1t: argv.includes('--ort-peer-ort-1t'),
+    threads: Number(get('threads', 0)) || cpus().length,
+    no1t: argv.includes('--ort-peer-no-1t'),
     waitS: Number(get('wait-s', 900)),
     simd: get('simd', null),
   };
@@ -102,7 +107,7 @@ export async function measureOrtPeer(opts = flags()) {
   for (const dep of ['onnxruntime-node', 'onnx-proto']) {
     try { require.resolve(dep); } catch { throw new Error(`ort-peer: ${dep} (a devDependency) is not installed: run npm install`); }
   }
-  const T = cpus().length;
+  const T = opts.threads;
   const t0 = performance.now();
   // ISAs: ORT's is the host's widest (fma-peak's default pick); tessera's is --ort-peer-simd or the same.
   const runPeak = fmaPeak(); // the ceiling no engine can pass, per ISA, at 1 and T threads
@@ -151,7 +156,7 @@ export async function measureOrtPeer(opts = flags()) {
       }
       const specs = [
         ['tessera', T, { role: 'tessera', tower: files.tower, threads: T, env: tesseraEnv }],
-        ...(T > 1 ? [['tessera', 1, { role: 'tessera', tower: files.tower, threads: 1, env: tesseraEnv }]] : []),
+        ...(T > 1 && !opts.no1t ? [['tessera', 1, { role: 'tessera', tower: files.tower, threads: 1, env: tesseraEnv }]] : []),
         ['tessera-bf16', T, { role: 'tessera', tower: files.tower, threads: T, precision: 'bf16', env: tesseraEnv }],
         ['ort-mha', T, { role: 'ort', file: files.onnx.mha, threads: T, ...ortJob }],
         ...(opts.ort1t && T > 1 ? [['ort-mha', 1, { role: 'ort', file: files.onnx.mha, threads: 1, ...ortJob }]] : []),
@@ -211,7 +216,7 @@ export async function measureOrtPeer(opts = flags()) {
   }
   return {
     rows, failures, roof, peak, T, runs, noisy, degraded, stdMaxN, genS, loadAtStart, ns, waitS: opts.waitS, simd, hostIsa, ortIsa, heldWhy: held && !held.dir ? held.why : null,
-    cpu: `${cpus()[0]?.model ?? 'unknown CPU'}, ${T} logical cores`,
+    cpu: `${cpus()[0]?.model ?? 'unknown CPU'}, ${cpus().length} logical cores${T !== cpus().length ? `, every engine on ${T} threads` : ''}`,
     minutes: (performance.now() - t0) / 60000,
     ortVersion: require('onnxruntime-node/package.json').version,
   };
