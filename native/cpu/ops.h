@@ -18,6 +18,12 @@ struct Context {
   bool bf16 = false;  // precision 'bf16' and k.bf16 set: linears with bf16 weights run k.bf16
 };
 
+// The attention kernel a context runs (attention.cc runs it, the backend's workspace prediction
+// and query block ask it): the level's bf16 attention in precision 'bf16' where it has one, else f32.
+inline const AttnKernel& attention_kernel(const Context& c) {
+  return c.bf16 && c.k.bf16_attention ? *c.k.bf16_attention : c.k.attention;
+}
+
 using backend::Act;
 using backend::LinearArgs;
 using backend::Segment;
