@@ -1,17 +1,24 @@
 // The AMX level's bf16 attention (precision 'bf16'; Kernels::bf16_attention, run by attention.cc):
-// the flash attention of kernels_generic.inc with its two products on AMX tiles. q, k, v are
-// rounded to bf16 (nearest even) as they are packed; S = Q·Kᵀ runs TDPBF16PS with f32 sums and is
-// scaled in f32; the online softmax (running max, exp, rescale, row sums) is the f32 one, with the
-// f32 path's exp (v_exp); its P is rounded to bf16 for O += P·V, again TDPBF16PS with f32 sums, into
-// an f32 O. The row sums l add the f32 P, before rounding.
+// the flash attention of kernels_generic.inc with its two products on AMX tiles, bf16 operands and
+// f32 sums (TDPBF16PS). The online softmax (running max, exp, rescale, row sums) is the f32 one, with
+// the f32 path's exp (v_exp).
+//
+// S = Q·Kᵀ takes q and k as two bf16 terms each, hi = bf16(x) and lo = bf16(x - hi) (nearest even),
+// and sums q_hi·k_hi + q_lo·k_hi + q_hi·k_lo: scores to about 16 bits, where one bf16 term leaves
+// 8. The softmax turns an absolute score error into a relative weight error, and scores run to tens
+// where q and k are normed and unscaled (Gemma 4): with one term, a random Gemma 4 tower's second
+// block moved 5.1e-2 from f32 on the Xeon, past HF's own bf16 error (2.4e-2; docs/bf16.md), against
+// 1.7e-2 with f32 attention. The three products are one dot product over a head dim three times as
+// long: queries packed as [hi, lo, hi], keys as [hi, hi, lo]. S is scaled in f32. P is rounded to
+// bf16 (one term) for O += P·V into an f32 O, v to bf16 as it is packed; the row sums l add the f32
+// P, before rounding.
 //
 // Per work item the keys and values are packed once into slot scratch as B tiles in VNNI form (16
 // rows of 16 bf16 pairs), each tile's rows contiguous (a 64-byte stride: a strided tile's 16 rows
 // could share one L1 set): keys as [nkp/16][hk/2][16] pairs (pairs of head-dim values, 16 keys per
 // row), values as [hv/16][nkp/2][16] pairs (pairs of keys, 16 head-dim columns per row). The head dim is
-// zero-padded to hk (a multiple of 32: an A tile row) for Q·Kᵀ and to hv (a multiple of 16: a C tile's
-// columns) for P·V; keys to whole key blocks. Qwen's 72 runs as 96 and 80: the zeros cost tile work,
-// not accuracy. Query blocks of kBq rows are computed in whole 32-row halves (two 16-row tiles),
+// tripled and zero-padded to hk (a multiple of 32: an A tile row) for Q·Kᵀ and zero-padded to hv (a
+// multiple of 16: a C tile's columns) for P·V; keys to whole key blocks. Qwen's 72 runs as 224 and 80. Query blocks of kBq rows are computed in whole 32-row halves (two 16-row tiles),
 // key blocks of kBk keys in 32-key steps up to the block's last key. Every tile is 16 rows of 64
 // bytes (amx::configure_tiles): tiles 0-3 accumulate a 32 x 32 piece, 4-5 hold A, 6-7 B.
 #include <cstddef>
@@ -50,9 +57,9 @@ constexpr int64_t round_up(int64_t n, int64_t g) { return (n + g - 1) / g * g; }
 // The slot scratch of one item, in floats (each part starts on a 64-byte line): the plan that both
 // allocates (attention_scratch) and lays out (attention_task) it.
 struct Layout {
-  int64_t hk, hv, nkp;  // head dim padded for Q·Kᵀ (32) and for P·V (16), keys padded to kBk
-  size_t kp, vp, qb, s, pb, o, m, l, corr, rsum, total;
-  Layout(int64_t nk, int64_t hd) : hk(round_up(hd, 32)), hv(round_up(hd, 16)), nkp(round_up(nk, kBk)) {
+  int64_t hk, hv, nkp;  // split head dim padded for Q·Kᵀ (32) and head dim for P·V (16), keys padded to kBk
+  size_t kp, vp, qb, s, pb, o, m, l, corr, rsum, stage, total;
+  Layout(int64_t nk, int64_t hd) : hk(round_up(3 * hd, 32)), hv(round_up(hd, 16)), nkp(round_up(nk, kBk)) {
     size_t at = 0;
     auto part = [&](int64_t floats) {
       const size_t here = at;
@@ -66,6 +73,7 @@ struct Layout {
     pb = part(kBq * kBk / 2);  // P: [kBq][kBk] bf16
     o = part(kBq * hv);        // O: [kBq][hv] f32
     m = part(kBq), l = part(kBq), corr = part(kBq), rsum = part(kBq);
+    stage = part(hk);          // one row split for the scores (split_row), f32
     total = at;
   }
 };
@@ -78,14 +86,29 @@ inline __m512i bf16_pairs(const float* x, int64_t n) {
   return (__m512i)_mm512_cvtne2ps_pbh(b, a);  // a -> low 16 bf16, b -> high 16
 }
 
-// Keys: pair (dp, j) = (k[j][2dp], k[j][2dp+1]) at [j/16][dp][j%16], j < nkp, dp < hk/2, zero past hd and nk.
-void pack_keys(uint32_t* kp, const float* k, int64_t ldk, int64_t nk, int64_t hd, const Layout& p) {
+// A row of q or k split for the scores: stage = [x, x, x] with part `lo` replaced by x - bf16(x),
+// which bf16_pairs then rounds to hi, hi and lo (the file's comment).
+void split_row(float* stage, const float* x, int64_t hd, int lo) {
+  for (int64_t d = 0; d < hd; d += 16) {
+    const __mmask16 m = first(hd - d);
+    const __m512 v = _mm512_maskz_loadu_ps(m, x + d);
+    const __m512 hi = _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32((__m256i)_mm512_cvtneps_pbh(v)), 16));
+    for (int part = 0; part < 3; ++part)
+      _mm512_mask_storeu_ps(stage + part * hd + d, m, part == lo ? _mm512_sub_ps(v, hi) : v);
+  }
+}
+
+// Keys: pair (dp, j) = (K[j][2dp], K[j][2dp+1]) of the split row K[j] = [hi, hi, lo] at
+// [j/16][dp][j%16], j < nkp, dp < hk/2, zero past 3 hd and nk.
+void pack_keys(uint32_t* kp, float* stage, const float* k, int64_t ldk, int64_t nk, int64_t hd, const Layout& p) {
   const __m512i row = _mm512_slli_epi32(_mm512_set_epi32(15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0), 4);
-  for (int64_t j = 0; j < p.nkp; ++j)
+  for (int64_t j = 0; j < p.nkp; ++j) {
+    if (j < nk) split_row(stage, k + j * ldk, hd, 2);
     for (int64_t d0 = 0; d0 < p.hk; d0 += 32) {
-      const __m512i v = j < nk ? bf16_pairs(k + j * ldk + d0, hd - d0) : _mm512_setzero_si512();
+      const __m512i v = j < nk ? bf16_pairs(stage + d0, 3 * hd - d0) : _mm512_setzero_si512();
       _mm512_i32scatter_epi32(kp + (j / 16 * (p.hk / 2) + d0 / 2) * 16 + j % 16, row, v, 4);
     }
+  }
 }
 
 // Values: pair (kp, c) = (v[2kp][c], v[2kp+1][c]) at [c/16][kp][c%16], kp < nkp/2, c < hv, zero past
@@ -181,16 +204,17 @@ void attention_task(const AttnJob& job, float* scratch) {
   uint16_t* pb = reinterpret_cast<uint16_t*>(scratch + p.pb);
   float *S = scratch + p.s, *O = scratch + p.o, *m = scratch + p.m, *l = scratch + p.l;
   float *corr = scratch + p.corr, *rsum = scratch + p.rsum;  // corr: first m_old - m_new, then exp of it
-  pack_keys(kp, job.k, job.ldk, job.nk, hd, p);
+  float* stage = scratch + p.stage;
+  pack_keys(kp, stage, job.k, job.ldk, job.nk, hd, p);
   pack_values(vp, job.v, job.ldv, job.nk, hd, p);
   const R scale = V::set1(job.scale);
   for (int64_t q0 = 0; q0 < job.nq; q0 += kBq) {
     const int64_t nq = job.nq - q0 < kBq ? job.nq - q0 : kBq, nb = round_up(nq, 32);
-    // Queries rounded to bf16 (zero past hd and past nq: rows nq..nb are computed and dropped).
+    // Queries split as [hi, lo, hi] (zero past 3 hd and past nq: rows nq..nb are computed and dropped).
     for (int64_t i = 0; i < nb; ++i) {
+      if (i < nq) split_row(stage, job.q + (q0 + i) * job.ldq, hd, 1);
       for (int64_t d0 = 0; d0 < p.hk; d0 += 32)
-        _mm512_storeu_si512(qb + i * p.hk + d0,
-                            i < nq ? bf16_pairs(job.q + (q0 + i) * job.ldq + d0, hd - d0) : _mm512_setzero_si512());
+        _mm512_storeu_si512(qb + i * p.hk + d0, i < nq ? bf16_pairs(stage + d0, 3 * hd - d0) : _mm512_setzero_si512());
       for (int64_t c = 0; c < p.hv; c += V::L) V::store(O + i * p.hv + c, V::zero());
       m[i] = -__builtin_inff(), l[i] = 0.0f;
     }

@@ -1273,9 +1273,10 @@ TEST("cpu bf16: workspace_bytes predicts the scratch a bf16 backend holds") {
 }
 
 // ---- precision 'bf16': attention. A level with a bf16 attention (Kernels::bf16_attention: AMX) is
-// held to a scalar reference that rounds as it does: q, k, v to bf16 (nearest even), scores as exact
-// products with f32 sums, scaled, the softmax in f32, P rounded to bf16 for P·V (exact products,
-// f32 sums), divided by the row sum of the unrounded P. The kernel's sums are not the reference's
+// held to a scalar reference that rounds as it does: q and k split into two bf16 terms each (hi =
+// bf16(x), lo = bf16(x - hi), nearest even) and the scores summed as q_hi·k_hi + q_lo·k_hi + q_hi·k_lo
+// (exact products), scaled; the softmax; P and v rounded to bf16 for P·V (exact products), divided by
+// the row sum of the unrounded P. The kernel's sums are not the reference's
 // (AMX's rounding, the running max the online softmax rounds P against), so it is held to a bound
 // derived below. A bf16 level without one runs the f32 attention: its bits.
 
@@ -1302,13 +1303,14 @@ Bf16AttnRef ref_bf16_attention(const Mat& q, const Mat& k, const Mat& v, int64_t
         for (int64_t j = 0; j < n; ++j) {
           double d = 0, mag = 0;
           for (int64_t c = 0; c < hd; ++c) {
-            const double p = double(to_bf16(q.at(i, h * hd + c))) * to_bf16(k.at(s.begin + j, h * hd + c));
-            d += p, mag += std::fabs(p);
+            const float qx = float(q.at(i, h * hd + c)), kx = float(k.at(s.begin + j, h * hd + c));
+            const double qh = to_bf16(qx), ql = to_bf16(qx - float(qh)), kh = to_bf16(kx), kl = to_bf16(kx - float(kh));
+            for (double p : {qh * kh, ql * kh, qh * kl}) d += p, mag += std::fabs(p);
           }
           sc[size_t(j)] = d * scale;
-          // the kernel's score: f32 sums of the hd products (two f32 sums of the same products lie
-          // within 2 (hd + 32) 2^-24 Σ|q·k| of each other, the AMX GEMM's bound), scaled in f32
-          delta = std::max(delta, std::fabs(double(scale)) * 2.0 * double(hd + 32) * std::ldexp(mag, -24) +
+          // the kernel's score: f32 sums of the 3 hd products (two f32 sums of the same products lie
+          // within 2 (K + 32) 2^-24 Σ|q·k| of each other, the AMX GEMM's bound), scaled in f32
+          delta = std::max(delta, std::fabs(double(scale)) * 2.0 * double(3 * hd + 32) * std::ldexp(mag, -24) +
                                       std::ldexp(std::fabs(sc[size_t(j)]), -23));
           mx = std::max(mx, sc[size_t(j)]);
         }
