@@ -4,7 +4,8 @@
 // column, the layout vdpbf16ps multiplies lane by lane and AMX calls VNNI (its B tile is 16 of
 // those pair rows by 16 columns, loaded with the panel's 128-byte row stride). A differs: vdpbf16ps
 // broadcasts one row's pair, so A is [k/2][12] dwords; an AMX A tile is 16 rows of 32 k values,
-// so A is [32][kc] row-major bf16. Each table is avx512_kernels() plus its bf16 GEMM.
+// so A is [32][kc] row-major bf16. Each table is avx512_kernels() plus its bf16 GEMM; the AMX table
+// also has the AMX attention (attention_amx.cc).
 // Both take K in pairs (granule 2), so that a weight with any even K is packed in place at open:
 // AMX runs whole tiles of 32 k and the last K block's rest (4,304 = 134 x 32 + 16, Qwen's MLP) with
 // vdpbf16ps on the same panels (every AMX-BF16 CPU has AVX512-BF16).
