@@ -1275,8 +1275,8 @@ TEST("cpu bf16: workspace_bytes predicts the scratch a bf16 backend holds") {
 // ---- precision 'bf16': attention. A level with a bf16 attention (Kernels::bf16_attention: AMX) is
 // held to a scalar reference that rounds as it does: q and k split into two bf16 terms each (hi =
 // bf16(x), lo = bf16(x - hi), nearest even) and the scores summed as q_hi·k_hi + q_lo·k_hi + q_hi·k_lo
-// (exact products), scaled; the softmax; P and v rounded to bf16 for P·V (exact products), divided by
-// the row sum of the unrounded P. The kernel's sums are not the reference's
+// (exact products), scaled; the softmax; P rounded to bf16 and v split alike for P·V (exact
+// products), divided by the row sum of the unrounded P. The kernel's sums are not the reference's
 // (AMX's rounding, the running max the online softmax rounds P against), so it is held to a bound
 // derived below. A bf16 level without one runs the f32 attention: its bits.
 
@@ -1319,7 +1319,8 @@ Bf16AttnRef ref_bf16_attention(const Mat& q, const Mat& k, const Mat& v, int64_t
         for (int64_t c = 0; c < hd; ++c) {
           double acc = 0, mag = 0;
           for (int64_t j = 0; j < n; ++j) {
-            const double vv = to_bf16(v.at(s.begin + j, h * hd + c));
+            const float vx = float(v.at(s.begin + j, h * hd + c));
+            const double vv = double(to_bf16(vx)) + to_bf16(vx - to_bf16(vx));  // v as hi + lo
             acc += double(to_bf16(e[size_t(j)])) * vv;
             mag += e[size_t(j)] * std::fabs(vv);
           }
@@ -1368,7 +1369,7 @@ TEST("cpu bf16: the attention reference is the double attention but for P's roun
   for (const AttnCase& c : bf16_attention_cases()) {
     if (c.q_rows != c.rows) continue;  // ref_attention has no cross form
     const int64_t w = c.heads * c.hd;
-    // q, k, v already bf16: the reference rounds only P (2^-9 relative), so each output is within
+    // q, k, v already bf16 (their lo terms 0): the reference rounds only P (2^-9 relative), so each output is within
     // 2^-9 Σ_j (P_j / l) |v_j| <= 2^-9 max |v| of the exact attention
     Mat q = env.make(rng, c.rows, w, DType::BF16, 0, -2, 2), k = env.make(rng, c.rows, w, DType::BF16, 0, -2, 2);
     Mat v = env.make(rng, c.rows, w, DType::BF16);
