@@ -41,7 +41,7 @@ bool same_or_disjoint(const Tensor& a, const Tensor& b) {
 }  // namespace
 
 void attention(Context& c, const Tensor& out, const Tensor& q, const Tensor& k, const Tensor& v, int64_t heads,
-               int64_t head_dim, float scale, const std::vector<Segment>& segments) {
+               int64_t head_dim, float scale, const std::vector<Segment>& segments, backend::AttnProducts products) {
   const char* op = "attention";
   require_tensor(out, op, "out");
   require_tensor(q, op, "q");
@@ -98,7 +98,7 @@ void attention(Context& c, const Tensor& out, const Tensor& q, const Tensor& k, 
     return segments[size_t(a.seg)].length * a.nq > segments[size_t(b.seg)].length * b.nq;
   });
   std::atomic<size_t> next{0};
-  const AttnKernel& kernel = attention_kernel(c);
+  const AttnKernel& kernel = attention_kernel(c, products);
   const size_t scratch = kernel.scratch(max_nk, head_dim);
   const int tasks = int(std::min<size_t>(size_t(T), items.size()));
   c.pool.run_tasks(size_t(tasks), [&](size_t slot) {

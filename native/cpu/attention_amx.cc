@@ -9,21 +9,16 @@
 // where q and k are normed and unscaled (Gemma 4): with one term, a random Gemma 4 tower's second
 // block moved 5.1e-2 from f32 on the Xeon, past HF's own bf16 error (2.4e-2; docs/bf16.md), against
 // 1.7e-2 with f32 attention. The three products are one dot product over a head dim three times as
-// long: queries packed as [hi, lo, hi], keys as [hi, hi, lo]. S is scaled in f32.
-//
-// O += P·V takes P rounded to bf16 (one term: 2^-9 relative per weight, errors that average out) and
-// v as two terms, O = P·v_hi + P·v_lo: v's own rounding, one term, moved that Gemma 4 block to
-// 2.42e-2 (still past 2.4e-2) where P's moves it far less. The two products are one over twice the
-// columns (values packed as [hi | lo]), summed as O's two halves at the end. O is f32; the row sums l
-// add the f32 P, before rounding.
+// long: queries packed as [hi, lo, hi], keys as [hi, hi, lo]. S is scaled in f32. P is rounded to
+// bf16 (one term) for O += P·V into an f32 O, v to bf16 as it is packed; the row sums l add the f32
+// P, before rounding.
 //
 // Per work item the keys and values are packed once into slot scratch as B tiles in VNNI form (16
 // rows of 16 bf16 pairs), each tile's rows contiguous (a 64-byte stride: a strided tile's 16 rows
 // could share one L1 set): keys as [nkp/16][hk/2][16] pairs (pairs of head-dim values, 16 keys per
-// row), values as [ho/16][nkp/2][16] pairs (pairs of keys, 16 columns per row, v_hi's then v_lo's).
-// The head dim is tripled and zero-padded to hk (a multiple of 32: an A tile row) for Q·Kᵀ, and
-// zero-padded to hv (a multiple of 16: a C tile's columns) and doubled to ho for P·V; keys to whole
-// key blocks. Qwen's 72 runs as 224 and 2 x 80. Query blocks of kBq rows are computed in whole 32-row halves (two 16-row tiles),
+// row), values as [hv/16][nkp/2][16] pairs (pairs of keys, 16 head-dim columns per row). The head dim is
+// tripled and zero-padded to hk (a multiple of 32: an A tile row) for Q·Kᵀ and zero-padded to hv (a
+// multiple of 16: a C tile's columns) for P·V; keys to whole key blocks. Qwen's 72 runs as 224 and 80. Query blocks of kBq rows are computed in whole 32-row halves (two 16-row tiles),
 // key blocks of kBk keys in 32-key steps up to the block's last key. Every tile is 16 rows of 64
 // bytes (amx::configure_tiles): tiles 0-3 accumulate a 32 x 32 piece, 4-5 hold A, 6-7 B.
 #include <cstddef>
@@ -62,11 +57,9 @@ constexpr int64_t round_up(int64_t n, int64_t g) { return (n + g - 1) / g * g; }
 // The slot scratch of one item, in floats (each part starts on a 64-byte line): the plan that both
 // allocates (attention_scratch) and lays out (attention_task) it.
 struct Layout {
-  // split head dim padded for Q·Kᵀ (32), head dim padded for P·V (16) and doubled (v_hi, v_lo), keys padded to kBk
-  int64_t hk, hv, ho, nkp;
+  int64_t hk, hv, nkp;  // split head dim padded for Q·Kᵀ (32) and head dim for P·V (16), keys padded to kBk
   size_t kp, vp, qb, s, pb, o, m, l, corr, rsum, stage, total;
-  Layout(int64_t nk, int64_t hd)
-      : hk(round_up(3 * hd, 32)), hv(round_up(hd, 16)), ho(2 * hv), nkp(round_up(nk, kBk)) {
+  Layout(int64_t nk, int64_t hd) : hk(round_up(3 * hd, 32)), hv(round_up(hd, 16)), nkp(round_up(nk, kBk)) {
     size_t at = 0;
     auto part = [&](int64_t floats) {
       const size_t here = at;
@@ -74,11 +67,11 @@ struct Layout {
       return here;
     };
     kp = part(hk / 2 * nkp);   // keys: [nkp/16][hk/2][16] bf16 pairs
-    vp = part(nkp / 2 * ho);   // values: [ho/16][nkp/2][16] bf16 pairs
+    vp = part(nkp / 2 * hv);   // values: [hv/16][nkp/2][16] bf16 pairs
     qb = part(kBq * hk / 2);   // queries: [kBq][hk] bf16
     s = part(kBq * kBk);       // scores: [kBq][kBk] f32
     pb = part(kBq * kBk / 2);  // P: [kBq][kBk] bf16
-    o = part(kBq * ho);        // O: [kBq][ho] f32 (P·v_hi, then P·v_lo)
+    o = part(kBq * hv);        // O: [kBq][hv] f32
     m = part(kBq), l = part(kBq), corr = part(kBq), rsum = part(kBq);
     stage = part(hk);          // one row split for the scores (split_row), f32
     total = at;
@@ -93,24 +86,13 @@ inline __m512i bf16_pairs(const float* x, int64_t n) {
   return (__m512i)_mm512_cvtne2ps_pbh(b, a);  // a -> low 16 bf16, b -> high 16
 }
 
-// x rounded to bf16 (nearest even), as f32.
-inline __m512 bf16_value(__m512 x) {
-  return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32((__m256i)_mm512_cvtneps_pbh(x)), 16));
-}
-
-// 16 pair dwords (bf16(a[c]), bf16(b[c])): a in the low halves.
-inline __m512i bf16_pair(__m512 a, __m512 b) {
-  return _mm512_or_si512(_mm512_cvtepu16_epi32((__m256i)_mm512_cvtneps_pbh(a)),
-                         _mm512_slli_epi32(_mm512_cvtepu16_epi32((__m256i)_mm512_cvtneps_pbh(b)), 16));
-}
-
 // A row of q or k split for the scores: stage = [x, x, x] with part `lo` replaced by x - bf16(x),
 // which bf16_pairs then rounds to hi, hi and lo (the file's comment).
 void split_row(float* stage, const float* x, int64_t hd, int lo) {
   for (int64_t d = 0; d < hd; d += 16) {
     const __mmask16 m = first(hd - d);
     const __m512 v = _mm512_maskz_loadu_ps(m, x + d);
-    const __m512 hi = bf16_value(v);
+    const __m512 hi = _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32((__m256i)_mm512_cvtneps_pbh(v)), 16));
     for (int part = 0; part < 3; ++part)
       _mm512_mask_storeu_ps(stage + part * hd + d, m, part == lo ? _mm512_sub_ps(v, hi) : v);
   }
@@ -129,18 +111,17 @@ void pack_keys(uint32_t* kp, float* stage, const float* k, int64_t ldk, int64_t 
   }
 }
 
-// Values: pair (kp, c) = (hi(v[2kp][c]), hi(v[2kp+1][c])) at [c/16][kp][c%16] and the lo pair at
-// [hv/16 + c/16][kp][c%16], kp < nkp/2, c < hv, zero past hd and nk.
+// Values: pair (kp, c) = (v[2kp][c], v[2kp+1][c]) at [c/16][kp][c%16], kp < nkp/2, c < hv, zero past
+// hd and nk.
 void pack_values(uint32_t* vp, const float* v, int64_t ldv, int64_t nk, int64_t hd, const Layout& p) {
   for (int64_t j = 0; j < p.nkp; j += 2)
     for (int64_t c = 0; c < p.hv; c += 16) {
       const __mmask16 m = first(hd - c);
       const __m512 a = j < nk ? _mm512_maskz_loadu_ps(m, v + j * ldv + c) : _mm512_setzero_ps();
       const __m512 b = j + 1 < nk ? _mm512_maskz_loadu_ps(m, v + (j + 1) * ldv + c) : _mm512_setzero_ps();
-      const __m512 ah = bf16_value(a), bh = bf16_value(b);
-      _mm512_storeu_si512(vp + (c / 16 * (p.nkp / 2) + j / 2) * 16, bf16_pair(ah, bh));
-      _mm512_storeu_si512(vp + ((p.hv + c) / 16 * (p.nkp / 2) + j / 2) * 16,
-                          bf16_pair(_mm512_sub_ps(a, ah), _mm512_sub_ps(b, bh)));
+      const __m512i lo = _mm512_cvtepu16_epi32((__m256i)_mm512_cvtneps_pbh(a));
+      const __m512i hi = _mm512_slli_epi32(_mm512_cvtepu16_epi32((__m256i)_mm512_cvtneps_pbh(b)), 16);
+      _mm512_storeu_si512(vp + (c / 16 * (p.nkp / 2) + j / 2) * 16, _mm512_or_si512(lo, hi));
     }
 }
 
@@ -173,15 +154,15 @@ void scores(const uint16_t* qb, const uint32_t* kp, const Layout& p, int64_t key
     }
 }
 
-// O[i][c] += Σ_j P[i][j] V[key0 + j][c] (f32 sums) for i < nb, c < ho, j < nkt (multiples of 32).
+// O[i][c] += Σ_j P[i][j] V[key0 + j][c] (f32 sums) for i < nb, c < hv, j < nkt (multiples of 32).
 void values(const uint16_t* pb, const uint32_t* vp, const Layout& p, int64_t key0, float* o, int64_t nb, int64_t nkt) {
-  const size_t la = size_t(kBk) * 2, lb = 64, lv = size_t(p.ho) * 4;
+  const size_t la = size_t(kBk) * 2, lb = 64, lv = size_t(p.hv) * 4;
   const int64_t tile = p.nkp / 2 * 16;  // 16 head-dim columns of the values: [nkp/2][16] pairs
   for (int64_t i0 = 0; i0 < nb; i0 += 32)
-    for (int64_t c0 = 0; c0 < p.ho; c0 += 32) {
-      const bool two = c0 + 16 < p.ho;  // a second 16-column tile
-      float* o0 = o + i0 * p.ho + c0;
-      float* o1 = o0 + 16 * p.ho;
+    for (int64_t c0 = 0; c0 < p.hv; c0 += 32) {
+      const bool two = c0 + 16 < p.hv;  // a second 16-column tile
+      float* o0 = o + i0 * p.hv + c0;
+      float* o1 = o0 + 16 * p.hv;
       _tile_loadd(0, o0, lv);
       _tile_loadd(2, o1, lv);
       if (two) {
@@ -234,7 +215,7 @@ void attention_task(const AttnJob& job, float* scratch) {
       if (i < nq) split_row(stage, job.q + (q0 + i) * job.ldq, hd, 1);
       for (int64_t d0 = 0; d0 < p.hk; d0 += 32)
         _mm512_storeu_si512(qb + i * p.hk + d0, i < nq ? bf16_pairs(stage + d0, 3 * hd - d0) : _mm512_setzero_si512());
-      for (int64_t c = 0; c < p.ho; c += V::L) V::store(O + i * p.ho + c, V::zero());
+      for (int64_t c = 0; c < p.hv; c += V::L) V::store(O + i * p.hv + c, V::zero());
       m[i] = -__builtin_inff(), l[i] = 0.0f;
     }
     for (int64_t k0 = 0; k0 < job.nk; k0 += kBk) {
@@ -271,7 +252,7 @@ void attention_task(const AttnJob& job, float* scratch) {
       }
       for (int64_t i = 0; i < nb; ++i) {
         const R c = V::set1(corr[i]);
-        for (int64_t d = 0; d < p.ho; d += V::L) V::store(O + i * p.ho + d, V::mul(V::load(O + i * p.ho + d), c));
+        for (int64_t d = 0; d < p.hv; d += V::L) V::store(O + i * p.hv + d, V::mul(V::load(O + i * p.hv + d), c));
       }
       values(pb, vp, p, k0, O, nb, nkt);
     }
@@ -279,8 +260,7 @@ void attention_task(const AttnJob& job, float* scratch) {
       float* dst = job.out + (q0 + i) * job.ldo;
       const R inv = V::set1(1.0f / l[i]);
       for (int64_t d = 0; d < hd; d += V::L)
-        _mm512_mask_storeu_ps(dst + d, first(hd - d),
-                              V::mul(V::add(V::load(O + i * p.ho + d), V::load(O + i * p.ho + p.hv + d)), inv));
+        _mm512_mask_storeu_ps(dst + d, first(hd - d), V::mul(V::load(O + i * p.hv + d), inv));
     }
   }
 }

@@ -1275,8 +1275,8 @@ TEST("cpu bf16: workspace_bytes predicts the scratch a bf16 backend holds") {
 // ---- precision 'bf16': attention. A level with a bf16 attention (Kernels::bf16_attention: AMX) is
 // held to a scalar reference that rounds as it does: q and k split into two bf16 terms each (hi =
 // bf16(x), lo = bf16(x - hi), nearest even) and the scores summed as q_hi·k_hi + q_lo·k_hi + q_hi·k_lo
-// (exact products), scaled; the softmax; P rounded to bf16 and v split alike for P·V (exact
-// products), divided by the row sum of the unrounded P. The kernel's sums are not the reference's
+// (exact products), scaled; the softmax; P and v rounded to bf16 for P·V (exact products), divided by
+// the row sum of the unrounded P. The kernel's sums are not the reference's
 // (AMX's rounding, the running max the online softmax rounds P against), so it is held to a bound
 // derived below. A bf16 level without one runs the f32 attention: its bits.
 
@@ -1319,8 +1319,7 @@ Bf16AttnRef ref_bf16_attention(const Mat& q, const Mat& k, const Mat& v, int64_t
         for (int64_t c = 0; c < hd; ++c) {
           double acc = 0, mag = 0;
           for (int64_t j = 0; j < n; ++j) {
-            const float vx = float(v.at(s.begin + j, h * hd + c));
-            const double vv = double(to_bf16(vx)) + to_bf16(vx - to_bf16(vx));  // v as hi + lo
+            const double vv = to_bf16(v.at(s.begin + j, h * hd + c));
             acc += double(to_bf16(e[size_t(j)])) * vv;
             mag += e[size_t(j)] * std::fabs(vv);
           }
@@ -1369,7 +1368,7 @@ TEST("cpu bf16: the attention reference is the double attention but for P's roun
   for (const AttnCase& c : bf16_attention_cases()) {
     if (c.q_rows != c.rows) continue;  // ref_attention has no cross form
     const int64_t w = c.heads * c.hd;
-    // q, k, v already bf16 (their lo terms 0): the reference rounds only P (2^-9 relative), so each output is within
+    // q, k, v already bf16: the reference rounds only P (2^-9 relative), so each output is within
     // 2^-9 Σ_j (P_j / l) |v_j| <= 2^-9 max |v| of the exact attention
     Mat q = env.make(rng, c.rows, w, DType::BF16, 0, -2, 2), k = env.make(rng, c.rows, w, DType::BF16, 0, -2, 2);
     Mat v = env.make(rng, c.rows, w, DType::BF16);
@@ -1391,7 +1390,8 @@ struct AttnRun {
   std::vector<float> got;
 };
 // One case's attention on a backend, on values drawn from seed (the same in every backend).
-AttnRun run_attention(Env& e, const AttnCase& c, uint32_t seed, float scale) {
+AttnRun run_attention(Env& e, const AttnCase& c, uint32_t seed, float scale,
+                      AttnProducts products = AttnProducts::Bf16) {
   Rng rng(seed);
   const int64_t w = c.heads * c.hd;
   AttnRun r;
@@ -1399,13 +1399,13 @@ AttnRun run_attention(Env& e, const AttnCase& c, uint32_t seed, float scale) {
   r.k = e.make(rng, c.rows, w, DType::F32, 2, -2, 2);
   r.v = e.make(rng, c.rows, w, DType::F32, 3);
   r.out = e.make(rng, c.q_rows, w, DType::F32, 1);
-  e.b->attention(r.out.t, r.q.t, r.k.t, r.v.t, c.heads, c.hd, scale, c.segs);
+  e.b->attention(r.out.t, r.q.t, r.k.t, r.v.t, c.heads, c.hd, scale, c.segs, products);
   r.got = e.read(r.out.t);
   return r;
 }
 }  // namespace
 
-TEST("cpu bf16: attention in precision bf16: AMX within its bound of the scalar bf16 reference, other levels the f32 bits (head dims 72, 64, 16, 8, ragged rows, one key, cross, segments)") {
+TEST("cpu bf16: attention in precision bf16: AMX within its bound of the scalar bf16 reference, other levels and AttnProducts::F32 the f32 bits (head dims 72, 64, 16, 8, ragged rows, one key, cross, segments)") {
   for (Simd level : bf16_levels()) {
     const bool bf16_attn = tessera::cpu::kernels_for(level).bf16_attention != nullptr;
     Env env(tessera::cpu::make_cpu_backend(2, level, Precision::Bf16), level);
@@ -1416,8 +1416,10 @@ TEST("cpu bf16: attention in precision bf16: AMX within its bound of the scalar 
       const std::string what = std::string(tessera::cpu::simd_name(level)) + " hd " + std::to_string(c.hd) + " rows " +
                                std::to_string(c.q_rows) + "x" + std::to_string(c.rows) + " seed " + std::to_string(++seed);
       const AttnRun b = run_attention(env, c, seed, scale);
+      // A call that keeps the products f32 (Gemma 4's) gets the f32 attention's bits at every level.
+      const AttnRun f = run_attention(f32, c, seed, scale), kept = run_attention(env, c, seed, scale, AttnProducts::F32);
+      EXPECT_MSG(std::memcmp(kept.got.data(), f.got.data(), f.got.size() * 4) == 0, what << ": AttnProducts::F32 not f32");
       if (!bf16_attn) {
-        const AttnRun f = run_attention(f32, c, seed, scale);
         EXPECT_MSG(std::memcmp(b.got.data(), f.got.data(), b.got.size() * 4) == 0, what << ": not the f32 attention's bits");
         continue;
       }
