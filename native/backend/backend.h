@@ -83,6 +83,12 @@ struct Segment {
   int64_t begin = 0, length = 0;
 };
 
+// What attention's products may compute in where the backend runs precision bf16 (precision()):
+// Bf16 lets a backend with a bf16 attention use it (the CPU's on AMX); F32 keeps them f32, for a
+// tower whose softmax is too sharp for bf16 scores (Gemma 4: q and k normed, scale 1). In f32
+// both are f32.
+enum class AttnProducts { Bf16, F32 };
+
 // A description of the work a model will issue, for backends that keep scratch of their own
 // (the CPU backend's packed weight strips and per-thread buffers) to predict it.
 struct LinearShape {
@@ -153,11 +159,12 @@ class Backend {
   // (a tower runs a chunk of one image's query rows against all that image's keys; a query row's
   // result does not depend on which other query rows share the call).
   virtual void attention(const Tensor& out, const Tensor& q, const Tensor& k, const Tensor& v, int64_t heads,
-                         int64_t head_dim, float scale, const std::vector<Segment>& segments) = 0;
+                         int64_t head_dim, float scale, const std::vector<Segment>& segments,
+                         AttnProducts products = AttnProducts::Bf16) = 0;
   // Query rows attention() works on together: a call whose query rows are not a multiple of it
   // computes part of a block for nothing, so a tower that cuts queries into chunks cuts them in
   // multiples of it. 1 for a backend with no such block.
-  virtual int64_t attention_query_block() const { return 1; }
+  virtual int64_t attention_query_block(AttnProducts products = AttnProducts::Bf16) const { return 1; }
   // y[r] (+)= Σ_t weights[r, t] · table[index[r, t]] for t < taps: position-table lookups
   // (bilinear taps, separable X/Y tables) and pooling. index is int32, weights f32, both
   // [rows(y), taps] in `lookup` (a Buffer filled with upload: index block, then weight block).

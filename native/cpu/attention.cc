@@ -1,7 +1,7 @@
 // attention(): softmax(q kᵀ · scale) v per head and segment, as a tiled flash attention.
 //
 // Work items are (segment, head, query range), handed out dynamically. The kernel
-// (attention_task_t in kernels_generic.inc) packs the segment's keys (transposed, per key block)
+// (attention_task_t in kernels_generic.inc; in precision 'bf16' on AMX, attention_amx.cc) packs the segment's keys (transposed, per key block)
 // and values for its head into slot scratch, then for each block of query rows keeps the queries
 // (pre-scaled), the running row max m, the running denominator l and the output accumulator O,
 // and walks the keys a block at a time: S = Q Kᵀ, m' = max(m, rowmax S), P = exp(S - m'),
@@ -41,7 +41,7 @@ bool same_or_disjoint(const Tensor& a, const Tensor& b) {
 }  // namespace
 
 void attention(Context& c, const Tensor& out, const Tensor& q, const Tensor& k, const Tensor& v, int64_t heads,
-               int64_t head_dim, float scale, const std::vector<Segment>& segments) {
+               int64_t head_dim, float scale, const std::vector<Segment>& segments, backend::AttnProducts products) {
   const char* op = "attention";
   require_tensor(out, op, "out");
   require_tensor(q, op, "q");
@@ -98,7 +98,8 @@ void attention(Context& c, const Tensor& out, const Tensor& q, const Tensor& k, 
     return segments[size_t(a.seg)].length * a.nq > segments[size_t(b.seg)].length * b.nq;
   });
   std::atomic<size_t> next{0};
-  const size_t scratch = c.k.attention_scratch(max_nk, head_dim);
+  const AttnKernel& kernel = attention_kernel(c, products);
+  const size_t scratch = kernel.scratch(max_nk, head_dim);
   const int tasks = int(std::min<size_t>(size_t(T), items.size()));
   c.pool.run_tasks(size_t(tasks), [&](size_t slot) {
     DenormalGuard ftz;
@@ -115,7 +116,7 @@ void attention(Context& c, const Tensor& out, const Tensor& q, const Tensor& k, 
       job.ldq = q.ld, job.ldk = k.ld, job.ldv = v.ld, job.ldo = out.ld;
       job.nq = w.nq, job.nk = s.length, job.hd = head_dim;
       job.scale = scale;
-      c.k.attention(job, buf);
+      kernel.run(job, buf);
     }
   });
 }

@@ -156,10 +156,13 @@ class CpuBackend final : public backend::Backend {
             int64_t sections, const backend::HeadNorm* norm) override {
     cpu::rope(ctx_, x, cos, sin, heads, head_dim, sections, norm);
   }
-  int64_t attention_query_block() const override { return ctx_.k.attention_query_block; }
+  int64_t attention_query_block(backend::AttnProducts products) const override {
+    return attention_kernel(ctx_, products).query_block;
+  }
   void attention(const backend::Tensor& out, const backend::Tensor& q, const backend::Tensor& k, const backend::Tensor& v,
-                 int64_t heads, int64_t head_dim, float scale, const std::vector<backend::Segment>& segs) override {
-    cpu::attention(ctx_, out, q, k, v, heads, head_dim, scale, segs);
+                 int64_t heads, int64_t head_dim, float scale, const std::vector<backend::Segment>& segs,
+                 backend::AttnProducts products) override {
+    cpu::attention(ctx_, out, q, k, v, heads, head_dim, scale, segs, products);
   }
   void gather_sum(const backend::Tensor& y, const backend::Tensor& table, backend::Buffer* lookup, int64_t taps,
                   bool accumulate) override {
@@ -184,7 +187,8 @@ class CpuBackend final : public backend::Backend {
     uint64_t bytes = shared ? Workspace::bytes_for(shared) : 0;
     if (gemm_slots) bytes += uint64_t(gemm_slots) * (Workspace::bytes_for(pack_a) + Workspace::bytes_for(accum));
     if (w.max_segment > 0 && w.head_dim > 0)  // up to one attention task per thread
-      bytes += uint64_t(T) * Workspace::bytes_for(ctx_.k.attention_scratch(w.max_segment, w.head_dim));
+      bytes += uint64_t(T) * Workspace::bytes_for(std::max(attention_kernel(ctx_, backend::AttnProducts::Bf16).scratch(w.max_segment, w.head_dim),
+                                                           attention_kernel(ctx_, backend::AttnProducts::F32).scratch(w.max_segment, w.head_dim)));
     return bytes;
   }
   uint64_t held_workspace() const { return ws_.held_bytes(); }

@@ -4,7 +4,8 @@
 // column, the layout vdpbf16ps multiplies lane by lane and AMX calls VNNI (its B tile is 16 of
 // those pair rows by 16 columns, loaded with the panel's 128-byte row stride). A differs: vdpbf16ps
 // broadcasts one row's pair, so A is [k/2][12] dwords; an AMX A tile is 16 rows of 32 k values,
-// so A is [32][kc] row-major bf16. Each table is avx512_kernels() plus its bf16 GEMM.
+// so A is [32][kc] row-major bf16. Each table is avx512_kernels() plus its bf16 GEMM; the AMX table
+// also has the AMX attention (attention_amx.cc).
 // Both take K in pairs (granule 2), so that a weight with any even K is packed in place at open:
 // AMX runs whole tiles of 32 k and the last K block's rest (4,304 = 134 x 32 + 16, Qwen's MLP) with
 // vdpbf16ps on the same panels (every AMX-BF16 CPU has AVX512-BF16).
@@ -21,6 +22,8 @@
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 #pragma GCC diagnostic ignored "-Wuninitialized"
 #pragma GCC target("avx512f,avx512bw,avx512vl,avx512dq,avx512bf16,avx2,fma,f16c,amx-tile,amx-bf16")
+
+#include "cpu/amx_tiles.h"
 
 namespace tessera::cpu {
 namespace {
@@ -131,21 +134,7 @@ void pack_a_amx(uint16_t* dst, const float* x, int64_t ldx, int64_t rows, int64_
     }
 }
 
-// The tile configuration every AMX call uses: tiles 0-3 the C quarter tiles, 4-5 A, 6-7 B, each
-// 16 rows of 64 bytes. Loaded once per thread (the configuration is thread state).
-struct alignas(64) TileConfig {
-  uint8_t palette = 1, start_row = 0, reserved[14] = {};
-  uint16_t colsb[16] = {};
-  uint8_t rows[16] = {};
-};
-void configure_tiles() {
-  static thread_local bool configured = false;
-  if (configured) return;
-  TileConfig cfg;
-  for (int t = 0; t < 8; ++t) cfg.colsb[t] = 64, cfg.rows[t] = 16;
-  _tile_loadconfig(&cfg);
-  configured = true;
-}
+// Tiles 0-3 hold the C quarter tiles, 4-5 A, 6-7 B (amx::configure_tiles).
 
 // C rows [0, 32) += the pairs [kp0, kp1) of A ([32][kc] bf16) and B ([k/2][32] dwords), by vdpbf16ps:
 // the last K block's rest after AMX's whole tiles.
@@ -166,7 +155,7 @@ void tail_dp(int64_t kc, int64_t kp0, int64_t kp1, const uint16_t* a, const uint
 
 void micro_amx(int64_t kc, const uint16_t* a, const uint16_t* b, float* c, int64_t ldc, bool accumulate, const void* pf,
                int64_t pf_lines) {
-  configure_tiles();
+  amx::configure_tiles();
   const size_t lc = size_t(ldc) * 4, la = size_t(kc) * 2, lb = size_t(kNr) * 4;
   float* c1 = c + 16 * ldc;
   if (accumulate) {
@@ -225,7 +214,11 @@ const Kernels* avx512_bf16_kernels() {
   return &k;
 }
 const Kernels* amx_kernels() {
-  static const Kernels k = with_bf16(*avx512_kernels(), Simd::Amx, kAmxGemm);
+  static const Kernels k = [] {
+    Kernels t = with_bf16(*avx512_kernels(), Simd::Amx, kAmxGemm);
+    t.bf16_attention = amx_attention();
+    return t;
+  }();
   return &k;
 }
 

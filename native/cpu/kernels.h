@@ -49,6 +49,14 @@ struct Bf16Gemm {
   void (*pack_b)(uint16_t* dst, const void* w, DType dt, int64_t ldw, int64_t n, int64_t kc);
 };
 
+// A flash-attention kernel: one job at a time, in slot scratch of scratch(nk, hd) floats, taking
+// query_block query rows per block (Backend::attention_query_block).
+struct AttnKernel {
+  void (*run)(const AttnJob& job, float* scratch);
+  size_t (*scratch)(int64_t nk, int64_t hd);
+  int query_block;
+};
+
 struct Kernels {
   Simd level;
   // GEMM micro-kernel: C[0..mr)[0..nr) (row stride ldc) = (accumulate ? C : 0) + A·B, where A is
@@ -88,12 +96,14 @@ struct Kernels {
   // weightless), as rms_norm_row over head_dim groups would, bit for bit.
   void (*rope_row)(float* x, const float* cos, const float* sin, int64_t heads, int64_t head_dim, int64_t sections,
                    bool norm, const float* nw, float eps);
-  // Flash attention for one job; scratch holds attention_scratch(nk, hd) floats.
-  void (*attention)(const AttnJob& job, float* scratch);
-  size_t (*attention_scratch)(int64_t nk, int64_t hd);
-  int attention_query_block;  // query rows the attention kernel takes per block (Backend::attention_query_block)
+  // Flash attention in f32 (q, k, v and every sum).
+  AttnKernel attention;
   // The bf16 GEMM (levels with bf16 units only; a bf16 level is its base level's table plus this).
   const Bf16Gemm* bf16 = nullptr;
+  // The bf16 attention (precision 'bf16', on the levels where it pays: AMX): Q·Kᵀ and P·V with
+  // q, k, v and P rounded to bf16 (nearest even) and f32 sums; the online softmax stays f32.
+  // Null elsewhere: a bf16 level without it runs the f32 attention.
+  const AttnKernel* bf16_attention = nullptr;
 };
 
 const Kernels& kernels_for(Simd level);
@@ -107,5 +117,6 @@ const Kernels* neon_kernels();
 const Kernels* avx512_bf16_kernels();  // avx512_kernels() + vdpbf16ps (gemm_bf16_x86.cc)
 const Kernels* amx_kernels();          // avx512_kernels() + AMX tiles (gemm_bf16_x86.cc)
 const Kernels* neon_bf16_kernels();    // neon_kernels() + BFMMLA (gemm_bf16_neon.cc)
+const AttnKernel* amx_attention();     // amx_kernels()' bf16 attention (attention_amx.cc); null off x86-64
 
 }  // namespace tessera::cpu

@@ -153,8 +153,8 @@ constexpr Kernels table() {
                  kNv * V::L,           gemm_micros<V, kMr, kNv>(), gemm_tails<V, kMr, kNv>(),
                  pack_b_transposed<V>, pack_a_transposed<S>,       epilogue_t<S>,
                  layer_norm_row_t<S>,
-                 rms_norm_row_t<S>,    rope_row_t<S>,              attention_task_t<S>,
-                 attention_scratch_t<S>, AttnShape<S>::BQ};
+                 rms_norm_row_t<S>,    rope_row_t<S>,              {attention_task_t<S>,
+                 attention_scratch_t<S>, AttnShape<S>::BQ}};
 }
 // The two differ only in the layout and widening of bf16 weight panels. A weight packed at load
 // keeps the layout of the table that packed it, so the choice is made once per process.

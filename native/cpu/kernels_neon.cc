@@ -75,8 +75,8 @@ const Kernels kTable{Simd::Neon,           kMr,
                      kNv * V128::L,        gemm_micros<V128, kMr, kNv>(), gemm_tails<V128, kMr, kNv>(),
                      pack_b_transposed<V128>, pack_a_transposed<V128>,       epilogue_t<V128>,
                      layer_norm_row_t<V128>,
-                     rms_norm_row_t<V128>, rope_row_t<V128>, attention_task_t<V128>,
-                     attention_scratch_t<V128>, AttnShape<V128>::BQ};
+                     rms_norm_row_t<V128>, rope_row_t<V128>, {attention_task_t<V128>,
+                     attention_scratch_t<V128>, AttnShape<V128>::BQ}};
 
 }  // namespace
 

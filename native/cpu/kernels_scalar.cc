@@ -57,8 +57,8 @@ const Kernels kTable{Simd::Scalar,       kMr,
                      kNv * V1::L,        gemm_micros<V1, kMr, kNv>(), gemm_tails<V1, kMr, kNv>(),
                      pack_b_transposed<V1>, pack_a_transposed<V1>,       epilogue_t<V1>,
                      layer_norm_row_t<V1>,
-                     rms_norm_row_t<V1>, rope_row_t<V1>, attention_task_t<V1>,
-                     attention_scratch_t<V1>, AttnShape<V1>::BQ};
+                     rms_norm_row_t<V1>, rope_row_t<V1>, {attention_task_t<V1>,
+                     attention_scratch_t<V1>, AttnShape<V1>::BQ}};
 
 }  // namespace
 

@@ -18,6 +18,13 @@ struct Context {
   bool bf16 = false;  // precision 'bf16' and k.bf16 set: linears with bf16 weights run k.bf16
 };
 
+// The attention kernel a context runs for a call (attention.cc runs it, the backend's workspace
+// prediction and query block ask it): the level's bf16 attention in precision 'bf16' where it has
+// one and the call allows it, else f32.
+inline const AttnKernel& attention_kernel(const Context& c, backend::AttnProducts products) {
+  return c.bf16 && c.k.bf16_attention && products == backend::AttnProducts::Bf16 ? *c.k.bf16_attention : c.k.attention;
+}
+
 using backend::Act;
 using backend::LinearArgs;
 using backend::Segment;
@@ -27,7 +34,7 @@ void linear(Context& c, const Tensor& y, const Tensor& x, const Tensor& w, const
 // Backend::pack_weight: rearranges w's whole panels of nr rows in place into linear()'s [K][nr].
 bool pack_weight(Context& c, Tensor& w);
 void attention(Context& c, const Tensor& out, const Tensor& q, const Tensor& k, const Tensor& v, int64_t heads,
-               int64_t head_dim, float scale, const std::vector<Segment>& segments);
+               int64_t head_dim, float scale, const std::vector<Segment>& segments, backend::AttnProducts products);
 void layer_norm(Context& c, const Tensor& y, const Tensor& x, const Tensor& gamma, const Tensor& beta, float eps);
 void rms_norm(Context& c, const Tensor& y, const Tensor& x, const Tensor* weight, int64_t group, float eps,
               const Tensor* residual);

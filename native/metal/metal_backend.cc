@@ -66,7 +66,7 @@ class MetalBackend final : public backend::Backend {
     rec([&] { encode_rope(*ex_, x, c, s, heads, hd, sections, norm); });
   }
   void attention(const backend::Tensor& out, const backend::Tensor& q, const backend::Tensor& k, const backend::Tensor& v, int64_t heads, int64_t hd, float scale,
-                 const std::vector<backend::Segment>& segments) override {
+                 const std::vector<backend::Segment>& segments, backend::AttnProducts) override {
     rec([&] { encode_attention(*ex_, out, q, k, v, heads, hd, scale, segments); });
   }
   void gather_sum(const backend::Tensor& y, const backend::Tensor& table, backend::Buffer* lookup, int64_t taps, bool accumulate) override {

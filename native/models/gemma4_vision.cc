@@ -32,6 +32,12 @@ constexpr const char* kMlpGate = "mlp.gate_proj";
 constexpr const char* kMlpUp = "mlp.up_proj";
 constexpr const char* kMlpDown = "mlp.down_proj";
 constexpr const char* kProjection = "embedding_projection";  // a plain linear: embedding_projection.weight
+// Attention's products stay f32 in precision bf16 (backend::AttnProducts): q and k are RMS-normed
+// and the scale is 1, so scores run to tens and the softmax is sharp. Rounded to bf16 they moved a
+// random Gemma 4 tower's second block 5.1e-2 from f32 on a Sapphire Rapids Xeon (AMX), and with q, k
+// split into two bf16 terms still 2.42e-2, past HF's own bf16 error (2.4e-2; docs/bf16.md), where f32
+// attention gives 1.7e-2.
+constexpr backend::AttnProducts kAttnProducts = backend::AttnProducts::F32;
 constexpr const char* kPatchWeight = "input_proj.weight";
 std::string linear_weight(const char* lin) { return std::string(lin) + ".linear.weight"; }
 std::string projection_weight() { return std::string(kProjection) + ".weight"; }
@@ -120,7 +126,7 @@ class Gemma4Vision final : public VisionModel {
     const int64_t attn_floats = 2 * n * Q + p.chunk * (D + Q), mlp_floats = p.chunk * (D + 2 * F);
     p.attn_chunk = attn_floats <= mlp_floats
                        ? p.chunk
-                       : std::min(p.chunk, chunk_rows(n, std::max<int64_t>(1, p.chunk / 2), backend_.attention_query_block()));
+                       : std::min(p.chunk, chunk_rows(n, std::max<int64_t>(1, p.chunk / 2), backend_.attention_query_block(kAttnProducts)));
     p.pooled_rows = m;
     p.x = p.plan.add(n, d_.hidden);
     p.cos = p.plan.add(n, d_.head_dim);
@@ -233,7 +239,7 @@ void Gemma4Vision::run_block(const StageWeights& w, const Tensors& t, const std:
       if (a >= b) continue;
       const backend::Tensor qs = q.rows_view(a - r0, b - a);
       backend_.attention(qs, qs, t.k.rows_view(s.begin, s.length), t.v.rows_view(s.begin, s.length), d_.heads,
-                         hd, 1.0f, {backend::Segment{0, s.length}});
+                         hd, 1.0f, {backend::Segment{0, s.length}}, kAttnProducts);
     }
     backend_.linear(h, q, w.get(linear_weight(kAttnO)), co);
     backend_.rms_norm(x, h, &w.get("post_attention_layernorm.weight"), D, d_.eps, &x);  // x += N_pa(h)

@@ -32,7 +32,7 @@ class NoOpsBackend : public backend::Backend {
   void affine(const backend::Tensor&, const backend::Tensor&, const backend::Tensor*, const backend::Tensor*, float, float) override {}
   void rope(const backend::Tensor&, const backend::Tensor&, const backend::Tensor&, int64_t, int64_t, int64_t, const backend::HeadNorm*) override {}
   void attention(const backend::Tensor&, const backend::Tensor&, const backend::Tensor&, const backend::Tensor&, int64_t, int64_t,
-                 float, const std::vector<backend::Segment>&) override {}
+                 float, const std::vector<backend::Segment>&, backend::AttnProducts) override {}
   void gather_sum(const backend::Tensor&, const backend::Tensor&, backend::Buffer*, int64_t, bool) override {}
   int64_t count_nonfinite(const backend::Tensor&, int64_t*) override { return 0; }
 };

@@ -199,10 +199,10 @@ class CountingBackend final : public backend::Backend {
     in->rope(x, c, s, h, hd, sec, norm);
   }
   void attention(const backend::Tensor& o, const backend::Tensor& q, const backend::Tensor& k, const backend::Tensor& v, int64_t h,
-                 int64_t hd, float sc, const std::vector<backend::Segment>& seg) override {
-    in->attention(o, q, k, v, h, hd, sc, seg);
+                 int64_t hd, float sc, const std::vector<backend::Segment>& seg, backend::AttnProducts p) override {
+    in->attention(o, q, k, v, h, hd, sc, seg, p);
   }
-  int64_t attention_query_block() const override { return in->attention_query_block(); }
+  int64_t attention_query_block(backend::AttnProducts p) const override { return in->attention_query_block(p); }
   void gather_sum(const backend::Tensor& y, const backend::Tensor& t, backend::Buffer* l, int64_t taps, bool acc) override {
     in->gather_sum(y, t, l, taps, acc);
   }
