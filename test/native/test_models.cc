@@ -353,12 +353,13 @@ TEST("models: a Gemma 4 encode in many row chunks equals one chunk bit for bit; 
 
 // Precision 'bf16' on whole towers: every stage within a bound (max |diff| / max |ref|) of the same
 // tower in f32, on every bf16 level this machine has (the x86 levels on an AMX host, BFMMLA under
-// qemu). The bounds are HF's own bf16 errors against its fp32 (docs/bf16.md): Qwen, 1.1e-2, the least
-// of a full-size Qwen3-VL-8B-shaped tower on real images (1.1e-2 to 1.35e-2); Gemma 4, 2.4e-2, the
+// qemu). The bounds are HF's own bf16 errors against its fp32 (docs/bf16.md): Qwen, 9.2e-3, the least
+// at the outputs of a full-size Qwen3-VL-8B-shaped tower on the suite's images (9.2e-3 to 1.57e-2,
+// CPU and CUDA); Gemma 4, 2.4e-2, the
 // least at a second block on the gemma4-tiny fixture's images (2.5e-2 to 2.0e-1 there; Gemma towers
 // are ill-conditioned). The figures tessera measures are printed.
 namespace {
-constexpr double kQwenBf16Bound = 1.1e-2, kGemmaBf16Bound = 2.4e-2;
+constexpr double kQwenBf16Bound = 9.2e-3, kGemmaBf16Bound = 2.4e-2;
 
 double rel_diff(const tessera::HostFloats& got, const tessera::HostFloats& ref) {
   double err = 0, mx = 0;
