@@ -164,7 +164,7 @@ class Backend {
   // Query rows attention() works on together: a call whose query rows are not a multiple of it
   // computes part of a block for nothing, so a tower that cuts queries into chunks cuts them in
   // multiples of it. 1 for a backend with no such block.
-  virtual int64_t attention_query_block(AttnProducts products = AttnProducts::Bf16) const { return 1; }
+  virtual int64_t attention_query_block(AttnProducts /*products*/ = AttnProducts::Bf16) const { return 1; }
   // y[r] (+)= Σ_t weights[r, t] · table[index[r, t]] for t < taps: position-table lookups
   // (bilinear taps, separable X/Y tables) and pooling. index is int32, weights f32, both
   // [rows(y), taps] in `lookup` (a Buffer filled with upload: index block, then weight block).
