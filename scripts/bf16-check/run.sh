@@ -2,7 +2,7 @@
 # The bf16 checks of docs/bf16.md on a Linux x86-64 host without Node.js (made for the 16-core Intel
 # Xeon with AMX-BF16 and AVX512-BF16, Python with torch and transformers 5.17, and an NVIDIA GPU).
 # scripts/bf16-check/bundle.sh makes two parts, node/ and tessera/, each with a copy of this file;
-# each part sits in a copy of the repository (e.g. .devcarry/NAME/node/run.sh), whose test/fixtures
+# each part sits in a copy of the repository (e.g. OUTDIR/node/run.sh, OUTDIR two levels below its root), whose test/fixtures
 # the checks read (else TESSERA_REPO names that copy). This file unpacks the archives beside it into
 # one work folder ($TESSERA_BF16_WORK, else /tmp/tessera-bf16: outside the repository copy, so it
 # outlives a transfer to the same host), so the two parts may arrive in two transfers, then runs the
@@ -13,9 +13,9 @@
 #   precision   precision.mjs (test/api-precision.test.ts's bf16 check) at TESSERA_SIMD=amx, avx512-bf16
 #   compare     compare.mjs: tessera f32 and bf16 per level on hf's towers and inputs (fullsize.md)
 #   bench       the side-by-side bench (scripts/bench/ort-peer.mjs) at 2 and at 16 threads
-# e.g.  bash .devcarry/NAME/solo/run.sh smoke hf compare precision        (one transfer: solo/)
-#   or  bash .devcarry/NAME/node/run.sh smoke          (first transfer: node/, to a host kept warm)
-#       bash .devcarry/NAME/tessera/run.sh smoke hf precision compare bench    (second: tessera/)
+# e.g.  bash OUTDIR/solo/run.sh smoke hf compare precision        (one copy: solo/)
+#   or  bash OUTDIR/node/run.sh smoke          (first copy: node/, unpacked into the work folder)
+#       bash OUTDIR/tessera/run.sh smoke hf precision compare bench    (second: tessera/)
 # Results go to WORK/out, packed into $OUT/results.tgz after each step (else ./out beside this file).
 # Each step has a time limit (TESSERA_BF16_LIMIT_<STEP> seconds), so that one step running long leaves
 # the others their time.
