@@ -876,24 +876,32 @@ TEST("cpu: property: the GEMM micro-kernel's prefetch slices leave its bits unch
   });
 }
 
+namespace {
+// The cross form: a chunk of query rows against all of one segment's keys gives those rows' bits
+// (backend/backend.h), on env's backend, whatever its precision.
+void expect_cross_form_bits(Env& env, const std::string& what) {
+  Rng rng(77);
+  const int64_t heads = 3, hd = 72, w = heads * hd, rows = 101;
+  Mat qkv = env.make(rng, rows, 3 * w, DType::F32, 0, -2, 2), full = env.make(rng, rows, w);
+  const Tensor q = qkv.t.cols_view(0, w), k = qkv.t.cols_view(w, w), v = qkv.t.cols_view(2 * w, w);
+  env.b->attention(full.t, q, k, v, heads, hd, 0.2f, {{0, rows}});
+  const std::vector<float> ref = env.read(full.t);
+  for (int64_t r0 : {0, 13, 60}) {
+    for (int64_t nq : {1, 17, 41}) {
+      Mat part = env.make(rng, nq, w);
+      env.b->attention(part.t, q.rows_view(r0, nq), k, v, heads, hd, 0.2f, {{0, rows}});
+      const std::vector<float> got = env.read(part.t);
+      EXPECT_MSG(std::memcmp(got.data(), ref.data() + r0 * w, got.size() * 4) == 0,
+                 what << " rows " << r0 << "+" << nq);
+    }
+  }
+}
+}  // namespace
+
 TEST("cpu: attention's cross form: a chunk of query rows against one segment's keys gives those rows' bits") {
   each_level([&](Simd level) {
     Env env(level);
-    Rng rng(77);
-    const int64_t heads = 3, hd = 72, w = heads * hd, rows = 101;
-    Mat qkv = env.make(rng, rows, 3 * w, DType::F32, 0, -2, 2), full = env.make(rng, rows, w);
-    const Tensor q = qkv.t.cols_view(0, w), k = qkv.t.cols_view(w, w), v = qkv.t.cols_view(2 * w, w);
-    env.b->attention(full.t, q, k, v, heads, hd, 0.2f, {{0, rows}});
-    const std::vector<float> ref = env.read(full.t);
-    for (int64_t r0 : {0, 13, 60}) {
-      for (int64_t nq : {1, 17, 41}) {
-        Mat part = env.make(rng, nq, w);
-        env.b->attention(part.t, q.rows_view(r0, nq), k, v, heads, hd, 0.2f, {{0, rows}});
-        const std::vector<float> got = env.read(part.t);
-        EXPECT_MSG(std::memcmp(got.data(), ref.data() + r0 * w, got.size() * 4) == 0,
-                   tessera::cpu::simd_name(level) << " rows " << r0 << "+" << nq);
-      }
-    }
+    expect_cross_form_bits(env, tessera::cpu::simd_name(level));
   });
 }
 
@@ -1446,21 +1454,6 @@ TEST("cpu bf16: attention in precision bf16: AMX within its bound of the scalar 
       for (size_t i = 0; i < got.size(); ++i) bad += !(std::fabs(double(got[i]) - rq.out[i]) <= rq.bound[i]);
       EXPECT_MSG(bad == 0, what << " in place: " << bad << " outside the bound");
     }
-    if (!bf16_attn) continue;
-    // The cross form: a chunk of query rows against all the keys gives those rows' bits.
-    Rng rng(77);
-    const int64_t heads = 3, hd = 72, w = heads * hd, rows = 101;
-    Mat qkv = env.make(rng, rows, 3 * w, DType::F32, 0, -2, 2), full = env.make(rng, rows, w);
-    const Tensor q = qkv.t.cols_view(0, w), k = qkv.t.cols_view(w, w), v = qkv.t.cols_view(2 * w, w);
-    env.b->attention(full.t, q, k, v, heads, hd, 0.2f, {{0, rows}});
-    const std::vector<float> ref = env.read(full.t);
-    for (int64_t r0 : {0, 13, 60})
-      for (int64_t nq : {1, 17, 41}) {
-        Mat part = env.make(rng, nq, w);
-        env.b->attention(part.t, q.rows_view(r0, nq), k, v, heads, hd, 0.2f, {{0, rows}});
-        const std::vector<float> got = env.read(part.t);
-        EXPECT_MSG(std::memcmp(got.data(), ref.data() + r0 * w, got.size() * 4) == 0,
-                   tessera::cpu::simd_name(level) << " bf16 rows " << r0 << "+" << nq);
-      }
+    if (bf16_attn) expect_cross_form_bits(env, std::string(tessera::cpu::simd_name(level)) + " bf16");
   }
 }
