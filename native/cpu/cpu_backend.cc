@@ -186,9 +186,11 @@ class CpuBackend final : public backend::Backend {
     }
     uint64_t bytes = shared ? Workspace::bytes_for(shared) : 0;
     if (gemm_slots) bytes += uint64_t(gemm_slots) * (Workspace::bytes_for(pack_a) + Workspace::bytes_for(accum));
-    if (w.max_segment > 0 && w.head_dim > 0)  // up to one attention task per thread
-      bytes += uint64_t(T) * Workspace::bytes_for(std::max(attention_kernel(ctx_, backend::AttnProducts::Bf16).scratch(w.max_segment, w.head_dim),
-                                                           attention_kernel(ctx_, backend::AttnProducts::F32).scratch(w.max_segment, w.head_dim)));
+    if (w.max_segment > 0 && w.head_dim > 0) {  // up to one attention task per thread, of either kernel
+      auto scratch = [&](backend::AttnProducts p) { return attention_kernel(ctx_, p).scratch(w.max_segment, w.head_dim); };
+      bytes += uint64_t(T) * Workspace::bytes_for(
+                                 std::max(scratch(backend::AttnProducts::Bf16), scratch(backend::AttnProducts::F32)));
+    }
     return bytes;
   }
   uint64_t held_workspace() const { return ws_.held_bytes(); }
