@@ -5,6 +5,7 @@ import { freemem, totalmem } from 'node:os';
 import { backendCandidates, openFirstAvailable } from './backend-choice.js';
 import { TesseraError, toTesseraError } from './errors.js';
 import { addon, type NativeEncodeResult, type NativeTower } from './native.js';
+import { familyOf } from './families/registry.js';
 import { loadModel } from './load-model.js';
 import { loadPacked } from './pack/load.js';
 import { headerSize, makePreprocessor, type Plan, type Prepared, type Preprocessor } from './prepare.js';
@@ -191,9 +192,9 @@ export class VisionTower {
     const info = describe(model.spec, path, backend, memory, lib.simdLevel, native.stats().precision);
     const tower = new VisionTower(native, model.spec, info, model.preprocessorConfig, o.memoryBudget);
     // A preprocessor config that is there is checked now (its bounds, its patch geometry against
-    // the tower's), so a bad one fails open, not every later encode. A Qwen tower without one can
-    // still encodePixels; its image calls say what is missing.
-    if (model.preprocessorConfig !== undefined || model.spec.family === 'gemma4') {
+    // the tower's), so a bad one fails open, not every later encode. A tower without one whose family's
+    // processor needs one (Qwen) can still encodePixels; its image calls say what is missing.
+    if (model.preprocessorConfig !== undefined || familyOf(model.spec.family).images.defaultsSuffice) {
       try {
         void tower.#pre;
       } catch (e) {
