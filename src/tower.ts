@@ -5,6 +5,7 @@ import { freemem, totalmem } from 'node:os';
 import { backendCandidates, openFirstAvailable } from './backend-choice.js';
 import { TesseraError, toTesseraError } from './errors.js';
 import { addon, type NativeEncodeResult, type NativeTower } from './native.js';
+import { normaliseGrid } from './families/qwen-common.js';
 import { familyOf } from './families/registry.js';
 import { loadModel } from './load-model.js';
 import { loadPacked } from './pack/load.js';
@@ -86,13 +87,6 @@ export interface Estimate extends Plan {
   ioBytes: number;
   /** weightBytes + scratchBytes + ioBytes: what encoding this image alone adds up to. */
   peakBytes: number;
-}
-
-/** One grid or a list, each { t, h, w } or [t, h, w] (sides already checked by pixelInputSchema). */
-function normaliseGrid(grid: QwenPixelInput['grid']): Grid[] {
-  const list: (Grid | GridTriple)[] =
-    Array.isArray(grid) && !(grid.length === 3 && grid.every((v) => typeof v === 'number')) ? (grid as (Grid | GridTriple)[]) : [grid as Grid];
-  return list.map((g) => (Array.isArray(g) ? { t: g[0], h: g[1], w: g[2] } : { t: g.t, h: g.h, w: g.w }));
 }
 
 function isSize(input: unknown): input is { width: number; height: number } {
@@ -228,6 +222,7 @@ export class VisionTower {
     try {
       this.#checkOpen();
       const parsed = parseArgument(pixelInputSchema(this.spec.family), input, 'encodePixels input');
+      familyOf(this.spec.family).pixelInput.check?.(parsed, this.spec.dims);
       opts = parseArgument(encodeOptionsSchema(this.spec.family), options, 'encodePixels options');
       const cols = this.#checkOpen().patchWidth;
       const pixels = parsed.pixelValues;

@@ -47,9 +47,13 @@ export interface TowerFamily<Id extends string = string> {
     describeSizing(spec: TowerSpec, preprocessorConfig: Record<string, unknown> | undefined): string;
   };
 
-  /** encodePixels' input: its schema, and how an HF reference file holds it (by tensor name). */
+  /**
+   * encodePixels' input: its schema, what else it must satisfy to fit the tower (ERR_INVALID_ARGUMENT naming
+   * the field; the row counts against pixelValues are the core's), and how an HF reference file holds it.
+   */
   readonly pixelInput: {
     readonly schema: z.ZodType<PixelInput>;
+    check?(input: PixelInput, dims: Record<string, number>): void;
     fromReference(tensor: (name: string) => Uint8Array): ReferenceInput;
   };
 

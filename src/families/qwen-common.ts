@@ -6,7 +6,7 @@ import { z } from 'zod';
 import { TesseraError } from '../errors.js';
 import { parseQwenPreprocessConfig, planQwen, preprocessQwen } from '../image/index.js';
 import { MAX_INT32, float32Array, positiveInt } from '../limits.js';
-import type { QwenPixelInput } from '../options.js';
+import type { Grid, GridTriple, PixelInput, QwenPixelInput } from '../options.js';
 import type { Preprocessor } from '../prepare.js';
 import type { TowerSpec } from '../spec/types.js';
 import { checkGeometry } from './geometry.js';
@@ -26,6 +26,25 @@ const GridSchema = z.union([z.object({ t: gridSide, h: gridSide, w: gridSide }).
 
 /** encodePixels' input: { pixelValues, grid } (one grid or one per image). */
 export const QWEN_PIXEL_INPUT = z.object({ pixelValues: float32Array, grid: z.union([GridSchema, z.array(GridSchema).min(1)]) }).strict();
+
+/** One grid or a list, each { t, h, w } or [t, h, w] (sides already checked by the schema), as a list of { t, h, w }. */
+export function normaliseGrid(grid: QwenPixelInput['grid']): Grid[] {
+  const list: (Grid | GridTriple)[] =
+    Array.isArray(grid) && !(grid.length === 3 && grid.every((v) => typeof v === 'number')) ? (grid as (Grid | GridTriple)[]) : [grid as Grid];
+  return list.map((g) => (Array.isArray(g) ? { t: g[0], h: g[1], w: g[2] } : { t: g.t, h: g.h, w: g.w }));
+}
+
+/** Each image's grid fits the tower: its rows and columns are whole merge windows (the processor makes no other). */
+function checkQwenGrids(input: PixelInput, dims: Record<string, number>): void {
+  const m = dims['merge_size'] ?? 1;
+  normaliseGrid((input as QwenPixelInput).grid).forEach((g, i) => {
+    if (g.h % m || g.w % m)
+      throw new TesseraError(
+        'ERR_INVALID_ARGUMENT',
+        `encodePixels: grid ${i} (${g.t}, ${g.h}, ${g.w}) does not fit this tower: h and w must be multiples of its merge_size ${m}`,
+      );
+  });
+}
 
 function qwenPreprocessor(
   config: Record<string, unknown> | undefined,
@@ -76,4 +95,4 @@ export const QWEN_IMAGES = {
   describeSizing: describeQwenSizing,
 } satisfies TowerFamily['images'];
 
-export const QWEN_PIXEL_INPUTS = { schema: QWEN_PIXEL_INPUT, fromReference: qwenReferenceInput } satisfies TowerFamily['pixelInput'];
+export const QWEN_PIXEL_INPUTS = { schema: QWEN_PIXEL_INPUT, check: checkQwenGrids, fromReference: qwenReferenceInput } satisfies TowerFamily['pixelInput'];

@@ -6,9 +6,10 @@ import { TesseraError } from '../errors.js';
 import type { GgufHeader } from '../formats/gguf.js';
 import type { TowerFamily } from './family.js';
 import { gemma4 } from './gemma4/index.js';
+import { qwen2 } from './qwen2/index.js';
 import { qwen3 } from './qwen3/index.js';
 
-export const REGISTRY = [qwen3, gemma4] as const;
+export const REGISTRY = [qwen3, qwen2, gemma4] as const;
 
 /** A TowerSpec.family value: each registered family's ids. */
 export type FamilyId = (typeof REGISTRY)[number]['ids'][number];
