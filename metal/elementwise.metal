@@ -1,4 +1,4 @@
-// Element-wise ops on f32 matrices with row strides: add / mul, and the affine map (a scalar
+// Element-wise ops on f32 matrices with row strides: add, and the affine map (a scalar
 // shift, per-column sub and mul, a scalar scale) used for input scaling and Gemma's standardisation. One thread per element,
 // grid (cols, rows) in threadgroups of 64 x 1 (the host rounds the grid up; tails return).
 #include "kernel_common.h"
@@ -8,7 +8,7 @@ kernel void ew_binary(device const float* a [[buffer(0)]], device const float* b
 {
     if (gid.x >= p.cols || gid.y >= p.rows) return;
     const float u = a[gid.y * p.lda + gid.x], v = b[gid.y * p.ldb + gid.x];
-    y[gid.y * p.ldy + gid.x] = p.op == kargs::kMul ? u * v : u + v;
+    y[gid.y * p.ldy + gid.x] = u + v;
 }
 
 kernel void ew_affine(device const float* x [[buffer(0)]], device float* y [[buffer(1)]],

@@ -38,14 +38,11 @@ inline u32 attn_rows_tg_floats(u32 hd, u32 kb) { return 2 * kb * hd + kAttnRowsP
 enum WeightType { kF32 = 0, kF16 = 1, kBF16 = 2 };
 // Activations of the linear's epilogue (Linear::act).
 enum Activation { kCopy = 0, kGeluTanh = 1, kGeluErf = 2, kQuickGelu = 3, kSilu = 4 };
-// Element-wise operations of ew_binary.
-enum BinaryOp { kAdd = 0, kMul = 1 };
 
 // All matrices are row-major with a row stride `ld` in elements; pointers are bound at the tensor's start.
 struct Binary {
   u32 rows, cols, lda, ldb, ldy;
-  u32 op;
-  u32 pad0, pad1;
+  u32 pad0, pad1, pad2;
 };
 // y = ((x - shift - sub[c]) * mul[c]) * scale; sub/mul optional (has_*), any weight type.
 struct Affine {

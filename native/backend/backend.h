@@ -137,7 +137,6 @@ class Backend {
   virtual void rms_norm(const Tensor& y, const Tensor& x, const Tensor* weight, int64_t group, float eps,
                         const Tensor* residual) = 0;
   virtual void add(const Tensor& y, const Tensor& a, const Tensor& b) = 0;
-  virtual void mul(const Tensor& y, const Tensor& a, const Tensor& b) = 0;
   // y = ((x - shift - sub) * mul) * scale, sub/mul per column ([1, cols], either may be null),
   // shift and scale scalars (x - 0 is x, bit for bit).
   virtual void affine(const Tensor& y, const Tensor& x, const Tensor* sub, const Tensor* mul, float scale,

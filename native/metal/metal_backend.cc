@@ -56,7 +56,6 @@ class MetalBackend final : public backend::Backend {
     rec([&] { encode_rms_norm(*ex_, y, x, w, group, eps, residual); });
   }
   void add(const backend::Tensor& y, const backend::Tensor& a, const backend::Tensor& b) override { rec([&] { encode_add(*ex_, y, a, b); }); }
-  void mul(const backend::Tensor& y, const backend::Tensor& a, const backend::Tensor& b) override { rec([&] { encode_mul(*ex_, y, a, b); }); }
   void affine(const backend::Tensor& y, const backend::Tensor& x, const backend::Tensor* sub, const backend::Tensor* m, float scale,
               float shift) override {
     rec([&] { encode_affine(*ex_, y, x, sub, m, scale, shift); });

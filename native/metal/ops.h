@@ -16,7 +16,6 @@ void encode_layer_norm(Executor& ex, const backend::Tensor& y, const backend::Te
 void encode_rms_norm(Executor& ex, const backend::Tensor& y, const backend::Tensor& x, const backend::Tensor* weight, int64_t group, float eps,
                      const backend::Tensor* residual);
 void encode_add(Executor& ex, const backend::Tensor& y, const backend::Tensor& a, const backend::Tensor& b);
-void encode_mul(Executor& ex, const backend::Tensor& y, const backend::Tensor& a, const backend::Tensor& b);
 void encode_affine(Executor& ex, const backend::Tensor& y, const backend::Tensor& x, const backend::Tensor* sub, const backend::Tensor* mul, float scale,
                    float shift);
 void encode_rope(Executor& ex, const backend::Tensor& x, const backend::Tensor& cos, const backend::Tensor& sin, int64_t heads, int64_t head_dim,

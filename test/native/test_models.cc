@@ -229,7 +229,6 @@ class CountingBackend final : public backend::Backend {
     in->rms_norm(y, x, w, g, eps, residual);
   }
   void add(const backend::Tensor& y, const backend::Tensor& a, const backend::Tensor& b) override { in->add(y, a, b); }
-  void mul(const backend::Tensor& y, const backend::Tensor& a, const backend::Tensor& b) override { in->mul(y, a, b); }
   void affine(const backend::Tensor& y, const backend::Tensor& x, const backend::Tensor* s, const backend::Tensor* m, float k,
               float shift) override {
     in->affine(y, x, s, m, k, shift);

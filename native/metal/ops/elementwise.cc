@@ -1,4 +1,4 @@
-// add, mul, affine: one thread per element, threadgroups of 64 x 1.
+// add, affine: one thread per element, threadgroups of 64 x 1.
 #include "metal/ops.h"
 #include "tessera_kargs.h"  // metal/shared/args.h (build/metal, generated)
 
@@ -10,7 +10,8 @@ static void grid2d(Dispatch& d, uint32_t cols, uint32_t rows) {
   d.groups = {div_up(cols, 64), rows, 1};
 }
 
-static void binary(Executor& ex, const char* op, const backend::Tensor& y, const backend::Tensor& a, const backend::Tensor& b, uint32_t code) {
+void encode_add(Executor& ex, const backend::Tensor& y, const backend::Tensor& a, const backend::Tensor& b) {
+  const char* op = "add";
   require_f32(a, op, "a");
   require_f32(b, op, "b");
   require_f32(y, op, "y");
@@ -23,7 +24,6 @@ static void binary(Executor& ex, const char* op, const backend::Tensor& y, const
   p.lda = u32(a.ld, op, "a.ld");
   p.ldb = u32(b.ld, op, "b.ld");
   p.ldy = u32(y.ld, op, "y.ld");
-  p.op = code;
   Dispatch d("ew_binary");
   d.bind(0, a, Access::Read);
   d.bind(1, b, Access::Read);
@@ -33,8 +33,6 @@ static void binary(Executor& ex, const char* op, const backend::Tensor& y, const
   submit(ex, d);
 }
 
-void encode_add(Executor& ex, const backend::Tensor& y, const backend::Tensor& a, const backend::Tensor& b) { binary(ex, "add", y, a, b, kargs::kAdd); }
-void encode_mul(Executor& ex, const backend::Tensor& y, const backend::Tensor& a, const backend::Tensor& b) { binary(ex, "mul", y, a, b, kargs::kMul); }
 
 void encode_affine(Executor& ex, const backend::Tensor& y, const backend::Tensor& x, const backend::Tensor* sub, const backend::Tensor* mul, float scale,
                    float shift) {

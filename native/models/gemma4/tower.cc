@@ -1,8 +1,7 @@
 // Gemma 4 vision tower and projector, docs/models/gemma4-vision.md#forward-pass, as a composition of gpu ops:
 //   embed:     x = (2·(pixels − 0.5))·W_patchᵀ + (Tab_x[x] + Tab_y[y])
 //   block l:   x += N_pa(CL_o(attn(rope(N_q(CL_q(N1 x))), rope(N_k(CL_k(N1 x))), N_v(CL_v(N1 x)))))
-//              x += N_pf(CL_down(gelu_tanh(CL_gate(N2 x)) ⊙ CL_up(N2 x)))        [· out_scale]
-//              (the ⊙ in CL_up's epilogue: backend::LinearArgs::mul)
+//              x += N_pf(CL_down(gelu_tanh(CL_gate(N2 x)) ⊙ CL_up(N2 x)))        [· out_scale]  (block.h)
 //   pooled:    3x3 average by position, · √D, (− std_bias) · std_scale when standardising
 //   projected: RMSNorm (no weight) over D, then W_proj
 // CL = clippable linear (input clamp, matmul, output clamp); N = RMSNorm with the weight as stored.
@@ -17,6 +16,7 @@
 #include "common/error.h"
 #include "common/patch_layout.h"
 #include "models/arena.h"
+#include "models/gemma4/block.h"
 #include "models/gemma4/clippable.h"
 #include "models/gemma4/inputs.h"
 
@@ -24,21 +24,8 @@ namespace tessera::gemma4 {
 namespace {
 
 // Roles (the family's TowerSpec builder): HF's tensor names under each stage's base
-// (docs/models/gemma4-vision.md#tensors); the block's linears are clippable (clippable.h).
-constexpr const char* kAttnQ = "self_attn.q_proj";
-constexpr const char* kAttnK = "self_attn.k_proj";
-constexpr const char* kAttnV = "self_attn.v_proj";
-constexpr const char* kAttnO = "self_attn.o_proj";
-constexpr const char* kMlpGate = "mlp.gate_proj";
-constexpr const char* kMlpUp = "mlp.up_proj";
-constexpr const char* kMlpDown = "mlp.down_proj";
+// (docs/models/gemma4-vision.md#tensors).
 constexpr const char* kProjection = "embedding_projection";  // a plain linear: embedding_projection.weight
-// Attention's products stay f32 in precision bf16 (backend::AttnProducts): q and k are RMS-normed
-// and the scale is 1, so scores run to tens and the softmax is sharp. Rounded to bf16 they moved a
-// random Gemma 4 tower's second block 5.1e-2 from f32 on a Sapphire Rapids Xeon (AMX), and with q, k
-// split into two bf16 terms still 2.42e-2, past HF's own bf16 error (2.4e-2; docs/bf16.md), where f32
-// attention gives 1.7e-2.
-constexpr backend::AttnProducts kAttnProducts = backend::AttnProducts::F32;
 constexpr const char* kPatchWeight = "input_proj.weight";
 std::string projection_weight() { return std::string(kProjection) + ".weight"; }
 
@@ -72,8 +59,8 @@ class Tower final : public VisionModel {
   int64_t tokens(int64_t patches) const override { return patches / (d_.pool * d_.pool); }
 
   std::vector<std::string> linear_weight_roles() const override {
-    std::vector<std::string> roles{kPatchWeight, projection_weight()};
-    for (const char* lin : {kAttnQ, kAttnK, kAttnV, kAttnO, kMlpGate, kMlpUp, kMlpDown}) roles.push_back(linear_weight(lin));
+    std::vector<std::string> roles = block_linear_roles();
+    roles.insert(roles.end(), {kPatchWeight, projection_weight()});
     return roles;
   }
 
@@ -97,7 +84,8 @@ class Tower final : public VisionModel {
   //   (Backend::attention_query_block: one that is not computes part of a block for nothing).
   struct Scratch {
     int64_t chunk, attn_chunk;  // rows per chunk of the MLP, and of the attention phase
-    backend::Tensor x, cos, sin, pixels, pos, k, v, hq, q, h, gate, up, pooled, normed, projected;
+    BlockTensors block;
+    backend::Tensor pixels, pos, pooled, normed, projected;
     backend::Buffer *pos_lookup, *pool_lookup;  // gather_sum's: int32 indices + f32 weights
   };
   struct Chunks {
@@ -116,9 +104,9 @@ class Tower final : public VisionModel {
     Scratch s;
     const Chunks c = chunks(n);
     s.chunk = c.mlp, s.attn_chunk = c.attn;
-    s.x = a.tensor(n, D);
-    s.cos = a.tensor(n, d_.head_dim);
-    s.sin = a.tensor(n, d_.head_dim);
+    s.block.x = a.tensor(n, D);
+    s.block.cos = a.tensor(n, d_.head_dim);
+    s.block.sin = a.tensor(n, d_.head_dim);
     {
       Arena::Scope embed(a);
       s.pixels = a.tensor(n, d_.patch_dim);
@@ -126,16 +114,16 @@ class Tower final : public VisionModel {
     }
     {
       Arena::Scope attention(a);
-      s.k = a.tensor(n, Q);
-      s.v = a.tensor(n, Q);
-      s.hq = a.tensor(c.attn, D);
-      s.q = a.tensor(c.attn, Q);
+      s.block.k = a.tensor(n, Q);
+      s.block.v = a.tensor(n, Q);
+      s.block.hq = a.tensor(c.attn, D);
+      s.block.q = a.tensor(c.attn, Q);
     }
     {
       Arena::Scope mlp(a);
-      s.h = a.tensor(c.mlp, D);
-      s.gate = a.tensor(c.mlp, F);
-      s.up = a.tensor(c.mlp, F);
+      s.block.h = a.tensor(c.mlp, D);
+      s.block.gate = a.tensor(c.mlp, F);
+      s.block.up = a.tensor(c.mlp, F);
     }
     s.pooled = a.tensor(m, D);
     s.normed = a.tensor(m, D);
@@ -158,8 +146,6 @@ class Tower final : public VisionModel {
     return work;
   }
 
-  void run_block(const StageWeights& w, const Scratch& t, const std::vector<backend::Segment>& segments);
-
   const TowerSpec& spec_;
   backend::Backend& backend_;
   WeightStore& store_;
@@ -167,77 +153,15 @@ class Tower final : public VisionModel {
   int64_t max_chunk_;  // at most this many rows per chunk of the per-token work
 };
 
-// Attention needs k and v of every token of an image, so they are whole; everything else in a
-// block works token by token and runs one row chunk at a time (kRowChunk; the attention phase in
-// Plan::attn_chunk rows), q included:
-//   1. per chunk: N1, then k and v; then over all rows k's norm with its rope (one op), and v's norm;
-//   2. per chunk: N1 again (the same bits as in 1), q, its norm and rope, attention of the chunk's
-//      query rows against all keys of their image, the o projection and the residual add. A chunk's
-//      rows of x change only after k and v of every row are made, and q reads only its own rows.
-//   3. per chunk: the MLP.
-// Every row's arithmetic is the same as with whole tensors (the ops do not mix rows; attention's
-// per-query result does not depend on the other queries in the call), so no result bit changes.
-void Tower::run_block(const StageWeights& w, const Scratch& t, const std::vector<backend::Segment>& segments) {
-  const int64_t D = d_.hidden, hd = d_.head_dim, n = t.x.rows;
-  const backend::LinearArgs cq = clamps(w, kAttnQ), ck = clamps(w, kAttnK), cv = clamps(w, kAttnV);
-  for_row_chunks(n, t.hq.rows, [&](int64_t r0, int64_t rows) {
-    const backend::Tensor h = t.hq.rows_view(0, rows);
-    backend_.rms_norm(h, t.x.rows_view(r0, rows), &w.get("input_layernorm.weight"), D, d_.eps, nullptr);
-    backend_.linear(t.k.rows_view(r0, rows), h, w.get(linear_weight(kAttnK)), ck);
-    backend_.linear(t.v.rows_view(r0, rows), h, w.get(linear_weight(kAttnV)), cv);
-  });
-  const backend::HeadNorm k_norm{&w.get("self_attn.k_norm.weight"), d_.eps}, q_norm{&w.get("self_attn.q_norm.weight"), d_.eps};
-  backend_.rope(t.k, t.cos, t.sin, d_.heads, hd, 2, &k_norm);  // rope(N_k(k)) in one pass
-  backend_.rms_norm(t.v, t.v, nullptr, hd, d_.eps, nullptr);
-
-  const backend::LinearArgs co = clamps(w, kAttnO);
-  for_row_chunks(n, t.hq.rows, [&](int64_t r0, int64_t rows) {
-    const backend::Tensor x = t.x.rows_view(r0, rows), h = t.hq.rows_view(0, rows), q = t.q.rows_view(0, rows);
-    backend_.rms_norm(h, x, &w.get("input_layernorm.weight"), D, d_.eps, nullptr);
-    backend_.linear(q, h, w.get(linear_weight(kAttnQ)), cq);
-    backend_.rope(q, t.cos.rows_view(r0, rows), t.sin.rows_view(r0, rows), d_.heads, hd, 2, &q_norm);  // rope(N_q(q))
-    // Images never attend to each other: the chunk's rows of each image, against all that image's
-    // keys (the op's one-segment form, backend/backend.h). The output overwrites q (allowed: each
-    // query row is read before it is written).
-    for (const backend::Segment& s : segments) {
-      const int64_t a = std::max(r0, s.begin), b = std::min(r0 + rows, s.begin + s.length);
-      if (a >= b) continue;
-      const backend::Tensor qs = q.rows_view(a - r0, b - a);
-      backend_.attention(qs, qs, t.k.rows_view(s.begin, s.length), t.v.rows_view(s.begin, s.length), d_.heads,
-                         hd, 1.0f, {backend::Segment{0, s.length}}, kAttnProducts);
-    }
-    backend_.linear(h, q, w.get(linear_weight(kAttnO)), co);
-    backend_.rms_norm(x, h, &w.get("post_attention_layernorm.weight"), D, d_.eps, &x);  // x += N_pa(h)
-  });
-
-  const backend::LinearArgs cd = clamps(w, kMlpDown), cu = clamps(w, kMlpUp);
-  backend::LinearArgs cg = clamps(w, kMlpGate);
-  cg.act = backend::Act::GeluTanh;  // after the output clamp, as HF: act(CL_gate(m))
-  const bool scaled = w.find("out_scale") != nullptr;
-  const float out_scale = scalar(w, "out_scale", 1.0f);
-  for_row_chunks(n, t.h.rows, [&](int64_t r0, int64_t rows) {
-    const backend::Tensor x = t.x.rows_view(r0, rows), h = t.h.rows_view(0, rows);
-    const backend::Tensor gate = t.gate.rows_view(0, rows), up = t.up.rows_view(0, rows);
-    backend_.rms_norm(h, x, &w.get("pre_feedforward_layernorm.weight"), D, d_.eps, nullptr);
-    backend_.linear(gate, h, w.get(linear_weight(kMlpGate)), cg);
-    backend::LinearArgs geglu = cu;  // the GEGLU product in the up linear's epilogue: up = CL_up(h) ⊙ gelu(CL_gate(h))
-    geglu.mul = &gate;
-    backend_.linear(up, h, w.get(linear_weight(kMlpUp)), geglu);
-    backend_.linear(h, up, w.get(linear_weight(kMlpDown)), cd);
-    backend_.rms_norm(x, h, &w.get("post_feedforward_layernorm.weight"), D, d_.eps, &x);  // x += N_pf(h)
-    // A GGUF's per-block output scale (not in HF 5.17 checkpoints; Ollama multiplies the block output).
-    if (scaled) backend_.affine(x, x, nullptr, nullptr, out_scale, 0.0f);
-  });
-}
-
 void Tower::encode(const PixelInput& in, const EncodeControl& ctl, EncodeOutput& out) {
   std::vector<int64_t> keep;
   const std::vector<Image> images = validate(d_, in, keep);
   const int64_t n = int64_t(keep.size()), D = d_.hidden;
   Arena arena(backend_, [&](Arena& a) { layout(a, n); });
-  const Scratch t = layout(arena, n);
+  const Scratch s = layout(arena, n);
+  const BlockTensors& t = s.block;
   upload_inputs(backend_, d_, in, keep, images,
-                {t.x.buf, t.pixels.offset, t.cos.offset, t.sin.offset, t.pos_lookup, t.pool_lookup, t.pooled.rows});
+                {t.x.buf, s.pixels.offset, t.cos.offset, t.sin.offset, s.pos_lookup, s.pool_lookup, s.pooled.rows});
   std::vector<backend::Segment> segments;  // one per image: images never attend to each other
   for (const Image& im : images) segments.push_back({im.begin, im.rows});
 
@@ -246,29 +170,29 @@ void Tower::encode(const PixelInput& in, const EncodeControl& ctl, EncodeOutput&
        // #patch-embedding: v = 2·(pixel − 0.5) in f32, then the patch matmul; #position-embedding:
        // + (Tab_x[x] + Tab_y[y]), the two taps summed first (into pos) as HF adds the tables before
        // adding them to e.
-       backend_.affine(t.pixels, t.pixels, nullptr, nullptr, 2.0f, 0.5f);
-       backend_.linear(t.x, t.pixels, w.get(kPatchWeight), backend::LinearArgs{});
+       backend_.affine(s.pixels, s.pixels, nullptr, nullptr, 2.0f, 0.5f);
+       backend_.linear(t.x, s.pixels, w.get(kPatchWeight), backend::LinearArgs{});
        const backend::Tensor& table = w.get("position_embedding_table");  // [2, rows·D] → [2·rows, D], x table first
-       backend_.gather_sum(t.pos, table.reshaped(D), t.pos_lookup, 2, false);
-       backend_.add(t.x, t.x, t.pos);
+       backend_.gather_sum(s.pos, table.reshaped(D), s.pos_lookup, 2, false);
+       backend_.add(t.x, t.x, s.pos);
        return {t.x, RowKind::Patch};
      }},
     {"block", [&](const StageSpec&, const StageWeights& w) -> StageResult {
-       run_block(w, t, segments);
+       run_block(backend_, d_, w, t, segments);
        return {t.x, RowKind::Patch};
      }},
     {"pooler", [&](const StageSpec&, const StageWeights& w) -> StageResult {
        // #pooling: mean of each k×k bucket, · √D in f32, then standardise.
-       backend_.gather_sum(t.pooled, t.x, t.pool_lookup, d_.pool * d_.pool, false);
-       backend_.affine(t.pooled, t.pooled, nullptr, nullptr, float(std::sqrt(double(D))), 0.0f);
-       if (d_.standardize) backend_.affine(t.pooled, t.pooled, &w.get("std_bias"), &w.get("std_scale"), 1.0f, 0.0f);
-       return {t.pooled, RowKind::Token};
+       backend_.gather_sum(s.pooled, t.x, s.pool_lookup, d_.pool * d_.pool, false);
+       backend_.affine(s.pooled, s.pooled, nullptr, nullptr, float(std::sqrt(double(D))), 0.0f);
+       if (d_.standardize) backend_.affine(s.pooled, s.pooled, &w.get("std_bias"), &w.get("std_scale"), 1.0f, 0.0f);
+       return {s.pooled, RowKind::Token};
      }},
     {"projector", [&](const StageSpec&, const StageWeights& w) -> StageResult {
        // #projector: weightless RMSNorm over D, then the projection (Ollama's reversed order is not HF's).
-       backend_.rms_norm(t.normed, t.pooled, nullptr, D, d_.eps, nullptr);
-       backend_.linear(t.projected, t.normed, w.get(projection_weight()), clamps(w, kProjection));
-       return {t.projected, RowKind::Token, Emit::Embeddings};
+       backend_.rms_norm(s.normed, s.pooled, nullptr, D, d_.eps, nullptr);
+       backend_.linear(s.projected, s.normed, w.get(projection_weight()), clamps(w, kProjection));
+       return {s.projected, RowKind::Token, Emit::Embeddings};
      }},
   }};
   walk_stages(spec_, backend_, store_, ctl, out, ops);
