@@ -52,5 +52,6 @@ export function writeRandomBf16(path: string, tensors: readonly SyntheticTensor[
   }
 }
 
-// The Qwen3.5 folder writer lives with its family; the CLI's demo and the benchmark scripts take it from here.
+// The folder writers live with their families; the CLI's demo and the benchmark scripts take them from here.
 export { QWEN3_5_LARGE, qwenVisionTensors, writeQwenFolder, type QwenVisionSize } from './families/qwen3/synthetic.js';
+export { QWEN2_5_VL_7B, qwen25VisionTensors, writeQwen25Folder, type Qwen25VisionSize } from './families/qwen2/synthetic.js';

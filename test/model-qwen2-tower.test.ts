@@ -14,6 +14,7 @@ import { VisionTower, type EncodeResult } from '../src/index.js';
 import { loadModel } from '../src/load-model.js';
 import { addon } from '../src/native.js';
 import { packModel } from '../src/pack/index.js';
+import { writeQwen25Folder } from '../src/synthetic.js';
 import { FIXTURES, readJson, readTensors, relErr } from './helpers/fixtures.js';
 import { IMAGES } from './helpers/images.js';
 
@@ -188,6 +189,35 @@ for (const fixture of ['qwen2_vl-tiny', 'qwen2_5_vl-tiny']) {
     }, 120_000);
   });
 }
+
+describe('a synthetic Qwen2.5-VL tower (the benchmarks\' writer)', () => {
+  it('opens with the fixture tower\'s layout and encodes an image whose grid leaves partial windows', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'tessera-qwen25-synthetic-'));
+    try {
+      const size = { depth: 3, hidden_size: 32, num_heads: 2, intermediate_size: 48, out_hidden_size: 40, window_size: 112, fullatt_block_indexes: [1] };
+      writeQwen25Folder(dir, size, { minPixels: 3136, maxPixels: 60000 });
+      const synthetic = (await loadModel(dir)).spec;
+      const fixture = (await loadModel(join(FIXTURES, 'qwen2_5_vl-tiny', 'model'))).spec;
+      const roles = (spec: typeof synthetic) => spec.stages.map((s) => [s.name, s.kind, s.tensors.map((t) => t.role)]);
+      expect(roles(synthetic)).toEqual(roles(fixture));
+      expect(synthetic.dims).toMatchObject({ depth: 3, hidden: 32, heads: 2, intermediate: 48, out_hidden: 40, window: 4 });
+      expect(synthetic.lists['fullatt_blocks']).toEqual([1]);
+      const tower = await VisionTower.open(dir, { backend: 'cpu' });
+      try {
+        const r = await tower.encode(IMAGES + 'rocket_thin.png');
+        const g = r.grid![0]!;
+        expect((g.h / 2) % 4 !== 0 || (g.w / 2) % 4 !== 0).toBe(true);
+        expect(r.tokens).toBe((g.t * g.h * g.w) / 4);
+        expect(r.width).toBe(40);
+        expect(r.embeddings.every(Number.isFinite)).toBe(true);
+      } finally {
+        await tower.close();
+      }
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+});
 
 // The Metal backend's kernels on the MSL emulator (clang >= 15; Debian: clang-19).
 const emu = await build({ quiet: true });

@@ -1,4 +1,4 @@
-// A model family is its two folders and a line in each registry (docs/design.md#family-layer): no code
+// A model family is its two folders and a line in each registry (docs/design.md#the-family-layer): no code
 // outside them decides anything by a family id or a config.json model_type. Every tracked source file is read,
 // its comments left out, and each string literal that is exactly a registered family id or model_type is
 // listed; a file that has one must be under src/families/ or native/models/ (which hold both registries), or

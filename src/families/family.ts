@@ -1,4 +1,4 @@
-// What a model family is, for the TypeScript side (docs/design.md#family-layer): everything the core asks a
+// What a model family is, for the TypeScript side (docs/design.md#the-family-layer): everything the core asks a
 // family, so that no code outside src/families/ tests a family id or a model_type. A family folder exports
 // one TowerFamily; src/families/registry.ts lists them, and the core looks a tower's family up there.
 import type { z } from 'zod';

@@ -1,4 +1,4 @@
-// The TypeScript family registry (docs/design.md#family-layer): every family tessera opens, one line each. The
+// The TypeScript family registry (docs/design.md#the-family-layer): every family tessera opens, one line each. The
 // core asks here which family a config's model_type or a GGUF file is, and a tower's family (by
 // TowerSpec.family) for its preprocessor, options, input schema and outputs; nothing outside src/families/
 // tests a family id. Its native twin is native/models/registry.cc (the tower a TowerSpec.family runs).
