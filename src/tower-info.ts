@@ -34,7 +34,7 @@ export interface MemoryInfo {
   /** Why this residency (an explicit option, TESSERA_RESIDENCY, or the auto policy's reasoning). */
   reason: string;
   slots: number;
-  /** Bytes of weights this tower holds itself under its residency (mapped: 0, the page cache holds them). */
+  /** Bytes of weights this tower holds itself under its residency (mapped: only quantised tensors widened to f32; the page cache holds the rest). */
   weightBytes: number;
   residentBytes: number;
   slotBytes: number;

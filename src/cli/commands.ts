@@ -5,7 +5,7 @@
 // bulk: BulkOutputOptionsSchema, job: the fleet's JobOptionsSchema).
 import { GEMMA_SOFT_TOKEN_BUDGETS } from '../image/config.js';
 import { BACKENDS, DEFAULT_BATCH, OUTPUT_FORMATS, PRECISIONS, RESIDENCIES } from '../options.js';
-import { DTYPES } from '../spec/types.js';
+import { COMPUTE_DTYPES } from '../spec/types.js';
 import { DEFAULT_ATTEMPTS, DEFAULT_BACKOFF_MS, MAX_GROUP_IMAGES } from '../fleet/job.js';
 import { DEFAULT_MAX_FETCH_BYTES } from '../fleet/fetch-input.js';
 import type { Command, Flag } from './flags.js';
@@ -59,7 +59,7 @@ export const INSPECT: Command = {
 export const PACK: Command = {
   name: 'pack',
   args: '<model> <outdir>',
-  flags: { dtype: { type: 'string', choices: DTYPES, default: "the checkpoint's own", help: 'convert the weights to this dtype' } },
+  flags: { dtype: { type: 'string', choices: COMPUTE_DTYPES, default: "the checkpoint's own", help: 'convert the weights to this dtype' } },
 };
 
 export const WORKER: Command = {
