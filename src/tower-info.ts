@@ -39,6 +39,8 @@ export interface MemoryInfo {
   residentBytes: number;
   slotBytes: number;
   streamBytes: number;
+  /** What `mapped` holds of its own: its quantised (Q8_0) tensors widened to f32; 0 for a float tower. */
+  mappedBytes: number;
   fileBytes: number;
   /** Peak resident set of the process so far (bytes), updated after each encode. */
   peakRss: number;

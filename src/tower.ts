@@ -185,6 +185,7 @@ export class VisionTower {
       residentBytes: weights.resident,
       slotBytes: weights.slot,
       streamBytes: weights.stream,
+      mappedBytes: weights.mapped,
       fileBytes: weights.fileBytes,
       peakRss: peakRss(),
     };
