@@ -7,14 +7,13 @@
 // The CLI turns its flags into these objects and checks them with the same schemas.
 import { z } from 'zod';
 import { TesseraError } from './errors.js';
-import { SoftTokenBudgetSchema, type GemmaSoftTokenBudget } from './image/config.js';
+import { ALL_SIZING_KEYS, familiesWithSizingKey, familyOf, REGISTRY, type AllSizingKeys } from './families/registry.js';
+import type { GemmaSoftTokenBudget } from './image/config.js';
+import { positiveInt } from './limits.js';
 import type { Family } from './spec/types.js';
 import type { Assert, Equals } from './type-equality.js';
 
-/** Largest value a grid side or a pixel count may take: it must survive the addon's int32. */
-export const MAX_INT32 = 2 ** 31 - 1;
-
-const positiveInt = z.number().int().positive().max(Number.MAX_SAFE_INTEGER);
+export { MAX_INT32 } from './limits.js';
 
 /** Where a tower runs (OpenOptions.backend). */
 export const BACKENDS = ['auto', 'cpu', 'metal', 'metal-emulated'] as const;
@@ -122,13 +121,6 @@ export interface EncodeManyOptions extends EncodeOptions {
   batch?: number;
 }
 
-const QWEN_KEYS = {
-  minPixels: positiveInt.optional(),
-  maxPixels: positiveInt.optional(),
-};
-const GEMMA_KEYS = {
-  maxSoftTokens: SoftTokenBudgetSchema.optional(),
-};
 const ADMISSION_KEYS = {
   maxInputPixels: positiveInt.optional(),
 };
@@ -151,16 +143,16 @@ const BATCH_KEYS = {
   batch: z.number().int().min(1).max(MAX_BATCH).optional(),
 };
 
-// The schemas below with no family take both families' keys: the interfaces describe that object.
+// The schemas below with no family take every family's sizing keys (the registry's): the interfaces describe that object.
 type KeysInput<K extends z.ZodRawShape> = z.input<z.ZodObject<K>>;
-type _PreprocessOptionsAgree = Assert<Equals<KeysInput<typeof QWEN_KEYS & typeof GEMMA_KEYS & typeof ADMISSION_KEYS>, PreprocessOptions>>;
-type _EncodeOptionsAgree = Assert<Equals<KeysInput<typeof QWEN_KEYS & typeof GEMMA_KEYS & typeof ADMISSION_KEYS & typeof ENCODE_KEYS>, EncodeOptions>>;
+type _PreprocessOptionsAgree = Assert<Equals<KeysInput<AllSizingKeys & typeof ADMISSION_KEYS>, PreprocessOptions>>;
+type _EncodeOptionsAgree = Assert<Equals<KeysInput<AllSizingKeys & typeof ADMISSION_KEYS & typeof ENCODE_KEYS>, EncodeOptions>>;
 type _EncodeManyOptionsAgree = Assert<
-  Equals<KeysInput<typeof QWEN_KEYS & typeof GEMMA_KEYS & typeof ADMISSION_KEYS & typeof ENCODE_KEYS & typeof BATCH_KEYS>, EncodeManyOptions>
+  Equals<KeysInput<AllSizingKeys & typeof ADMISSION_KEYS & typeof ENCODE_KEYS & typeof BATCH_KEYS>, EncodeManyOptions>
 >;
 
-const familyKeys = (family: Family | undefined) =>
-  family === 'gemma4' ? GEMMA_KEYS : family === undefined ? { ...QWEN_KEYS, ...GEMMA_KEYS } : QWEN_KEYS;
+/** A tower's family's sizing keys; no family: every family's. */
+const familyKeys = (family: Family | undefined): z.ZodRawShape => (family === undefined ? ALL_SIZING_KEYS : familyOf(family).images.sizingKeys);
 
 const minNotAboveMax = (value: object, ctx: z.RefinementCtx) => {
   const o = value as PreprocessOptions;
@@ -283,11 +275,14 @@ export function describeValue(v: unknown): string {
   return String(v);
 }
 
-const OTHER_FAMILY: Record<string, string> = {
-  maxSoftTokens: 'Gemma 4 option (Qwen towers size images by minPixels/maxPixels)',
-  minPixels: 'Qwen option (Gemma 4 towers size images by maxSoftTokens)',
-  maxPixels: 'Qwen option (Gemma 4 towers size images by maxSoftTokens)',
-};
+/** Why an unknown key is refused when it is another family's sizing key: whose it is, and what this call takes instead. */
+function otherFamilyKey(key: string, known: readonly string[]): string | undefined {
+  const owners = familiesWithSizingKey(key);
+  if (!owners.length || known.includes(key)) return undefined;
+  const mine = Object.keys(ALL_SIZING_KEYS).filter((k) => known.includes(k));
+  const labels = [...new Set(owners.map((f) => f.label))].join(' / ');
+  return `${labels} option${mine.length ? ` (this tower sizes images by ${mine.join('/')})` : ''}`;
+}
 
 /**
  * Parses `value` with `schema`; a refusal is ERR_INVALID_ARGUMENT naming `call`, the option and
@@ -304,8 +299,8 @@ export function parseArgument<S extends z.ZodType>(schema: S, value: unknown, ca
     const shape = (schema as unknown as { shape?: Record<string, unknown> }).shape;
     const known = shape ? Object.keys(shape) : [];
     // (own keys only: '__proto__' is a key a parsed JSON object may have, not a lookup of Object.prototype)
-    if (Object.hasOwn(OTHER_FAMILY, key) && !known.includes(key))
-      throw new TesseraError('ERR_INVALID_ARGUMENT', `${call}: option '${key}' is a ${OTHER_FAMILY[key]}`);
+    const other = otherFamilyKey(key, known);
+    if (other) throw new TesseraError('ERR_INVALID_ARGUMENT', `${call}: option '${key}' is a ${other}`);
     const near = closestKey(key, known);
     throw new TesseraError(
       'ERR_INVALID_ARGUMENT',
@@ -355,27 +350,13 @@ export interface GemmaPixelInput {
 /** encodePixels' input: the tower family's own. */
 export type PixelInput = QwenPixelInput | GemmaPixelInput;
 
-const gridSide = z.number().int().min(1).max(MAX_INT32);
-const GridSchema = z.union([
-  z.object({ t: gridSide, h: gridSide, w: gridSide }).strict(),
-  z.tuple([gridSide, gridSide, gridSide]),
-]);
-const float32Array = z.custom<Float32Array>((v) => v instanceof Float32Array, 'must be a Float32Array');
-
-/** encodePixels' input for the tower's family: Qwen { pixelValues, grid }, Gemma 4 { pixelValues, positions, imageRows? }. @internal */
-export function pixelInputSchema(family: Family) {
-  if (family === 'gemma4')
-    return z
-      .object({
-        pixelValues: float32Array,
-        positions: z.custom<Int32Array>((v) => v instanceof Int32Array, 'must be an Int32Array'),
-        imageRows: z.array(z.number().int().min(1).max(MAX_INT32)).min(1).optional(),
-      })
-      .strict();
-  return z.object({ pixelValues: float32Array, grid: z.union([GridSchema, z.array(GridSchema).min(1)]) }).strict();
+/** encodePixels' input for the tower's family (its registry entry's schema). @internal */
+export function pixelInputSchema(family: Family): z.ZodType<PixelInput> {
+  return familyOf(family).pixelInput.schema;
 }
 
-type _PixelInputAgrees = Assert<Equals<z.input<ReturnType<typeof pixelInputSchema>>, PixelInput>>;
+// Every family's input schema takes one of the documented shapes, and together they take them all.
+type _PixelInputAgrees = Assert<Equals<z.input<(typeof REGISTRY)[number]['pixelInput']['schema']>, PixelInput>>;
 
 /** A model path: a non-empty string. */
 export function parseModelPath(path: unknown): string {

@@ -1,5 +1,5 @@
 // The vocabularies stated on both sides of the TypeScript/C++ line, held against each other:
-// - stage kinds: the kinds a family's TowerSpec gives its stages (src/spec/<family>.ts) are exactly
+// - stage kinds: the kinds a family's TowerSpec gives its stages (src/families/<family>/) are exactly
 //   the kinds its native tower acts on (`stage.kind == "..."` in native/models/<family>_vision.cc);
 // - tensor roles: every role the TowerSpec gives a tensor is a name the native tower reads (a string
 //   literal there, or a literal prefix plus a literal suffix: "self_attn.q_proj" + ".input_min"), and

@@ -5,6 +5,7 @@
 
 #include "common/error.h"
 #include "models/gemma4/tower.h"
+#include "models/qwen2/tower.h"
 #include "models/qwen3/tower.h"
 #include "models/vision_model.h"
 
@@ -22,6 +23,8 @@ constexpr Entry kFamilies[] = {
     {"qwen3_5", qwen3::make_tower},
     {"qwen3_vl", qwen3::make_tower},
     {"gemma4", gemma4::make_tower},
+    {"qwen2_vl", qwen2::make_tower},
+    {"qwen2_5_vl", qwen2::make_tower},
 };
 
 }  // namespace

@@ -2,6 +2,7 @@
 // nothing is read beyond headers and pages touched): family, source, dimensions, dtypes, the
 // tensors of each kind of stage with their shapes, and the bytes each residency holds.
 import { toTesseraError } from '../errors.js';
+import { familyOf } from '../families/registry.js';
 import type { StageSpec } from '../spec/types.js';
 import { stageBytes } from '../tower-info.js';
 import { VisionTower } from '../tower.js';
@@ -68,13 +69,7 @@ export async function inspectCommand(args: readonly string[], io: CliIo): Promis
     }
     const m = info.memory;
     const pre = tower.preprocessorConfig;
-    const budget =
-      info.family === 'gemma4'
-        ? `max ${tower.spec.dims['max_soft_tokens']} soft tokens`
-        : (() => {
-            const size = pre?.['size'] as { shortest_edge?: number; longest_edge?: number } | undefined;
-            return `min ${pre?.['min_pixels'] ?? size?.shortest_edge ?? '?'} / max ${pre?.['max_pixels'] ?? size?.longest_edge ?? '?'} pixels`;
-          })();
+    const budget = familyOf(info.family).images.describeSizing(tower.spec, pre);
     const lines = table(
       ['', ''],
       [

@@ -409,6 +409,13 @@ export function ggufString(h: GgufHeader, key: string): string | undefined {
   return v;
 }
 
+/** What a GGUF file is: its general.architecture and, for a llama.cpp mmproj (architecture 'clip'), its projector type. */
+export function ggufKind(h: GgufHeader): { arch: string | undefined; projector: string | undefined } {
+  const arch = ggufString(h, 'general.architecture');
+  const projector = arch === 'clip' ? (ggufString(h, 'clip.projector_type') ?? ggufString(h, 'clip.vision.projector_type')) : undefined;
+  return { arch, projector };
+}
+
 export function ggufNumberArray(h: GgufHeader, key: string): number[] | undefined {
   const v = h.metadata.get(key);
   if (v === undefined) return undefined;

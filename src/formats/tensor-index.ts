@@ -6,7 +6,7 @@ export interface IndexedTensor {
   name: string;
   /** The stored type as the file names it ("BF16", "F32", "Q8_0", ...). */
   storedType: string;
-  /** Our dtype, or undefined when the stored type is one tessera cannot compute with. */
+  /** Our dtype, or undefined when the stored type is one tessera does not read. */
   dtype: DType | undefined;
   shape: number[];
   /** Index into TensorIndex.files. */

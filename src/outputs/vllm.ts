@@ -9,9 +9,11 @@
 // per part would stack into [images, 1, 3] and fail it.
 // The tensors are base64 of either .npy bytes (vLLM 0.19 and later recognise numpy's magic and
 // np.load them) or torch.save bytes (what vLLM's own tensor2base64 writes; every release reads it).
-// Qwen3-VL's rows carry the deepstack features after the merged ones (engine-rows.ts). vLLM's
-// Gemma 4 model takes pixel values only (no image-embedding input), so Gemma 4 is refused here.
+// Qwen3-VL's rows carry the deepstack features after the merged ones (engine-rows.ts). A family whose
+// vLLM model takes pixel values only (no image-embedding input) says so in its registry entry
+// (outputs.vllmRefusal), and is refused here.
 import { TesseraError } from '../errors.js';
+import { familyOf } from '../families/registry.js';
 import type { Family } from '../spec/types.js';
 import type { EncodeResult } from '../tower.js';
 import { engineRows } from './engine-rows.js';
@@ -27,9 +29,7 @@ const ENCODERS: Record<VllmTensorEncoding, (t: OutputTensor) => Buffer> = { npy:
 
 /** Why a family cannot be written in this format, or undefined when it can. */
 export function vllmUnsupported(family: Family): string | undefined {
-  return family === 'gemma4'
-    ? "vLLM's Gemma 4 model (vllm/model_executor/models/gemma4_mm.py) takes pixel values only, no precomputed image embeddings; use --format sglang or safetensors"
-    : undefined;
+  return familyOf(family).outputs.vllmRefusal;
 }
 
 /** The grid of one image as vLLM takes it per content part: int64 of shape (3,). */

@@ -9,7 +9,8 @@ import { TesseraError } from '../errors.js';
 import { elementCount, storedBytes } from '../formats/tensor-index.js';
 import { addon } from '../native.js';
 import { configError } from '../spec/tensors.js';
-import { COMPUTE_DTYPES, DTYPES, FAMILIES, STAGE_KINDS, type ComputeDType, type DType, type Family, type StageKind, type StageSpec, type TensorSpec, type TowerSpec } from '../spec/types.js';
+import { FAMILIES } from '../families/registry.js';
+import { COMPUTE_DTYPES, DTYPES, STAGE_KINDS, type ComputeDType, type DType, type Family, type StageKind, type StageSpec, type TensorSpec, type TowerSpec } from '../spec/types.js';
 import type { Assert, Equals } from '../type-equality.js';
 
 export const MANIFEST_FILE = 'tessera-pack.json';

@@ -1,11 +1,13 @@
 // Qwen3.5 / Qwen3-VL: config.json → TowerSpec (docs/models/qwen-vision.md#config, #tensors). Defaults are HF's
 // class defaults, so a config that omits a field means what it means to transformers.
 import { z } from 'zod';
-import { TesseraError } from '../errors.js';
-import type { HfFolder } from '../formats/hf-folder.js';
-import { configError, towerTensor } from './tensors.js';
-import type { Family, StageSpec, TowerSpec } from './types.js';
-import type { Assert, Equals } from '../type-equality.js';
+import { TesseraError } from '../../errors.js';
+import type { HfFolder } from '../../formats/hf-folder.js';
+import { configError, towerTensor } from '../../spec/tensors.js';
+import { headSplitProblem } from '../../spec/rules.js';
+import { QWEN_PREFIXES } from '../qwen-common.js';
+import type { StageSpec, TowerSpec } from '../../spec/types.js';
+import type { Assert, Equals } from '../../type-equality.js';
 
 const int = (min: number, max: number) => z.number().int().min(min).max(max);
 
@@ -63,8 +65,8 @@ export const QwenVisionConfigSchema = z
   })
   .transform((c, ctx) => {
     const heads = c.num_heads ?? c.num_attention_heads ?? 16;
-    if (c.hidden_size % heads !== 0 || (c.hidden_size / heads) % 4 !== 0)
-      ctx.addIssue({ code: 'custom', path: ['num_heads'], message: `hidden_size ${c.hidden_size} must split into ${heads} heads of a multiple of 4` });
+    const split = headSplitProblem(c.hidden_size, heads);
+    if (split) ctx.addIssue({ code: 'custom', path: ['num_heads'], message: `hidden_size ${split}` });
     if ((c.rope_parameters?.rope_type ?? 'axial') !== 'axial')
       ctx.addIssue({ code: 'custom', path: ['rope_parameters', 'rope_type'], message: 'only "axial" vision rope exists' });
     return { ...c, heads };
@@ -72,18 +74,20 @@ export const QwenVisionConfigSchema = z
 
 type _QwenVisionConfigAgrees = Assert<Equals<z.output<typeof QwenVisionConfigSchema>, QwenVisionConfig>>;
 
-const FULL_MODEL_TYPES: Record<string, Family> = { qwen3_5: 'qwen3_5', qwen3_5_moe: 'qwen3_5', qwen3_vl: 'qwen3_vl' };
-const TOWER_MODEL_TYPES: Record<string, Family> = {
+/** The TowerSpec.family values this folder serves: Qwen3.5 (and its MoE's tower) has no deepstack, Qwen3-VL has. */
+export const QWEN3_IDS = ['qwen3_5', 'qwen3_vl'] as const;
+export type Qwen3Id = (typeof QWEN3_IDS)[number];
+
+/** config.json model_type → family: the full model's, and the tower's saved on its own (config = vision_config). */
+const FULL_MODEL_TYPES: Record<string, Qwen3Id> = { qwen3_5: 'qwen3_5', qwen3_5_moe: 'qwen3_5', qwen3_vl: 'qwen3_vl' };
+const TOWER_MODEL_TYPES: Record<string, Qwen3Id> = {
   qwen3_5_vision: 'qwen3_5',
   qwen3_5_moe_vision: 'qwen3_5',
   qwen3_vl_vision: 'qwen3_vl',
 };
+export const QWEN3_MODEL_TYPES = [...Object.keys(FULL_MODEL_TYPES), ...Object.keys(TOWER_MODEL_TYPES)];
 
-export function isQwenModelType(t: unknown): boolean {
-  return typeof t === 'string' && (t in FULL_MODEL_TYPES || t in TOWER_MODEL_TYPES);
-}
 
-const PREFIXES = ['model.visual.', 'visual.', ''];
 
 /** A stage of the tower as HF lays it out: a tensor's name is the checkpoint prefix, `base` and its role. */
 export interface QwenStageLayout {
@@ -161,6 +165,7 @@ export function buildQwenSpec(folder: HfFolder): TowerSpec {
       `${folder.dir}/config.json: field 'vision_config.out_hidden_size': ${c.out_hidden_size} differs from text_config.hidden_size ${textHidden}`,
     );
 
+  // Qwen3-VL's towers feed deepstack mergers (HF's default levels when the config states none); Qwen3.5's do not.
   const deepstack = family === 'qwen3_vl' ? (c.deepstack_visual_indexes ?? [8, 16, 24]) : [];
   deepstack.forEach((l, k) => {
     if (l >= c.depth || deepstack.indexOf(l) !== k)
@@ -170,7 +175,7 @@ export function buildQwenSpec(folder: HfFolder): TowerSpec {
       );
   });
 
-  const prefix = PREFIXES.find((p) => index.tensors.has(`${p}patch_embed.proj.weight`));
+  const prefix = QWEN_PREFIXES.find((p) => index.tensors.has(`${p}patch_embed.proj.weight`));
   if (prefix === undefined)
     throw new TesseraError('ERR_TENSOR_MISSING', `tower tensor 'model.visual.patch_embed.proj.weight' is missing from the weights`);
 

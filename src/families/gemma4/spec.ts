@@ -31,19 +31,20 @@
 //                clamps in the same two forms (GGUF only)
 import { z } from 'zod';
 
-import { TesseraError } from '../errors.js';
+import { TesseraError } from '../../errors.js';
 import {
   type GgufHeader,
+  ggufKind,
   ggufNumber,
   ggufNumberArray,
-  ggufString,
   ggufTensorIndex,
-} from '../formats/gguf.js';
-import type { HfFolder } from '../formats/hf-folder.js';
-import type { TensorIndex } from '../formats/tensor-index.js';
-import { parseGemmaPreprocessConfig } from '../image/config.js';
-import { configError, towerTensor } from './tensors.js';
-import type { SourceKind, StageSpec, TensorSpec, TowerSpec } from './types.js';
+} from '../../formats/gguf.js';
+import type { HfFolder } from '../../formats/hf-folder.js';
+import type { TensorIndex } from '../../formats/tensor-index.js';
+import { parseGemmaPreprocessConfig } from '../../image/config.js';
+import { headDimProblem } from '../../spec/rules.js';
+import { configError, towerTensor } from '../../spec/tensors.js';
+import type { SourceKind, StageSpec, TensorSpec, TowerSpec } from '../../spec/types.js';
 
 const ROPE_THETA = 100; // docs/models/gemma4-vision.md#config: every checkpoint's value; GGUF files never store it (llama.cpp hardcodes it)
 /** The image processor's class defaults (image/config.ts): what a source that states no processor settings gets. */
@@ -135,9 +136,9 @@ const Gemma4ConfigSchema = z.object({
     .passthrough(),
 });
 
-export function isGemma4ModelType(t: unknown): boolean {
-  return t === 'gemma4';
-}
+/** The TowerSpec.family value, and the config.json model_type, of Gemma 4. */
+export const GEMMA4_IDS = ['gemma4'] as const;
+export const GEMMA4_MODEL_TYPES = ['gemma4'];
 
 /** An HF folder (config.json, preprocessor_config.json, safetensors) → TowerSpec. */
 export function buildGemma4Spec(folder: HfFolder): TowerSpec {
@@ -153,7 +154,8 @@ export function buildGemma4Spec(folder: HfFolder): TowerSpec {
   };
   if (v.num_key_value_heads !== undefined && v.num_key_value_heads !== v.num_attention_heads)
     cfgFail(`vision_config.num_key_value_heads ${v.num_key_value_heads} differs from num_attention_heads ${v.num_attention_heads} (grouped-query vision attention is not supported)`);
-  if (v.head_dim % 4 !== 0) cfgFail(`vision_config.head_dim ${v.head_dim} must be a multiple of 4 (two rope axes of pairs)`);
+  const headDimWhy = headDimProblem(v.head_dim);
+  if (headDimWhy) cfgFail(`vision_config.${headDimWhy}`);
 
   const d: Dims = {
     hidden: v.hidden_size,
@@ -275,15 +277,20 @@ function finish(
 
 // ---------------------------------------------------------------- GGUF (llama.cpp mmproj, Ollama)
 
-/** Which GGUF layout this is; anything that is not a Gemma 4 vision file is ERR_MODEL_FORMAT. */
+/** Whether a GGUF file is Gemma 4's to read: an Ollama gemma4 file, or a llama.cpp mmproj of a Gemma 4 projector. */
+export function isGemma4Gguf(h: GgufHeader): boolean {
+  const { arch, projector } = ggufKind(h);
+  return arch === 'gemma4' || (arch === 'clip' && (projector === 'gemma4v' || projector === 'gemma4uv'));
+}
+
+/** Which GGUF layout this is (a file isGemma4Gguf claims); what tessera cannot run is ERR_MODEL_FORMAT. */
 export function gemma4GgufFlavour(h: GgufHeader): 'gguf-llama.cpp' | 'gguf-ollama' {
-  const arch = ggufString(h, 'general.architecture');
+  const { arch, projector } = ggufKind(h);
   if (arch === 'clip') {
-    const proj = ggufString(h, 'clip.projector_type') ?? ggufString(h, 'clip.vision.projector_type');
-    if (proj === 'gemma4v') return 'gguf-llama.cpp';
-    if (proj === 'gemma4uv')
+    if (projector === 'gemma4v') return 'gguf-llama.cpp';
+    if (projector === 'gemma4uv')
       throw new TesseraError('ERR_MODEL_FORMAT', `${h.path}: projector 'gemma4uv' (the encoder-free unified Gemma 4) is not supported`);
-    throw new TesseraError('ERR_MODEL_FORMAT', `${h.path}: mmproj projector type '${proj ?? '(none)'}' is not one tessera runs (gemma4v)`);
+    throw new TesseraError('ERR_MODEL_FORMAT', `${h.path}: mmproj projector type '${projector ?? '(none)'}' is not one tessera runs (gemma4v)`);
   }
   if (arch === 'gemma4') {
     if (!h.metadata.has('gemma4.vision.block_count'))
@@ -322,7 +329,8 @@ export function buildGemma4FromGguf(h: GgufHeader): TowerSpec {
   const headDim = D / heads; // docs/models/gemma4-vision.md#llamacpp-mmproj: GGUF files carry no head_dim; the q-norm weight must agree
   if (qNorm && qNorm.ne[0] !== headDim)
     throw new TesseraError('ERR_TENSOR_SHAPE', `${where}: 'v.blk.0.attn_q_norm.weight' has ${qNorm.ne[0]} elements, expected head_dim ${headDim} (= ${D} / ${heads})`);
-  if (headDim % 4 !== 0) throw new TesseraError('ERR_CONFIG_INVALID', `${where}: head_dim ${headDim} must be a multiple of 4`);
+  const headDimWhy = headDimProblem(headDim);
+  if (headDimWhy) throw new TesseraError('ERR_CONFIG_INVALID', `${where}: ${headDimWhy}`);
   const projName = `${PROJECTION.gguf}.weight`;
   const projT = tensor(projName);
   if (!projT) throw new TesseraError('ERR_TENSOR_MISSING', `${where}: tower tensor '${projName}' is missing`);
