@@ -83,7 +83,7 @@ export interface Addon {
   /** The weights file's stage and tensor alignments (native/io/weight_alignment.h). */
   weightAlignment: { stage: number; tensor: number };
   /** What each residency holds of the weights (native/io/weight_store_factory.h). */
-  weightMemory(spec: TowerSpec, slots: number): { resident: number; slot: number; stream: number; fileBytes: number };
+  weightMemory(spec: TowerSpec, slots: number): { resident: number; slot: number; stream: number; fileBytes: number; mapped: number };
   [binding: string]: unknown;
 }
 

@@ -188,6 +188,17 @@ export function encodeManyOptionsSchema(family?: Family) {
 export const OUTPUT_FORMATS = ['safetensors', 'npy', 'vllm', 'vllm-torch', 'vllm-encoder-cache', 'sglang'] as const;
 export type OutputFormat = (typeof OUTPUT_FORMATS)[number];
 
+/** The dtypes outputs' float tensors can be written in (--out-dtype; src/outputs/out-dtype.ts). */
+export const OUTPUT_DTYPES = ['f32', 'bf16', 'f16'] as const;
+export type OutputDtype = (typeof OUTPUT_DTYPES)[number];
+
+/** Why a format cannot hold an output dtype, or undefined when it can. */
+export function outputDtypeUnsupported(format: OutputFormat, dtype: OutputDtype): string | undefined {
+  if (dtype === 'bf16' && (format === 'npy' || format === 'vllm'))
+    return `numpy has no bfloat16 (the ${format === 'npy' ? 'npy files' : 'vllm format\'s base64 .npy tensors'} could not hold it): use --out-dtype f16, or --format ${format === 'npy' ? 'safetensors' : 'vllm-torch'}`;
+  return undefined;
+}
+
 /** `tessera encode`'s bulk-output flags as the CLI holds them once checked (defaults filled in). */
 export interface BulkOutputOptions {
   /** --out-dir: one output per image under this folder. */
@@ -196,6 +207,8 @@ export interface BulkOutputOptions {
   out?: string;
   /** --format (with --out-dir). Default 'safetensors'. */
   format: OutputFormat;
+  /** --out-dtype: what the float tensors are written in. Default 'f32'. */
+  outputDtype: OutputDtype;
   /** --force: redo outputs that are up to date. Default false. */
   force: boolean;
   /** --hash-inputs: fingerprint inputs by SHA-256 as well as size and mtime. Default false. */
@@ -210,6 +223,7 @@ export const BulkOutputOptionsSchema = z
     outDir: z.string().min(1).optional(),
     out: z.string().min(1).optional(),
     format: z.enum(OUTPUT_FORMATS).default('safetensors'),
+    outputDtype: z.enum(OUTPUT_DTYPES).default('f32'),
     force: z.boolean().default(false),
     hashInputs: z.boolean().default(false),
     exclude: z.array(z.string().min(1)).default([]),
@@ -220,6 +234,8 @@ export const BulkOutputOptionsSchema = z
     if (o.outDir === undefined && o.format !== 'safetensors') ctx.addIssue({ code: 'custom', path: ['format'], message: `'${o.format}' needs --out-dir (--out writes one safetensors file)` });
     if (o.outDir === undefined && o.force) ctx.addIssue({ code: 'custom', path: ['force'], message: 'needs --out-dir (it redoes outputs that are up to date)' });
     if (o.outDir === undefined && o.hashInputs) ctx.addIssue({ code: 'custom', path: ['hashInputs'], message: 'needs --out-dir' });
+    const why = outputDtypeUnsupported(o.format, o.outputDtype);
+    if (why) ctx.addIssue({ code: 'custom', path: ['outputDtype'], message: why });
   });
 
 type _BulkOutputOptionsAgree = Assert<Equals<z.output<typeof BulkOutputOptionsSchema>, BulkOutputOptions>>;

@@ -180,6 +180,7 @@ export class VisionTower {
       residentBytes: weights.resident,
       slotBytes: weights.slot,
       streamBytes: weights.stream,
+      mappedBytes: weights.mapped,
       fileBytes: weights.fileBytes,
       peakRss: peakRss(),
     };

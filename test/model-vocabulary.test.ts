@@ -6,6 +6,8 @@
 //   suffix: "self_attn.q_proj" + ".input_min"), and every whole role the tower names (".weight" / ".bias")
 //   is one the TowerSpec gives, so that no tensor is loaded and silently ignored and no lookup silently
 //   finds nothing;
+// - dtypes: the weight dtypes a TowerSpec may name (src/spec/types.ts DTYPES) are exactly the names
+//   native/common/dtype.cc parses, and the ones tessera computes with are the rest;
 // - error codes: every code the addon reports (its own list, from native/common/error.h) is one
 //   src/errors.ts knows (an unknown one would become ERR_INTERNAL), and each is in docs/design.md's table.
 // The specs are those of the fixture towers (every source kind: HF folders and a GGUF).
@@ -15,6 +17,7 @@ import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ERROR_CODES, VisionTower } from '../src/index.js';
 import { addon } from '../src/native.js';
+import { COMPUTE_DTYPES, DTYPES } from '../src/spec/types.js';
 import { FIXTURES } from './helpers/fixtures.js';
 
 const ROOT = fileURLToPath(new URL('..', import.meta.url));
@@ -68,6 +71,17 @@ describe.each(Object.entries(FAMILIES))('%s: TowerSpec against the native tower'
     const named = lits.filter((l) => /^[a-z_0-9]+(\.[a-z_0-9]+)*\.(weight|bias)$/.test(l));
     expect(named.length).toBeGreaterThan(0);
     expect(named.filter((r) => !roles.has(r) && ![...roles].some((g) => g.endsWith('.' + r)))).toEqual([]);
+  });
+});
+
+describe('dtypes', () => {
+  it('DTYPES are the names native parse_dtype accepts; COMPUTE_DTYPES all but the stored-only q8_0', () => {
+    const text = readFileSync(join(ROOT, 'native', 'common', 'dtype.cc'), 'utf8');
+    const body = text.slice(text.indexOf('bool parse_dtype'), text.indexOf('}', text.indexOf('bool parse_dtype')));
+    const native = [...body.matchAll(/s == "([a-z0-9_]+)"/g)].map((m) => m[1]!);
+    expect(native.length).toBeGreaterThan(2);
+    expect([...DTYPES].sort()).toEqual(native.sort());
+    expect(DTYPES.filter((d) => !(COMPUTE_DTYPES as readonly string[]).includes(d))).toEqual(['q8_0']);
   });
 });
 

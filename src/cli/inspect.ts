@@ -64,7 +64,7 @@ export async function inspectCommand(args: readonly string[], io: CliIo): Promis
     const blocks = stages.filter((s) => s.kind === 'block');
     if (json) {
       const { memory, ...rest } = info;
-      io.out(JSON.stringify({ ...rest, memory: { residentBytes: memory.residentBytes, slotBytes: memory.slotBytes, streamBytes: memory.streamBytes, fileBytes: memory.fileBytes }, preprocessor: tower.preprocessorConfig ?? null, stages }, null, 2));
+      io.out(JSON.stringify({ ...rest, memory: { residentBytes: memory.residentBytes, slotBytes: memory.slotBytes, streamBytes: memory.streamBytes, mappedBytes: memory.mappedBytes, fileBytes: memory.fileBytes }, preprocessor: tower.preprocessorConfig ?? null, stages }, null, 2));
       return EXIT_OK;
     }
     const m = info.memory;
@@ -81,6 +81,7 @@ export async function inspectCommand(args: readonly string[], io: CliIo): Promis
         ['weights', `${formatBytes(info.bytes.total)} total; ${formatBytes(info.bytes.perBlock)} per block; ${formatBytes(info.bytes.nonBlock)} outside the blocks`],
         ['resident', `${formatBytes(m.residentBytes)} held (residency resident)`],
         ['stream', `${formatBytes(m.slotBytes)} per slot, ${formatBytes(m.streamBytes)} held with the default slots`],
+        ['mapped', `${formatBytes(m.fileBytes)} of files mapped${m.mappedBytes ? `; ${formatBytes(m.mappedBytes)} held (Q8_0 tensors widened to f32)` : ''}`],
         ['images', budget],
       ],
       [false, false],

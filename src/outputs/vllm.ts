@@ -1,7 +1,7 @@
 // --format vllm / vllm-torch: the chat-completions content part vLLM's OpenAI server accepts for an
 // image's precomputed embeddings when started with --enable-mm-embeds (docs/downstream.md):
 //   { "type": "image_embeds",
-//     "image_embeds": { "image_embeds": <base64 tensor, f32 [tokens, cols]>,
+//     "image_embeds": { "image_embeds": <base64 tensor, f32 (or the output dtype) [tokens, cols]>,
 //                       "image_grid_thw": <base64 tensor, int64 [3]> } }
 // One part per image; vLLM's chat-content merge (_merge_embeds in vllm/entrypoints/chat_utils.py)
 // stacks the parts' grids into [images, 3] and concatenates their rows, which is what
@@ -18,6 +18,7 @@ import type { Family } from '../spec/types.js';
 import type { EncodeResult } from '../tower.js';
 import { engineRows } from './engine-rows.js';
 import { npyBytes } from './npy.js';
+import { narrowTensor, type OutputDtype } from './out-dtype.js';
 import type { OutputTensor } from './tensors.js';
 import { torchSaveBytes } from './torch-save.js';
 
@@ -38,14 +39,14 @@ export function vllmGridTensor(r: EncodeResult): OutputTensor {
   return { name: 'image_grid_thw', dtype: 'I64', shape: [3], data: BigInt64Array.of(BigInt(g.t), BigInt(g.h), BigInt(g.w)) };
 }
 
-export function toVllmContentPart(r: EncodeResult, family: Family, options: { encoding?: VllmTensorEncoding } = {}): Record<string, unknown> {
+export function toVllmContentPart(r: EncodeResult, family: Family, options: { encoding?: VllmTensorEncoding; outputDtype?: OutputDtype } = {}): Record<string, unknown> {
   const why = vllmUnsupported(family);
   if (why) throw new TesseraError('ERR_INVALID_ARGUMENT', `--format vllm: ${why}`);
   const encode = ENCODERS[options.encoding ?? 'npy'];
   if (!encode) throw new TesseraError('ERR_INVALID_ARGUMENT', `vLLM tensor encoding must be npy or torch (got '${String(options.encoding)}')`);
   const grid = vllmGridTensor(r);
   const rows = engineRows(r);
-  const embeds = encode({ name: 'image_embeds', dtype: 'F32', shape: [rows.rows, rows.cols], data: rows.data });
+  const embeds = encode(narrowTensor({ name: 'image_embeds', dtype: 'F32', shape: [rows.rows, rows.cols], data: rows.data }, options.outputDtype ?? 'f32'));
   return {
     type: 'image_embeds',
     image_embeds: { image_embeds: embeds.toString('base64'), image_grid_thw: encode(grid).toString('base64') },

@@ -6,8 +6,15 @@ import type { FamilyId } from '../families/registry.js';
 
 /** The model families tessera runs: every id of the family registry (src/families/registry.ts). */
 export type Family = FamilyId;
-/** The element types of tower weights tessera reads and packs. */
-export const DTYPES = ['f32', 'f16', 'bf16'] as const;
+/** The element types tessera computes with (and converts weights to: `tessera pack --dtype`). */
+export const COMPUTE_DTYPES = ['f32', 'f16', 'bf16'] as const;
+export type ComputeDType = (typeof COMPUTE_DTYPES)[number];
+/**
+ * The element types of tower weights tessera reads: the computed ones, and q8_0 (ggml's
+ * block_q8_0), which the native weight stores widen to f32 as they read it. native/common/dtype.h
+ * is the C++ twin.
+ */
+export const DTYPES = [...COMPUTE_DTYPES, 'q8_0'] as const;
 export type DType = (typeof DTYPES)[number];
 
 /** Where a tower was loaded from: tower.info.source. */
