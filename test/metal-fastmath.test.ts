@@ -3,6 +3,7 @@
 // contraction): every stage of the smallest case of each family within the Metal tolerance of HF, as on the
 // GPU. A file of its own: the addon loads the emulator library once per process (TESSERA_MSLEMU_LIB, set
 // here before the first tower opens). The op cases on the same library: test/metal-ops.test.ts.
+import { spawnSync } from 'node:child_process';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { FIXTURES, readJson } from './helpers/fixtures.js';
@@ -18,6 +19,13 @@ else process.env['TESSERA_MSLEMU_LIB'] = status.fastMathLib;
 const FAMILIES = [['qwen3_5-tiny', false], ['qwen3_vl-tiny', false], ['gemma4-tiny', true]] as const;
 
 describe.skipIf(!status.available)(status.available ? 'metal-emulated, kernels under -ffast-math' : `metal-emulated, kernels under -ffast-math (skipped: ${status.reason})`, () => {
+  it('half rounds every operation to binary16 under fast math too (the self-test kernel built with -ffast-math)', () => {
+    const r = spawnSync(join(status.fastMathLib, '..', 'selftest'), ['--half'], { encoding: 'utf8' });
+    const out = r.stdout + r.stderr;
+    expect(out).toContain('[PASS] shim half rounds every operation to binary16');
+    expect(out, out).toContain('1 passed, 0 failed');
+    expect(r.status).toBe(0);
+  });
   for (const [family, gemma] of FAMILIES) {
     it(`${family}: the smallest fixture case, every stage within ${TOL} of HF`, async () => {
       const cases = readJson<{ cases: { name: string; patches: number }[] }>(join(FIXTURES, family, 'cases.json')).cases;
