@@ -128,25 +128,26 @@ class Gemma4Vision final : public VisionModel {
                        ? p.chunk
                        : std::min(p.chunk, chunk_rows(n, std::max<int64_t>(1, p.chunk / 2), backend_.attention_query_block(kAttnProducts)));
     p.pooled_rows = m;
-    p.x = p.plan.add(n, d_.hidden);
+    const DType act = backend_.activation_dtype();  // the rope tables and the uploaded pixels stay f32
+    p.x = p.plan.add(n, d_.hidden, act);
     p.cos = p.plan.add(n, d_.head_dim);
     p.sin = p.plan.add(n, d_.head_dim);
     const uint64_t per_stage = p.plan.mark();
     p.pixels = p.plan.add(n, d_.patch_dim);
-    p.pos = p.plan.add(n, d_.hidden);
+    p.pos = p.plan.add(n, d_.hidden, act);
     p.plan.reuse(per_stage);
-    p.k = p.plan.add(n, d_.qdim);
-    p.v = p.plan.add(n, d_.qdim);
-    p.hq = p.plan.add(p.attn_chunk, d_.hidden);
-    p.q = p.plan.add(p.attn_chunk, d_.qdim);
+    p.k = p.plan.add(n, d_.qdim, act);
+    p.v = p.plan.add(n, d_.qdim, act);
+    p.hq = p.plan.add(p.attn_chunk, d_.hidden, act);
+    p.q = p.plan.add(p.attn_chunk, d_.qdim, act);
     p.plan.reuse(per_stage);
-    p.h = p.plan.add(p.chunk, d_.hidden);
-    p.gate = p.plan.add(p.chunk, d_.inter);
-    p.up = p.plan.add(p.chunk, d_.inter);
+    p.h = p.plan.add(p.chunk, d_.hidden, act);
+    p.gate = p.plan.add(p.chunk, d_.inter, act);
+    p.up = p.plan.add(p.chunk, d_.inter, act);
     p.plan.reuse(per_stage);
-    p.pooled = p.plan.add(m, d_.hidden);
-    p.normed = p.plan.add(m, d_.hidden);
-    p.projected = p.plan.add(m, d_.out);
+    p.pooled = p.plan.add(m, d_.hidden, act);
+    p.normed = p.plan.add(m, d_.hidden, act);
+    p.projected = p.plan.add(m, d_.out, act);
     p.pos_lookup_bytes = uint64_t(n) * 2 * 8;
     p.pool_lookup_bytes = uint64_t(m) * uint64_t(d_.pool * d_.pool) * 8;
     return p;
@@ -273,26 +274,27 @@ void Gemma4Vision::encode(const PixelInput& in, const EncodeControl& ctl, Encode
   const int64_t m = p.pooled_rows;
   ScopedBuffer scratch(backend_, p.plan.bytes()), pos_lookup(backend_, p.pos_lookup_bytes),
       pool_lookup(backend_, p.pool_lookup_bytes);
-  auto tensor = [&](size_t region, int64_t rows, int64_t cols) {
-    return backend::make_tensor(scratch.get(), p.plan.offset(region), DType::F32, rows, cols);
+  const DType act = backend_.activation_dtype();
+  auto tensor = [&](size_t region, int64_t rows, int64_t cols, DType dtype) {
+    return backend::make_tensor(scratch.get(), p.plan.offset(region), dtype, rows, cols);
   };
   const int64_t D = d_.hidden, chunk = p.chunk;
   Tensors t;
-  t.x = tensor(p.x, n, D);
-  t.cos = tensor(p.cos, n, d_.head_dim);
-  t.sin = tensor(p.sin, n, d_.head_dim);
-  t.h = tensor(p.h, chunk, D);
-  t.gate = tensor(p.gate, chunk, d_.inter);
-  t.up = tensor(p.up, chunk, d_.inter);
-  t.pixels = tensor(p.pixels, n, d_.patch_dim);
-  t.pos = tensor(p.pos, n, D);
-  t.hq = tensor(p.hq, p.attn_chunk, D);
-  t.q = tensor(p.q, p.attn_chunk, d_.qdim);
-  t.k = tensor(p.k, n, d_.qdim);
-  t.v = tensor(p.v, n, d_.qdim);
-  t.pooled = tensor(p.pooled, m, D);
-  t.normed = tensor(p.normed, m, D);
-  t.projected = tensor(p.projected, m, d_.out);
+  t.x = tensor(p.x, n, D, act);
+  t.cos = tensor(p.cos, n, d_.head_dim, DType::F32);
+  t.sin = tensor(p.sin, n, d_.head_dim, DType::F32);
+  t.h = tensor(p.h, chunk, D, act);
+  t.gate = tensor(p.gate, chunk, d_.inter, act);
+  t.up = tensor(p.up, chunk, d_.inter, act);
+  t.pixels = tensor(p.pixels, n, d_.patch_dim, DType::F32);
+  t.pos = tensor(p.pos, n, D, act);
+  t.hq = tensor(p.hq, p.attn_chunk, D, act);
+  t.q = tensor(p.q, p.attn_chunk, d_.qdim, act);
+  t.k = tensor(p.k, n, d_.qdim, act);
+  t.v = tensor(p.v, n, d_.qdim, act);
+  t.pooled = tensor(p.pooled, m, D, act);
+  t.normed = tensor(p.normed, m, D, act);
+  t.projected = tensor(p.projected, m, d_.out, act);
   gemma4::upload_inputs(backend_, d_, in, keep, images,
                         {scratch.get(), p.plan.offset(p.pixels), p.plan.offset(p.cos), p.plan.offset(p.sin), pos_lookup.get(),
                          pool_lookup.get(), m});

@@ -93,17 +93,18 @@ class QwenVision final : public VisionModel {
     Plan p;
     const int64_t m2 = d_.merge * d_.merge, groups = n / m2;
     p.chunk = std::min(n, chunk_rows(n, max_chunk_, m2));  // a merger chunk holds whole merge windows
-    p.x = p.plan.add(n, d_.hidden);
+    const DType act = backend_.activation_dtype();  // the rope tables and the uploaded pixels stay f32
+    p.x = p.plan.add(n, d_.hidden, act);
     p.cos = p.plan.add(n, d_.head_dim);
     p.sin = p.plan.add(n, d_.head_dim);
-    p.h = p.plan.add(p.chunk, d_.hidden);
+    p.h = p.plan.add(p.chunk, d_.hidden, act);
     const uint64_t per_stage = p.plan.mark();
     p.pixels = p.plan.add(n, d_.patch_dim);
     p.plan.reuse(per_stage);
-    p.qkv = p.plan.add(n, 3 * d_.hidden);
+    p.qkv = p.plan.add(n, 3 * d_.hidden, act);
     p.plan.reuse(per_stage);
-    p.mlp = p.plan.add(p.chunk, std::max(d_.inter, d_.hidden));
-    p.merged = p.plan.add(groups, d_.out);
+    p.mlp = p.plan.add(p.chunk, std::max(d_.inter, d_.hidden), act);
+    p.merged = p.plan.add(groups, d_.out, act);
     p.lookup_bytes = uint64_t(n) * 8 * 4;
     return p;
   }
@@ -186,20 +187,21 @@ void QwenVision::encode(const PixelInput& in, const EncodeControl& ctl, EncodeOu
   const int64_t n = in.rows, groups = tokens(n);
   Plan p = plan(n);
   ScopedBuffer scratch(backend_, p.plan.bytes()), lookup(backend_, p.lookup_bytes);
-  auto tensor = [&](size_t region, int64_t rows, int64_t cols) {
-    return backend::make_tensor(scratch.get(), p.plan.offset(region), DType::F32, rows, cols);
+  const DType act = backend_.activation_dtype();
+  auto tensor = [&](size_t region, int64_t rows, int64_t cols, DType dtype) {
+    return backend::make_tensor(scratch.get(), p.plan.offset(region), dtype, rows, cols);
   };
   const int64_t chunk = p.chunk, m2 = d_.merge * d_.merge;
   Tensors t;
-  t.x = tensor(p.x, n, d_.hidden);
-  t.cos = tensor(p.cos, n, d_.head_dim);
-  t.sin = tensor(p.sin, n, d_.head_dim);
-  t.h = tensor(p.h, chunk, d_.hidden);
-  t.mlp = tensor(p.mlp, chunk, d_.inter);
-  t.mid = tensor(p.mlp, chunk / m2, m2 * d_.hidden);
-  t.pixels = tensor(p.pixels, n, d_.patch_dim);
-  t.qkv = tensor(p.qkv, n, 3 * d_.hidden);
-  t.merged = tensor(p.merged, groups, d_.out);
+  t.x = tensor(p.x, n, d_.hidden, act);
+  t.cos = tensor(p.cos, n, d_.head_dim, DType::F32);
+  t.sin = tensor(p.sin, n, d_.head_dim, DType::F32);
+  t.h = tensor(p.h, chunk, d_.hidden, act);
+  t.mlp = tensor(p.mlp, chunk, d_.inter, act);
+  t.mid = tensor(p.mlp, chunk / m2, m2 * d_.hidden, act);
+  t.pixels = tensor(p.pixels, n, d_.patch_dim, DType::F32);
+  t.qkv = tensor(p.qkv, n, 3 * d_.hidden, act);
+  t.merged = tensor(p.merged, groups, d_.out, act);
   backend_.upload(scratch.get(), p.plan.offset(p.pixels), in.pixels, size_t(n) * size_t(d_.patch_dim) * 4);
   qwen::upload_positions(backend_, d_, in, {scratch.get(), p.plan.offset(p.cos), p.plan.offset(p.sin), lookup.get()});
 

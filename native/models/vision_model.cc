@@ -27,7 +27,7 @@ Sizing VisionModel::sizing(int64_t patches) const {
   return s;
 }
 
-size_t ScratchPlan::add(int64_t rows, int64_t cols) { return add_bytes(uint64_t(rows) * uint64_t(cols) * 4); }
+size_t ScratchPlan::add(int64_t rows, int64_t cols, DType dtype) { return add_bytes(uint64_t(rows) * uint64_t(cols) * dtype_size(dtype)); }
 
 size_t ScratchPlan::add_bytes(uint64_t bytes) {
   offsets_.push_back(top_);

@@ -94,8 +94,8 @@ std::unique_ptr<VisionModel> make_model(const TowerSpec& spec, backend::Backend&
 // furthest any of these alternatives reaches.
 class ScratchPlan {
  public:
-  // Adds an f32 [rows, cols] region (64-byte aligned) and returns its index.
-  size_t add(int64_t rows, int64_t cols);
+  // Adds a [rows, cols] region of `dtype` (64-byte aligned) and returns its index.
+  size_t add(int64_t rows, int64_t cols, DType dtype = DType::F32);
   size_t add_bytes(uint64_t bytes);
   uint64_t mark() const { return top_; }
   void reuse(uint64_t mark) { top_ = mark; }
