@@ -1,8 +1,10 @@
 // precision 'f16' on Metal (docs/metal.md#half-precision), through the emulator: activations stored as half
-// between ops, half GEMM and attention tiles. Every fixture tower of every family runs it, info.precision says
-// 'f16', and every stage HF reports lands closer to HF's fp32 than HF's own bf16 does (hf-bf16.json: the
-// reduced-precision budget measured so far; f16 keeps 3 more mantissa bits than bf16). Backends without a half
-// path run f32 and say so, bit for bit: the CPU for 'f16', Metal for 'bf16' (no bfloat kernels in Metal 3.0).
+// between ops, half GEMM and attention tiles. Every image of every family's fixture tower runs it, info.precision
+// says 'f16', and every stage HF reports lands within HF's own fp16 error against its fp32 (hf-f16.json, measured
+// on a CUDA GPU; plus that GPU's fp32 offset from expected/, which tessera is measured against). Gemma 4 is held to
+// HF's bf16 error instead: one stage of one image lands past HF's fp16 (docs/metal.md#accuracy has the numbers).
+// Backends without a half path run f32 and say so, bit for bit: the CPU for 'f16', Metal for 'bf16' (no bfloat
+// kernels in Metal 3.0).
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { VisionTower } from '../src/index.js';
@@ -55,15 +57,19 @@ describe.skipIf(!status.available)(status.available ? 'precision f16 on metal-em
   });
 
   for (const [family, gemma] of FAMILIES) {
-    const hf = readJson<{ cases: Record<string, Record<string, number>> }>(join(FIXTURES, family, 'hf-bf16.json')).cases;
-    for (const name of Object.keys(hf)) {
-      it(`${family}/${name}: every stage closer to HF fp32 than HF's own bf16`, async () => {
+    type Budget = { cases: Record<string, Record<string, number>>; fp32_vs_expected?: Record<string, Record<string, number>> };
+    const f16 = readJson<Budget>(join(FIXTURES, family, 'hf-f16.json'));
+    const budget = gemma ? readJson<Budget>(join(FIXTURES, family, 'hf-bf16.json')) : f16;
+    const what = gemma ? "HF's own bf16" : "HF's own fp16";
+    for (const name of Object.keys(f16.cases).filter((n) => budget.cases[n])) {
+      it(`${family}/${name}: every stage within ${what} error`, async () => {
         const errs = await towerCase(family, name, gemma, 'metal-emulated', 'f16');
-        const bounds = Object.entries(hf[name]!);
+        const bounds = Object.entries(budget.cases[name]!);
         expect(bounds.length).toBeGreaterThan(2);
-        for (const [stage, bound] of bounds) {
+        for (const [stage, hfErr] of bounds) {
+          const bound = hfErr + (budget.fp32_vs_expected?.[name]?.[stage] ?? 0);
           expect(errs[stage], `stage ${stage}`).toBeDefined();
-          expect(errs[stage]!, `${family}/${name} stage ${stage}: ${errs[stage]} (HF's bf16: ${bound})`).toBeLessThan(bound);
+          expect(errs[stage]!, `${family}/${name} stage ${stage}: ${errs[stage]} (${what}: ${bound})`).toBeLessThan(bound);
         }
         // and not f32 in disguise: half storage moves every stage past the emulator's f32 agreement (~1e-6)
         expect(Math.max(...Object.values(errs))).toBeGreaterThan(1e-4);
