@@ -21,8 +21,13 @@ export type Backend = (typeof BACKENDS)[number];
 /** How a tower holds its weights (OpenOptions.residency; docs/design.md#residency). */
 export const RESIDENCIES = ['auto', 'stream', 'mapped', 'resident'] as const;
 export type Residency = (typeof RESIDENCIES)[number];
-/** What the CPU backend's linears compute in (OpenOptions.precision; docs/bf16.md). */
-export const PRECISIONS = ['f32', 'bf16'] as const;
+/**
+ * What a tower computes in (OpenOptions.precision): 'bf16' is the CPU's bf16 linears (docs/bf16.md), 'f16' Metal's
+ * half activations and tiles (docs/metal.md#half-precision). A backend without the path runs f32 and
+ * `info.precision` says so. The addon's own list (`precisions`, native/addon/tower_core.h) is the same, checked by
+ * test/api-precision.test.ts.
+ */
+export const PRECISIONS = ['f32', 'bf16', 'f16'] as const;
 export type Precision = (typeof PRECISIONS)[number];
 
 /** VisionTower.open's options. Every key is optional. */

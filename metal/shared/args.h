@@ -31,6 +31,8 @@ KARGS_CONST u32 kAttnRowsPerGroup = 4;
 // block, then per simdgroup its S/P rows with the 8 x 8 correction diagonal beside them, then its output rows).
 inline u32 attn_scratch_width(u32 hd, u32 kb) { return hd > kb + 8 ? hd : kb + 8; }
 inline u32 attn_flash_tg_floats(u32 hd, u32 kb) { return 2 * kb * hd + kAttnBQ * attn_scratch_width(hd, kb); }
+// The same in bytes, with K and V tiles of tile_bytes per element (4, or 2 for the half tiles of precision 'f16').
+inline u32 attn_flash_tg_bytes(u32 hd, u32 kb, u32 tile_bytes) { return 2 * kb * hd * tile_bytes + kAttnBQ * attn_scratch_width(hd, kb) * 4; }
 // The row kernel's: K and V tiles, 4 scaled query rows, 4 rows of probabilities.
 inline u32 attn_rows_tg_floats(u32 hd, u32 kb) { return 2 * kb * hd + kAttnRowsPerGroup * (hd + kb); }
 

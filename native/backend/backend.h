@@ -85,11 +85,16 @@ struct Segment {
   int64_t begin = 0, length = 0;
 };
 
-// What attention's products may compute in where the backend runs precision bf16 (precision()):
-// Bf16 lets a backend with a bf16 attention use it (the CPU's on AMX); F32 keeps them f32, for a
-// tower whose softmax is too sharp for bf16 scores (Gemma 4: q and k normed, scale 1). In f32
-// both are f32.
+// What attention's products may compute in where the backend runs a reduced precision (precision()):
+// Bf16 lets a backend use its reduced-precision attention (the CPU's bf16 on AMX; Metal's half K and V
+// tiles in precision 'f16'); F32 keeps them f32, for a tower whose softmax is too sharp for bf16 scores
+// (Gemma 4: q and k normed, scale 1). In f32 both are f32.
 enum class AttnProducts { Bf16, F32 };
+
+// A tower's declaration of the range an activation can reach, for activation_dtype(): Bounded fits half
+// (|x| well under 65504, measured on the tower's checkpoints); Wide may leave it (a deep residual
+// stream, an unclipped path) and stays f32 whatever the precision.
+enum class ActRange { Bounded, Wide };
 
 // A description of the work a model will issue, for backends that keep scratch of their own
 // (the CPU backend's packed weight strips and per-thread buffers) to predict it.
@@ -105,9 +110,15 @@ class Backend {
  public:
   virtual ~Backend() = default;
   virtual const char* name() const = 0;
-  // What the linears compute in: "f32", or "bf16" (bf16 operands, f32 sums) where the backend was
-  // asked for bf16 and has the units for it. Never "bf16" where f32 runs.
+  // What the linears compute in: "f32", "bf16" (bf16 operands, f32 sums) where the backend was
+  // asked for bf16 and has the units for it, or "f16" (half activations and tiles, f32 sums: Metal).
+  // Never a reduced precision where f32 runs.
   virtual const char* precision() const { return "f32"; }
+  // The type a tower stores an activation of `range` in between ops (the scratch tensors it makes):
+  // F32, or F16 on a backend that runs precision 'f16' and a Bounded range. Rope tables, uploaded
+  // pixels and gather weights stay f32 whatever this says; every op accepts F16 activations where
+  // this can return F16, and download() widens them to f32.
+  virtual DType activation_dtype(ActRange /*range*/ = ActRange::Bounded) const { return DType::F32; }
 
   // ---- memory
   // Bytes of its own scratch the backend holds at most after running `work` (beyond the buffers
@@ -118,7 +129,7 @@ class Backend {
   virtual void release(Buffer* buf) = 0;
   // Copies host bytes into a buffer / out of it. download waits for all work issued so far.
   virtual void upload(Buffer* dst, size_t offset, const void* src, size_t bytes) = 0;
-  virtual void download(void* dst, const Tensor& src) = 0;      // rows packed densely (cols per row)
+  virtual void download(void* dst, const Tensor& src) = 0;      // rows packed densely (cols per row); f16 as f32
   // Rearranges a linear weight [out, in] in place into the layout this backend's linear() reads
   // without repacking, and marks `w` so (w.panel). False, and w untouched, where the backend has
   // no such layout or w does not qualify. For weights that stay in writable memory across

@@ -9,17 +9,17 @@ void Arena::allocate(uint64_t scratch_bytes) {
   scratch_ = std::make_unique<ScopedBuffer>(*backend_, size_t(scratch_bytes));
 }
 
-backend::Tensor Arena::tensor(int64_t rows, int64_t cols) {
+backend::Tensor Arena::tensor(int64_t rows, int64_t cols, DType dtype) {
   const uint64_t offset = top_;
-  top_ = round_up(top_ + uint64_t(rows) * uint64_t(cols) * 4, 64);
+  top_ = round_up(top_ + uint64_t(rows) * uint64_t(cols) * dtype_size(dtype), 64);
   total_ = std::max(total_, top_);
   if (!scratch_) {
     backend::Tensor t;
-    t.rows = rows, t.cols = cols, t.ld = cols;
+    t.dtype = dtype, t.rows = rows, t.cols = cols, t.ld = cols;
     return t;
   }
   TESSERA_CHECK(top_ <= scratch_->get()->bytes || rows * cols == 0, "arena region past the measured scratch");
-  return backend::make_tensor(scratch_->get(), size_t(offset), DType::F32, rows, cols);
+  return backend::make_tensor(scratch_->get(), size_t(offset), dtype, rows, cols);
 }
 
 backend::Buffer* Arena::buffer(uint64_t bytes) {

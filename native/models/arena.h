@@ -3,7 +3,7 @@
 // allocates (the encode). Each region is named once, in that function, so the bytes predicted and the
 // bytes allocated cannot drift apart.
 //
-// The scratch is one backend buffer; tensor() carves f32 [rows, cols] regions from it, 64-byte
+// The scratch is one backend buffer; tensor() carves [rows, cols] regions from it, 64-byte
 // aligned. Regions whose lives do not overlap share memory: the regions made inside a Scope are laid
 // out from where the scope began, and the next scope starts there again, so the scratch is as large
 // as the furthest any of these alternatives reaches. buffer() is a separate backend buffer (gather_sum
@@ -33,7 +33,8 @@ class Arena {
   Arena(const Arena&) = delete;
   Arena& operator=(const Arena&) = delete;
 
-  backend::Tensor tensor(int64_t rows, int64_t cols);
+  // A [rows, cols] region of `dtype`: f32, or the backend's activation_dtype() for a tower's activations.
+  backend::Tensor tensor(int64_t rows, int64_t cols, DType dtype = DType::F32);
   backend::Buffer* buffer(uint64_t bytes);
 
   class Scope {

@@ -12,9 +12,9 @@ static void grid2d(Dispatch& d, uint32_t cols, uint32_t rows) {
 
 void encode_add(Executor& ex, const backend::Tensor& y, const backend::Tensor& a, const backend::Tensor& b) {
   const char* op = "add";
-  require_f32(a, op, "a");
-  require_f32(b, op, "b");
-  require_f32(y, op, "y");
+  require_act(a, op, "a");
+  require_act_like(b, a, op, "b");
+  require_act_like(y, a, op, "y");
   require_shape(b, a.rows, a.cols, op, "b");
   require_shape(y, a.rows, a.cols, op, "y");
   if (a.rows == 0 || a.cols == 0) return;
@@ -24,7 +24,7 @@ void encode_add(Executor& ex, const backend::Tensor& y, const backend::Tensor& a
   p.lda = u32(a.ld, op, "a.ld");
   p.ldb = u32(b.ld, op, "b.ld");
   p.ldy = u32(y.ld, op, "y.ld");
-  Dispatch d("ew_binary");
+  Dispatch d(act_kernel("ew_binary", a));
   d.bind(0, a, Access::Read);
   d.bind(1, b, Access::Read);
   d.bind(2, y, Access::Write);
@@ -37,8 +37,8 @@ void encode_add(Executor& ex, const backend::Tensor& y, const backend::Tensor& a
 void encode_affine(Executor& ex, const backend::Tensor& y, const backend::Tensor& x, const backend::Tensor* sub, const backend::Tensor* mul, float scale,
                    float shift) {
   const char* op = "affine";
-  require_f32(x, op, "x");
-  require_f32(y, op, "y");
+  require_act(x, op, "x");
+  require_act_like(y, x, op, "y");
   require_shape(y, x.rows, x.cols, op, "y");
   for (auto [t, name] : {std::pair{sub, "sub"}, std::pair{mul, "mul"}})
     if (t) {
@@ -57,7 +57,7 @@ void encode_affine(Executor& ex, const backend::Tensor& y, const backend::Tensor
   p.mul_type = mul ? uint32_t(mul->dtype) : 0;
   p.scale = scale;
   p.shift = shift;
-  Dispatch d("ew_affine");
+  Dispatch d(act_kernel("ew_affine", x));
   d.bind(0, x, Access::Read);
   d.bind(1, y, Access::Write);
   d.bind(2, sub ? *sub : x, Access::Read);  // placeholders when absent: never read

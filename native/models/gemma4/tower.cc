@@ -101,33 +101,34 @@ class Tower final : public VisionModel {
   }
   Scratch layout(Arena& a, int64_t n) const {
     const int64_t m = tokens(n), D = d_.hidden, Q = d_.qdim, F = d_.inter;
+    const DType act = backend_.activation_dtype();  // the rope tables and the uploaded pixels stay f32
     Scratch s;
     const Chunks c = chunks(n);
     s.chunk = c.mlp, s.attn_chunk = c.attn;
-    s.block.x = a.tensor(n, D);
+    s.block.x = a.tensor(n, D, act);
     s.block.cos = a.tensor(n, d_.head_dim);
     s.block.sin = a.tensor(n, d_.head_dim);
     {
       Arena::Scope embed(a);
       s.pixels = a.tensor(n, d_.patch_dim);
-      s.pos = a.tensor(n, D);
+      s.pos = a.tensor(n, D, act);
     }
     {
       Arena::Scope attention(a);
-      s.block.k = a.tensor(n, Q);
-      s.block.v = a.tensor(n, Q);
-      s.block.hq = a.tensor(c.attn, D);
-      s.block.q = a.tensor(c.attn, Q);
+      s.block.k = a.tensor(n, Q, act);
+      s.block.v = a.tensor(n, Q, act);
+      s.block.hq = a.tensor(c.attn, D, act);
+      s.block.q = a.tensor(c.attn, Q, act);
     }
     {
       Arena::Scope mlp(a);
-      s.block.h = a.tensor(c.mlp, D);
-      s.block.gate = a.tensor(c.mlp, F);
-      s.block.up = a.tensor(c.mlp, F);
+      s.block.h = a.tensor(c.mlp, D, act);
+      s.block.gate = a.tensor(c.mlp, F, act);
+      s.block.up = a.tensor(c.mlp, F, act);
     }
-    s.pooled = a.tensor(m, D);
-    s.normed = a.tensor(m, D);
-    s.projected = a.tensor(m, d_.out);
+    s.pooled = a.tensor(m, D, act);
+    s.normed = a.tensor(m, D, act);
+    s.projected = a.tensor(m, d_.out, act);
     s.pos_lookup = a.buffer(uint64_t(n) * 2 * 8);
     s.pool_lookup = a.buffer(uint64_t(m) * uint64_t(d_.pool * d_.pool) * 8);
     return s;

@@ -70,24 +70,25 @@ class Tower final : public VisionModel {
   int64_t chunk(int64_t n) const { return std::min(n, chunk_rows(n, max_chunk_, merger_.merge * merger_.merge)); }
   Scratch layout(Arena& a, int64_t n) const {
     const int64_t D = block_.hidden, I = block_.inter, m2 = merger_.merge * merger_.merge, c = chunk(n);
+    const DType act = backend_.activation_dtype();  // the rope tables and the uploaded pixels stay f32
     Scratch s;
-    s.block.x = a.tensor(n, D);
+    s.block.x = a.tensor(n, D, act);
     s.block.cos = a.tensor(n, block_.head_dim);
     s.block.sin = a.tensor(n, block_.head_dim);
-    s.block.h = a.tensor(c, D);
+    s.block.h = a.tensor(c, D, act);
     {
       Arena::Scope embed(a);
       s.pixels = a.tensor(n, patch_dim_);
     }
     {
       Arena::Scope attention(a);
-      s.block.qkv = a.tensor(n, 3 * D);
+      s.block.qkv = a.tensor(n, 3 * D, act);
     }
-    const backend::Tensor mlp = a.tensor(c, std::max(I, D));
+    const backend::Tensor mlp = a.tensor(c, std::max(I, D), act);
     s.block.up = view_as(mlp, c, I);
     s.mid = view_as(mlp, c / m2, m2 * D);
-    if (block_.mlp == vit::Mlp::Gated) s.block.gate = a.tensor(c, I);
-    s.merged = a.tensor(n / m2, merger_.out);
+    if (block_.mlp == vit::Mlp::Gated) s.block.gate = a.tensor(c, I, act);
+    s.merged = a.tensor(n / m2, merger_.out, act);
     return s;
   }
   backend::Workload workload(int64_t n) const {

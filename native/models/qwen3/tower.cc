@@ -73,24 +73,25 @@ class Tower final : public VisionModel {
   };
   Scratch layout(Arena& a, int64_t n) const {
     const int64_t D = block_.hidden, m2 = merger_.merge * merger_.merge;
+    const DType act = backend_.activation_dtype();  // the rope tables and the uploaded pixels stay f32
     Scratch s;
     s.chunk = std::min(n, chunk_rows(n, max_chunk_, m2));
-    s.block.x = a.tensor(n, D);
+    s.block.x = a.tensor(n, D, act);
     s.block.cos = a.tensor(n, block_.head_dim);
     s.block.sin = a.tensor(n, block_.head_dim);
-    s.block.h = a.tensor(s.chunk, D);
+    s.block.h = a.tensor(s.chunk, D, act);
     {
       Arena::Scope embed(a);
       s.pixels = a.tensor(n, patch_dim_);
     }
     {
       Arena::Scope attention(a);
-      s.block.qkv = a.tensor(n, 3 * D);
+      s.block.qkv = a.tensor(n, 3 * D, act);
     }
-    const backend::Tensor mlp = a.tensor(s.chunk, std::max(block_.inter, D));
+    const backend::Tensor mlp = a.tensor(s.chunk, std::max(block_.inter, D), act);
     s.block.up = view_as(mlp, s.chunk, block_.inter);
     s.mid = view_as(mlp, s.chunk / m2, m2 * D);
-    s.merged = a.tensor(n / m2, merger_.out);
+    s.merged = a.tensor(n / m2, merger_.out, act);
     s.lookup = a.buffer(position_lookup_bytes(n));
     return s;
   }
