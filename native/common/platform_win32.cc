@@ -110,10 +110,13 @@ int64_t read_at(FileHandle file, void* buf, size_t count, uint64_t offset) {
 
 void* map_file(FileHandle file, size_t bytes) {
   // The mapping object can go as soon as the view exists (the view holds the section). Mapping from
-  // offset 0 keeps Windows' 64 KiB allocation granularity for view offsets out of the picture.
+  // offset 0 keeps Windows' 64 KiB allocation granularity for view offsets out of the picture. The view
+  // is the whole section (size 0): a read-only section is the file's size, and asking for the page-rounded
+  // `bytes` past it is refused; the last page's tail reads as zeros, as with mmap.
+  (void)bytes;
   HANDLE m = CreateFileMappingW(handle(file), nullptr, PAGE_READONLY, 0, 0, nullptr);
   if (!m) return nullptr;
-  void* p = MapViewOfFile(m, FILE_MAP_READ, 0, 0, bytes);
+  void* p = MapViewOfFile(m, FILE_MAP_READ, 0, 0, 0);
   const DWORD err = GetLastError();
   CloseHandle(m);
   if (!p) SetLastError(err);
