@@ -6,9 +6,12 @@
 //   linux-arm64   on a linux-x64 host: every addon source cross-compiled with g++-aarch64-linux-gnu, with
 //                 binding.gyp's own flags, defines and include dirs (read from it, not restated), into
 //                 build/prebuild/linux-arm64/; rebuilt only when a source, a header or the command changed
+//   win32-x64     on a linux-x64 host: the same sources cross-compiled with MinGW-w64's g++ (gyp/win32.mjs,
+//                 which says how it binds to node.exe or electron.exe)
 // Linux binaries link libstdc++ and libgcc statically (binding.gyp's ldflags), so they load on any glibc
 // distribution whatever its compiler's age; they are tagged glibc (node-gyp-build skips them on musl).
-// Options: --require-arm64 (fail instead of skipping when the cross compiler is missing), --quiet.
+// Options: --require-arm64, --require-win32 (fail instead of skipping when that cross compiler is
+// missing), --quiet.
 // macOS prebuilds come from .github/workflows/prebuild.yml (prebuildify on macOS runners).
 import { execSync, spawnSync } from 'node:child_process';
 import fs from 'node:fs';
@@ -19,6 +22,7 @@ import { commandStamp, compileAndLink, headerFiles, withLock } from '../tools/bu
 import { findCrossCxx } from '../tools/native-tests.mjs';
 import { nativeSources } from '../gyp/sources.mjs';
 import { writeHeaders } from '../gyp/msl-kernels.mjs';
+import { build as buildWin32 } from '../gyp/win32.mjs';
 
 const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
 const SELF = fileURLToPath(import.meta.url);
@@ -105,9 +109,22 @@ async function crossBuildArm64() {
   });
 }
 
+async function crossBuildWin32() {
+  const r = await buildWin32({ target: 'addon', quiet: args.has('--quiet') });
+  if (r.skip) {
+    if (args.has('--require-win32')) throw new Error(`win32-x64: ${r.skip}`);
+    log(`win32-x64 skipped: ${r.skip}`);
+    return;
+  }
+  install(r.file, prebuildPath('win32', 'x64'));
+}
+
 try {
   hostBuild();
-  if (process.platform === 'linux' && process.arch === 'x64') await crossBuildArm64();
+  if (process.platform === 'linux' && process.arch === 'x64') {
+    await crossBuildArm64();
+    await crossBuildWin32();
+  }
 } catch (e) {
   console.error(`prebuild: ${e.message}`);
   process.exit(1);

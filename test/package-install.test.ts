@@ -14,6 +14,7 @@ import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { VisionTower } from '../src/index.js';
 import { FIXTURES } from './helpers/fixtures.js';
+import { installPrngStub, nodeExe, runWine, winePrefix, wineMissing, winPath } from './helpers/wine.js';
 
 const ROOT = fileURLToPath(new URL('..', import.meta.url));
 const MODEL = join(FIXTURES, 'qwen3_5-tiny', 'model');
@@ -337,4 +338,99 @@ describe('the linux-arm64 prebuilt binary', () => {
     expect(r.stdout.trim()).toBe('napi_register_module_v1 found');
     expect(r.status).toBe(0);
   });
+});
+
+// The same tarball on "Windows": npm run by the official node.exe under Wine installs it for win32-x64
+// (test/helpers/wine.ts; docs/windows.md says what this proves and what only Windows shows).
+const wineMissingReason = wineMissing();
+if (wineMissingReason) console.warn(`skipped: the win32-x64 package under Wine: ${wineMissingReason}`);
+
+describe.skipIf(wineMissingReason)('the win32-x64 package under Wine', () => {
+  const IMAGES = ['coffee.png', 'astronaut.jpg', 'astronaut_rgba.png', 'camera_gray.png', 'chelsea_exif6.jpg', 'chelsea_palette.png']
+    .map((f) => join(FIXTURES, 'images', f));
+  let node: string, app: string, installOut: { code: number | null; stdout: string; stderr: string };
+  beforeAll(() => {
+    node = nodeExe();
+    winePrefix();
+    installPrngStub();
+    app = join(work, 'win-app');
+    mkdirSync(app);
+    writeFileSync(join(app, 'package.json'), JSON.stringify({ name: 'win-consumer', version: '1.0.0', private: true }));
+    const cache = execFileSync(process.execPath, [NPM_CLI!, 'config', 'get', 'cache'], { encoding: 'utf8' }).trim();
+    // npm under Wine fails to fetch a tarball into its cache (an UNKNOWN error, three attempts), and drops
+    // the optional package silently: Linux npm puts sharp's win32 package in the shared cache first.
+    const sharpPkg = JSON.parse(readFileSync(createRequire(import.meta.url).resolve('sharp/package.json'), 'utf8')) as { optionalDependencies: Record<string, string> };
+    execFileSync(process.execPath, [NPM_CLI!, 'cache', 'add', `@img/sharp-win32-x64@${sharpPkg.optionalDependencies['@img/sharp-win32-x64']}`], { stdio: 'ignore' });
+    const t0 = performance.now();
+    // --ignore-scripts: Wine 8's cmd.exe runs the right side of `a || b` whatever a's exit status, so
+    // sharp's install script (`node install/check.js || npm run build`) would always try to build.
+    // tessera-vision's own install step then runs as npm would run it, with node.exe.
+    installOut = runWine(node, [winPath(NPM_CLI!), 'install', '--os=win32', '--cpu=x64', '--prefer-offline', '--ignore-scripts',
+      '--no-audit', '--no-fund', '--cache', winPath(cache), winPath(tarball)], { cwd: app });
+    if (installOut.code === 0)
+      installOut = runWine(node, [winPath(join(app, 'node_modules', 'tessera-vision', 'scripts', 'install.mjs'))], { cwd: join(app, 'node_modules', 'tessera-vision') });
+    console.log(`npm install of the tarball by node.exe under Wine: ${((performance.now() - t0) / 1000).toFixed(1)} s`);
+  }, 900_000);
+
+  it('npm run by node.exe installs it with no compiler: the prebuilt addon and sharp\'s win32 binaries', () => {
+    expect(installOut.code, `${installOut.stdout}\n${installOut.stderr}`).toBe(0);
+    expect(installOut.stderr).toBe('');  // the install step found the prebuilt addon loading: nothing to say
+    const pkg = join(app, 'node_modules', 'tessera-vision');
+    expect(readdirSync(join(pkg, 'prebuilds', 'win32-x64'))).toEqual(['tessera-vision.napi.node']);
+    expect(existsSync(join(pkg, 'build'))).toBe(false);  // no source build ran
+    expect(existsSync(join(app, 'node_modules', '@img', 'sharp-win32-x64'))).toBe(true);
+    const dll = readFileSync(join(pkg, 'prebuilds', 'win32-x64', 'tessera-vision.napi.node'));
+    expect(dll.subarray(0, 2).toString('latin1')).toBe('MZ');
+    expect(dll.readUInt16LE(dll.readUInt32LE(0x3c) + 4)).toBe(0x8664);  // IMAGE_FILE_MACHINE_AMD64
+  });
+
+  it('node.exe runs every fixture family\'s tower in stream, mapped and resident residency within 1e-4 of HF; sharp\'s win32 build decodes the fixture images as its Linux build does; the library encodes as on Linux', async () => {
+    const t0 = performance.now();
+    const r = runWine(node, [winPath(join(ROOT, 'test', 'helpers', 'win32-consumer.mjs')), winPath(app), winPath(FIXTURES), ...IMAGES.map(winPath)], { cwd: app });
+    console.log(`fixture towers, sharp and an encode under Wine: ${((performance.now() - t0) / 1000).toFixed(1)} s`);
+    expect(r.code, r.stderr).toBe(0);
+    const out = JSON.parse(r.stdout) as {
+      towers: { tower: string; residency: string; stages: Record<string, number | null> }[];
+      images: { width: number; height: number; channels: number; sha: string }[];
+      encode: { tokens: number; width: number; sha: string };
+    };
+    const families = new Set(out.towers.map((t) => t.tower.split('/')[0]));
+    expect([...families]).toEqual(['qwen3_5-tiny', 'qwen3_vl-tiny', 'gemma4-tiny']);
+    for (const t of out.towers) {
+      expect(Object.keys(t.stages).length, t.tower).toBeGreaterThan(2);
+      for (const [stage, err] of Object.entries(t.stages)) expect(err, `${t.tower} ${t.residency} ${stage}`).not.toBeNull();
+      const worst = Math.max(...Object.values(t.stages).map(Number));
+      expect(worst, `${t.tower} ${t.residency}`).toBeLessThan(1e-4);
+    }
+    expect(out.towers.map((t) => t.residency)).toEqual([...families].flatMap(() => ['stream', 'mapped', 'resident']));
+
+    const sharp = createRequire(import.meta.url)('sharp') as typeof import('sharp');
+    const images = await Promise.all(IMAGES.map(async (image) => {
+      const { data, info } = await sharp(image).raw().toBuffer({ resolveWithObject: true });
+      return { width: info.width, height: info.height, channels: info.channels, sha: createHash('sha256').update(data).digest('hex') };
+    }));
+    expect(out.images.map(({ width, height, channels, sha }) => ({ width, height, channels, sha }))).toEqual(images);
+
+    const tower = await VisionTower.open(MODEL, { backend: 'cpu' });
+    const e = await tower.encode(IMAGES[0]!);
+    await tower.close();
+    const sha = createHash('sha256').update(new Uint8Array(e.embeddings.buffer, e.embeddings.byteOffset, e.embeddings.byteLength)).digest('hex');
+    expect(out.encode).toEqual({ tokens: e.tokens, width: e.width, sha });
+  }, 600_000);
+
+  it('`tessera encode --model` run by node.exe writes the embeddings the library gives', async () => {
+    const outFile = join(app, 'coffee.safetensors');
+    const cli = join(app, 'node_modules', 'tessera-vision', 'dist', 'cli', 'main.js');
+    const r = runWine(node, [winPath(cli), 'encode', winPath(IMAGES[0]!), '--model', winPath(MODEL), '--out', winPath(outFile)], { cwd: app });
+    expect(r.code, r.stderr).toBe(0);
+    const tower = await VisionTower.open(MODEL, { backend: 'cpu' });
+    const e = await tower.encode(IMAGES[0]!);
+    await tower.close();
+    const file = readFileSync(outFile);
+    const n = Number(file.readBigUInt64LE(0));
+    const header = JSON.parse(file.subarray(8, 8 + n).toString('utf8')) as Record<string, { data_offsets: [number, number] }>;
+    expect(header['image.0.embeddings'], Object.keys(header).join(', ')).toBeDefined();
+    const [b, end] = header['image.0.embeddings']!.data_offsets;
+    expect(Buffer.from(file.subarray(8 + n + b, 8 + n + end)).equals(Buffer.from(e.embeddings.buffer, e.embeddings.byteOffset, e.embeddings.byteLength))).toBe(true);
+  }, 300_000);
 });

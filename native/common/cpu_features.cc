@@ -5,28 +5,11 @@
 
 #if defined(__x86_64__) || defined(_M_X64)
 #include <cpuid.h>
-#if defined(__linux__)
-#include <sys/syscall.h>
-#include <unistd.h>
 #endif
-#elif defined(__aarch64__) && defined(__linux__)
-#include <sys/auxv.h>
-#endif
+
+#include "common/platform.h"
 
 namespace tessera {
-
-#if defined(__x86_64__) || defined(_M_X64)
-// AMX's tile data (8 KiB of state a thread) is off until the process asks Linux for it
-// (arch_prctl(ARCH_REQ_XCOMP_PERM, XFEATURE_XTILEDATA), kernel 5.16+); refused, AMX stays off.
-static bool amx_permitted() {
-#if defined(__linux__)
-  constexpr long kArchReqXcompPerm = 0x1023, kXfeatureXtiledata = 18;
-  return syscall(SYS_arch_prctl, kArchReqXcompPerm, kXfeatureXtiledata) == 0;
-#else
-  return false;
-#endif
-}
-#endif
 
 static CpuFeatures detect() {
   CpuFeatures f;
@@ -53,16 +36,11 @@ static CpuFeatures detect() {
   f.avx2_fma = ymm && avx2 && fma && f16c;
   f.avx512 = f.avx2_fma && zmm && avx512;
   f.avx512_bf16 = f.avx512 && avx512bf16;
-  f.amx_bf16 = f.avx512_bf16 && amx && xtile;  // and amx_permitted(), asked below unless TESSERA_SIMD holds it off
+  f.amx_bf16 = f.avx512_bf16 && amx && xtile;  // and the OS's grant, asked below unless TESSERA_SIMD holds it off
   f.bf16_unpack = intel;
 #elif defined(__aarch64__)
   f.neon = true;
-#if defined(__linux__)
-  constexpr unsigned long kHwcap2Bf16 = 1ul << 14;
-  f.neon_bf16 = getauxval(AT_HWCAP2) & kHwcap2Bf16;
-#elif defined(__APPLE__)
-  f.neon_bf16 = false;  // not detected on macOS yet (sysctl hw.optional.arm.FEAT_BF16): f32
-#endif
+  f.neon_bf16 = platform::arm_bf16();
 #endif
   // TESSERA_SIMD holds the ladder at a level (for tests of every path and for comparisons).
   if (const char* cap = std::getenv("TESSERA_SIMD")) {
@@ -73,7 +51,7 @@ static CpuFeatures detect() {
     else if (!std::strcmp(cap, "neon")) f.neon_bf16 = false;
   }
 #if defined(__x86_64__) || defined(_M_X64)
-  if (f.amx_bf16) f.amx_bf16 = amx_permitted();
+  if (f.amx_bf16) f.amx_bf16 = platform::request_amx_tile_data();
 #endif
   if (const char* w = std::getenv("TESSERA_BF16_WIDEN")) {
     if (!std::strcmp(w, "unpack")) f.bf16_unpack = true;

@@ -10,8 +10,8 @@ struct CpuFeatures {
   bool neon = false;       // arm64 (always)
   // bf16 units (precision 'bf16'; docs/bf16.md). Each implies the f32 level it extends.
   bool avx512_bf16 = false;  // AVX512-BF16: vdpbf16ps, vcvtne2ps2bf16
-  bool amx_bf16 = false;     // AMX-TILE + AMX-BF16, with the tile state granted by the OS (Linux: arch_prctl)
-  bool neon_bf16 = false;    // arm64 FEAT_BF16: BFMMLA, BFDOT (Linux: HWCAP2_BF16)
+  bool amx_bf16 = false;     // AMX-TILE + AMX-BF16, with the tile state granted by the OS (platform::request_amx_tile_data)
+  bool neon_bf16 = false;    // arm64 FEAT_BF16: BFMMLA, BFDOT (platform::arm_bf16)
   // How the AVX2 kernels widen a pair of bf16 weight vectors (kernels_avx2.cc): by two unpacks
   // with zero on Intel cores, whose vector shifts share ports 0 and 1 with the FMAs while the
   // unpacks run on port 5; by a shift and a mask elsewhere (level with the unpacks on AMD's Zen 5;

@@ -2,29 +2,15 @@
 
 #include <algorithm>
 #include <chrono>
-#include <fstream>
-#include <set>
-#include <string>
 #include <utility>
+
+#include "common/platform.h"
 
 namespace tessera {
 
 int ThreadPool::physical_cores() {
-  // Linux: count distinct (physical id, core id) pairs; hyperthreads share a core's FMA units,
-  // so more threads than cores only adds contention. Elsewhere: hardware_concurrency.
-  std::ifstream in("/proc/cpuinfo");
-  if (in) {
-    std::set<std::pair<int, int>> cores;
-    std::string line;
-    int phys = 0;
-    while (std::getline(in, line)) {
-      auto colon = line.find(':');
-      if (colon == std::string::npos) continue;
-      if (line.rfind("physical id", 0) == 0) phys = std::atoi(line.c_str() + colon + 1);
-      if (line.rfind("core id", 0) == 0) cores.insert({phys, std::atoi(line.c_str() + colon + 1)});
-    }
-    if (!cores.empty()) return int(cores.size());
-  }
+  // Hyperthreads share a core's FMA units, so more threads than cores only adds contention.
+  if (int n = platform::physical_cores(); n > 0) return n;
   unsigned n = std::thread::hardware_concurrency();
   return n ? int(n) : 1;
 }

@@ -18,6 +18,14 @@ namespace {
 // (ThreadPool loops are not re-entrant; concurrent calls queue on the mutex).
 std::mutex g_pool_mu;
 std::unique_ptr<ThreadPool> g_pool;
+#if defined(_WIN32)
+// A DLL's static destructors run after ExitProcess has ended the process's other threads: joining the
+// pool's workers then never returns (node.exe hangs at exit), so on Windows the pool is left to the
+// process's end. Destroyed before g_pool (constructed after it), this lets go of it first.
+struct KeepPoolAtExit {
+  ~KeepPoolAtExit() { (void)g_pool.release(); }
+} g_keep_pool_at_exit;
+#endif
 
 // Largest side we accept anywhere: keeps every index product inside size_t and int32 arithmetic
 // (TypeScript refuses far smaller images first; this guards the native entry point itself).

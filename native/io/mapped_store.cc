@@ -1,14 +1,10 @@
 #include "io/mapped_store.h"
 
-#include <sys/mman.h>
-#include <sys/stat.h>
-
 #include <algorithm>
-#include <cerrno>
-#include <cstring>
 
 #include "common/aligned.h"
 #include "common/error.h"
+#include "common/platform.h"
 #include "io/file_reader.h"
 #include "io/spec_bounds.h"
 
@@ -49,19 +45,19 @@ class MappedStore final : public WeightStore {
     if (n >= spec_.stages.size())
       fail(Code::Internal, "internal: acquire of stage " + std::to_string(n) + " of " + std::to_string(spec_.stages.size()));
     // A file that shrank since open would fault when the stage's pages are touched: look first
-    // (one fstat per file of the stage; the race left is as narrow as it can be without copying).
+    // (one size query per file of the stage; the race left is as narrow as it can be without copying).
+    // Windows refuses to truncate a mapped file, so there the check never finds one.
     std::vector<uint64_t> now(files_.count(), 0);
     for (const auto& w : windows_[n]) {
-      struct stat st;
-      if (fstat(files_.fd(w.file), &st) != 0) fail(Code::WeightsCorrupt, "cannot stat '" + files_.path(w.file) + "'");
-      now[size_t(w.file)] = uint64_t(st.st_size);
+      if (!platform::file_size(files_.handle(w.file), &now[size_t(w.file)]))
+        fail(Code::WeightsCorrupt, "cannot stat '" + files_.path(w.file) + "': " + platform::last_error());
     }
     for (size_t f = 0; f < now.size(); ++f)
       if (!now[f]) now[f] = files_.size(int(f));  // files this stage does not use
     check_tensors_within_files(spec_, now, long(n));
     if (n + 1 < spec_.stages.size())
       for (const auto& w : windows_[n + 1])
-        madvise(maps_[size_t(w.file)].base + w.begin, w.end - w.begin, MADV_WILLNEED);
+        platform::advise_willneed(maps_[size_t(w.file)].base + w.begin, w.end - w.begin);
     return views_[n];
   }
   void release(size_t) override {}
@@ -74,12 +70,12 @@ class MappedStore final : public WeightStore {
       Mapping m;
       m.bytes = size_t(files_.size(int(f)));
       if (m.bytes) {
-        void* p = mmap(nullptr, round_up(m.bytes, page), PROT_READ, MAP_SHARED, files_.fd(int(f)), 0);
-        if (p == MAP_FAILED)
+        void* p = platform::map_file(files_.handle(int(f)), round_up(m.bytes, page));
+        if (!p)
           fail(Code::OutOfMemory, "cannot map '" + files_.path(int(f)) + "' (" + std::to_string(m.bytes) +
-                                      " bytes): " + std::strerror(errno));
+                                      " bytes): " + platform::last_error());
         m.base = static_cast<char*>(p);
-        madvise(m.base, round_up(m.bytes, page), MADV_SEQUENTIAL);
+        platform::advise_sequential(m.base, round_up(m.bytes, page));
       }
       maps_.push_back(m);
     }
@@ -140,7 +136,7 @@ class MappedStore final : public WeightStore {
       for (auto& w : wins)
         if (w.buf) backend_.release(w.buf), w.buf = nullptr;
     for (auto& m : maps_)
-      if (m.base) munmap(m.base, round_up(m.bytes, page_size())), m.base = nullptr;
+      if (m.base) platform::unmap_file(m.base, round_up(m.bytes, page_size())), m.base = nullptr;
   }
 
   const TowerSpec spec_;

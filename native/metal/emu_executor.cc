@@ -1,7 +1,5 @@
 #include "metal/emu_executor.h"
 
-#include <dlfcn.h>
-
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
@@ -12,6 +10,7 @@
 #include <thread>
 
 #include "common/error.h"
+#include "common/platform.h"
 #include "metal/mslemu_api.h"
 
 namespace tessera::mtl {
@@ -26,10 +25,9 @@ struct Library {
 
 // build/Release/tessera.node or build/native-tests/native_tests -> build/mslemu/libtessera_mslemu.so
 std::string default_path() {
-  Dl_info info{};
-  if (!dladdr(reinterpret_cast<void*>(&default_path), &info) || !info.dli_fname) return "build/mslemu/libtessera_mslemu.so";
-  std::string self = info.dli_fname;
-  const size_t slash = self.rfind('/');
+  const std::string self = platform::module_path(reinterpret_cast<const void*>(&default_path));
+  if (self.empty()) return "build/mslemu/libtessera_mslemu.so";
+  const size_t slash = self.find_last_of(platform::kDirSeparators);
   const std::string dir = slash == std::string::npos ? "." : self.substr(0, slash);
   return dir + "/../mslemu/libtessera_mslemu.so";
 }
@@ -40,10 +38,11 @@ const Library& library() {
   std::call_once(once, [] {
     const char* env = std::getenv("TESSERA_MSLEMU_LIB");
     lib.path = env && *env ? env : default_path();
-    void* h = dlopen(lib.path.c_str(), RTLD_NOW | RTLD_LOCAL);
+    std::string load_error;
+    void* h = platform::load_library(lib.path, &load_error);
     if (!h) {
       std::string reason;
-      std::ifstream st(lib.path.substr(0, lib.path.rfind('/') + 1) + "status.json");
+      std::ifstream st(lib.path.substr(0, lib.path.find_last_of(platform::kDirSeparators) + 1) + "status.json");
       if (st) {
         std::stringstream ss;
         ss << st.rdbuf();
@@ -52,12 +51,12 @@ const Library& library() {
         if (r != std::string::npos) reason = s.substr(r + 11, s.find('"', r + 11) - r - 11);
       }
       lib.error = "backend 'metal-emulated' needs the MSL emulator library " + lib.path + ", which `node tools/mslemu/build.mjs` builds with clang >= 15 in a clone of the repository (a contributor tool: the package does not ship it)" +
-                  (reason.empty() ? std::string(" (") + dlerror() + ")" : " (" + reason + ")");
+                  (reason.empty() ? " (" + load_error + ")" : " (" + reason + ")");
       return;
     }
-    auto abi = reinterpret_cast<mslemu_abi_fn>(dlsym(h, "mslemu_abi"));
-    lib.run = reinterpret_cast<mslemu_run_fn>(dlsym(h, "mslemu_run"));
-    lib.kernel = reinterpret_cast<mslemu_kernel_fn>(dlsym(h, "mslemu_kernel"));
+    auto abi = reinterpret_cast<mslemu_abi_fn>(platform::library_symbol(h, "mslemu_abi"));
+    lib.run = reinterpret_cast<mslemu_run_fn>(platform::library_symbol(h, "mslemu_run"));
+    lib.kernel = reinterpret_cast<mslemu_kernel_fn>(platform::library_symbol(h, "mslemu_kernel"));
     if (!abi || !lib.run || !lib.kernel || abi() != TESSERA_MSLEMU_ABI) {
       lib.error = "the MSL emulator library " + lib.path + " is from another version of tessera: rebuild it with `node tools/mslemu/build.mjs`";
       lib.run = nullptr;
@@ -71,7 +70,7 @@ const Library& library() {
 // hits the allocator's redzone.
 struct EmuBuffer : backend::Buffer {
   void* owned = nullptr;  // null when wrapping host memory
-  ~EmuBuffer() override { std::free(owned); }
+  ~EmuBuffer() override { platform::aligned_free(owned); }
 };
 
 class EmuExecutor final : public Executor {
@@ -95,8 +94,8 @@ class EmuExecutor final : public Executor {
   }
   backend::Buffer* alloc(size_t bytes) override {
     auto* b = new EmuBuffer();
-    if (posix_memalign(&b->owned, 64, std::max<size_t>(bytes, 1)) != 0) {
-      b->owned = nullptr;
+    b->owned = platform::aligned_malloc(std::max<size_t>(bytes, 1), 64);
+    if (!b->owned) {
       delete b;
       fail(Code::OutOfMemory, "metal-emulated: could not allocate " + std::to_string(bytes) + " bytes");
     }

@@ -1,15 +1,23 @@
 // Helpers for the io table tests: a host-memory fake backend::Backend that records buffers and lets a
 // test decide when submitted work "completes", temporary weight files, and hand-built TowerSpecs.
 #pragma once
-#include <fcntl.h>
-#include <unistd.h>
-
+#include <atomic>
+#include <cerrno>
 #include <cstdio>
 #include <cstdlib>
 #include <deque>
+#include <filesystem>
+#include <fstream>
 #include <functional>
+#include <random>
 #include <string>
+#include <system_error>
 #include <vector>
+
+#if defined(_WIN32)
+#define WIN32_LEAN_AND_MEAN
+#include <windows.h>
+#endif
 
 #include "common/error.h"
 #include "backend/backend.h"
@@ -88,26 +96,38 @@ class FakeBackend final : public NoOpsBackend {
   }
 };
 
-// A temporary file that deletes itself.
+// A temporary file that deletes itself, written in binary.
 struct TempFile {
   std::string path;
   explicit TempFile(const std::vector<unsigned char>& bytes) {
-    char tmpl[] = "/tmp/tessera-io-XXXXXX";
-    int fd = mkstemp(tmpl);
-    path = tmpl;
-    size_t done = 0;
-    while (done < bytes.size()) {
-      ssize_t n = ::write(fd, bytes.data() + done, bytes.size() - done);
-      if (n <= 0) break;
-      done += size_t(n);
-    }
-    ::close(fd);
+    static std::atomic<unsigned> serial{0};
+    static const unsigned long long process_tag = (unsigned long long)std::random_device{}() << 32 | std::random_device{}();
+    auto p = std::filesystem::temp_directory_path() /
+             ("tessera-io-" + std::to_string(process_tag) + "-" + std::to_string(serial++));
+    std::ofstream(p, std::ios::binary).write(reinterpret_cast<const char*>(bytes.data()), std::streamsize(bytes.size()));
+    path = p.string();
   }
-  ~TempFile() { ::unlink(path.c_str()); }
-  void truncate_to(size_t n) const {
-    if (::truncate(path.c_str(), off_t(n)) != 0) std::perror("truncate");
+  ~TempFile() {
+    std::error_code ec;
+    std::filesystem::remove(path, ec);
+  }
+  // False when the OS refuses (Windows will not truncate a file while it is mapped).
+  bool truncate_to(size_t n) const {
+    std::error_code ec;
+    std::filesystem::resize_file(path, n, ec);
+    return !ec;
   }
 };
+
+// Makes the OS's "last error" an I/O error, as a failing read would leave it (errno; GetLastError).
+inline void set_os_error(int posix_errno) {
+#if defined(_WIN32)
+  (void)posix_errno;
+  SetLastError(ERROR_CRC);  // "Data error (cyclic redundancy check)"
+#else
+  errno = posix_errno;
+#endif
+}
 
 // Deterministic file contents: byte i of file f.
 inline unsigned char pattern_byte(int f, uint64_t i) { return (unsigned char)((i * 131u + uint64_t(f) * 17u + (i >> 9)) & 0xff); }

@@ -5,6 +5,7 @@
 #include <cmath>
 #include <cstring>
 #include <memory>
+#include <numbers>
 #include <random>
 #include <string>
 #include <vector>
@@ -103,7 +104,7 @@ void expect_close(const std::vector<float>& got, const std::vector<double>& ref,
 double ref_act(Act a, double v) {
   switch (a) {
     case Act::None: return v;
-    case Act::GeluTanh: return 0.5 * v * (1 + std::tanh(std::sqrt(2 / M_PI) * (v + 0.044715 * v * v * v)));
+    case Act::GeluTanh: return 0.5 * v * (1 + std::tanh(std::sqrt(2 / std::numbers::pi) * (v + 0.044715 * v * v * v)));
     case Act::GeluErf: return 0.5 * v * (1 + std::erf(v / std::sqrt(2.0)));
     // x · sigmoid(1.702 x) with 1.702 x rounded to f32 first, as torch (and the kernels) round it
     case Act::QuickGelu: return v / (1 + std::exp(-double(1.702f * float(v))));
