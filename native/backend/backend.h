@@ -53,6 +53,12 @@ struct Tensor {
 
 Tensor make_tensor(Buffer* buf, size_t offset, DType dtype, int64_t rows, int64_t cols);
 
+// Whether two tensors' byte spans (first element to last) in one buffer intersect: the aliasing rule's
+// test (an output may alias an input exactly, never partially overlap it). Column views of one wider
+// tensor interleave their spans, so they count as overlapping here; attention, which reads q, k and v
+// side by side in qkv, tells those apart itself.
+bool overlaps(const Tensor& a, const Tensor& b);
+
 // The activation of linear()'s epilogue. QuickGelu is x · sigmoid(1.702 x), Silu x · sigmoid(x) (Qwen2-VL's MLP
 // and Qwen2.5-VL's gated MLP, as HF computes them).
 enum class Act { None, GeluTanh, GeluErf, QuickGelu, Silu };

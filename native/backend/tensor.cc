@@ -25,6 +25,13 @@ Tensor make_tensor(Buffer* buf, size_t offset, DType dtype, int64_t rows, int64_
   return t;
 }
 
+bool overlaps(const Tensor& a, const Tensor& b) {
+  if (a.buf != b.buf || a.rows == 0 || b.rows == 0) return false;
+  const size_t a1 = a.offset + (size_t(a.rows - 1) * size_t(a.ld) + size_t(a.cols)) * dtype_size(a.dtype);
+  const size_t b1 = b.offset + (size_t(b.rows - 1) * size_t(b.ld) + size_t(b.cols)) * dtype_size(b.dtype);
+  return a.offset < b1 && b.offset < a1;
+}
+
 Tensor Tensor::rows_view(int64_t r0, int64_t n) const {
   TESSERA_CHECK(r0 >= 0 && n >= 0 && r0 + n <= rows, "rows_view out of range");
   Tensor t = *this;

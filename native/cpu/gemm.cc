@@ -107,13 +107,6 @@ Path path_for(const Context& c, DType wt) {
   return {nullptr, c.k.mr, c.k.nr, 1, dtype_size(wt), c.k.nr};
 }
 
-bool overlaps(const Tensor& a, const Tensor& b) {
-  if (a.buf != b.buf || a.rows == 0 || b.rows == 0) return false;
-  size_t a0 = a.offset, a1 = a.offset + (size_t(a.rows - 1) * size_t(a.ld) + size_t(a.cols)) * dtype_size(a.dtype);
-  size_t b0 = b.offset, b1 = b.offset + (size_t(b.rows - 1) * size_t(b.ld) + size_t(b.cols)) * dtype_size(b.dtype);
-  return a0 < b1 && b0 < a1;
-}
-
 }  // namespace
 
 static LinearScratch path_scratch(const Path& pa, int threads, int64_t M, int64_t K, int64_t N) {
