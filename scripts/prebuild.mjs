@@ -15,10 +15,10 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { commandStamp, compileAndLink, headerFiles, withLock } from '../tools/build-jobs.mjs';
-import { findCrossCxx } from '../tools/native-tests.mjs';
-import { nativeSources } from '../gyp/sources.mjs';
-import { writeHeaders } from '../gyp/msl-kernels.mjs';
+import { commandStamp, compileAndLink, headerFiles, withLock } from '../scripts/build-jobs.mjs';
+import { findCrossCxx } from '../scripts/native-tests.mjs';
+import { nativeSources } from './sources.mjs';
+import { writeHeaders } from './msl-kernels.mjs';
 
 const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
 const SELF = fileURLToPath(import.meta.url);
