@@ -104,3 +104,15 @@ describe('machines in the docs', () => {
     expect(found).toEqual([]);
   });
 });
+
+describe('issue numbers', () => {
+  it('no doc, test, source or tool cites an issue of a tracker that is not in the repository', () => {
+    // The case a test covers, or the reason a doc gives, is said in words; the history lives in commits.
+    const found = FILES.filter((f) => !f.startsWith('test/fixtures/')).flatMap((f) =>
+      readFileSync(join(ROOT, f), 'utf8')
+        .split('\n')
+        .flatMap((line, i) => (/\bissues? #?\d+\b|\bissue's\b/i.test(line) ? [`${f}:${i + 1}: ${line.trim()}`] : [])),
+    );
+    expect(found).toEqual([]);
+  });
+});

@@ -21,7 +21,7 @@ import { ALUS_PER_CORE, GPUS, TG_BYTES_PER_CYCLE, estimate, fp32Tflops } from '.
 
 const CHILD = fileURLToPath(import.meta.url);
 
-// What the previous kernels (main before issue 19: 32x32 GEMM tiles staged per element, attention of 4 query
+// What the previous kernels (before the tiled rewrite: 32x32 GEMM tiles staged per element, attention of 4 query
 // rows per threadgroup with a scalar score loop) gave in this same model: this script run once on them, at
 // commit 3d68fc2 (the counters, with the old kernels). To recompute: check out that commit's metal/ and
 // native/metal/ops/, rebuild (npx node-gyp build, node tools/mslemu/build.mjs), npm run bench -- metal-model.
