@@ -37,7 +37,7 @@ inline u32 attn_rows_tg_floats(u32 hd, u32 kb) { return 2 * kb * hd + kAttnRowsP
 // Stored element types of weights (the order of tessera::DType).
 enum WeightType { kF32 = 0, kF16 = 1, kBF16 = 2 };
 // Activations of the linear's epilogue (Linear::act).
-enum Activation { kCopy = 0, kGeluTanh = 1, kGeluErf = 2 };
+enum Activation { kCopy = 0, kGeluTanh = 1, kGeluErf = 2, kQuickGelu = 3, kSilu = 4 };
 // Element-wise operations of ew_binary.
 enum BinaryOp { kAdd = 0, kMul = 1 };
 

@@ -53,7 +53,9 @@ struct Tensor {
 
 Tensor make_tensor(Buffer* buf, size_t offset, DType dtype, int64_t rows, int64_t cols);
 
-enum class Act { None, GeluTanh, GeluErf };
+// The activation of linear()'s epilogue. QuickGelu is x · sigmoid(1.702 x), Silu x · sigmoid(x) (Qwen2-VL's MLP
+// and Qwen2.5-VL's gated MLP, as HF computes them).
+enum class Act { None, GeluTanh, GeluErf, QuickGelu, Silu };
 
 // y = act(clamp_out(clamp_in(x) · Wᵀ + bias)) · mul + residual, evaluated in exactly that order
 // (each step rounded to f32; absent steps skipped, not computed as · 1 or + 0). Weight W is [out, in]

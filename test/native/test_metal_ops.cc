@@ -174,7 +174,7 @@ TEST("metal: linear vs cpu (matmul + matvec paths, 31/32/33 and 63/64/65 tails, 
   for (const S& s : shapes)
     for (DType wd : {DType::F32, DType::F16, DType::BF16}) {
       ++variant;
-      const Act act = Act(variant % 3);
+      const Act act = Act((variant + 3 * (variant / 6)) % 5);  // shifted every 6: each with and without bias, mul, residual
       const bool bias = variant % 2 == 0, res = variant % 4 != 1, alias = variant % 4 == 2, clamps = variant % 5 == 0;
       // the GEGLU multiplier (Gemma 4's up linear): a strided tensor of its own, or y itself
       const bool mul = variant % 3 != 2, mul_alias = mul && variant % 4 >= 2;
@@ -196,6 +196,25 @@ TEST("metal: linear vs cpu (matmul + matvec paths, 31/32/33 and 63/64/65 tails, 
         b.linear(t[4], t[0], t[1], a);
       };
       c.tol = wd == DType::F32 ? 2e-5 : 5e-5;
+      check(c);
+    }
+}
+
+TEST("metal: linear's QuickGELU and SiLU vs cpu where e^-z overflows (x·W up to ±200; matvec and matmul paths)") {
+  if (!enabled()) return;
+  std::mt19937 g(13);
+  for (Act act : {Act::QuickGelu, Act::Silu})
+    for (int64_t rows : {3, 40}) {
+      Case c;
+      c.name = std::string("linear ") + (act == Act::Silu ? "silu" : "quick_gelu") + " rows=" + std::to_string(rows) + " |x·W| to 200";
+      c.in = {make(g, rows, 2, DType::F32, 0, -100, 100), make(g, 33, 2), make(g, 1, 33), make(g, rows, 33)};
+      c.out = 3;
+      c.op = [=](Backend& b, std::vector<Tensor>& t) {
+        LinearArgs a;
+        a.act = act;
+        a.bias = &t[2];
+        b.linear(t[3], t[0], t[1], a);
+      };
       check(c);
     }
 }

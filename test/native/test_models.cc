@@ -20,8 +20,7 @@
 #include "harness.h"
 #include "io/resident_store.h"
 #include "io_test_util.h"
-#include "models/gemma4_vision.h"
-#include "models/qwen_vision.h"
+#include "models/vision_model.h"
 
 using namespace tessera;
 
@@ -286,8 +285,8 @@ TEST("models: a Qwen encode in many row chunks equals one chunk bit for bit; scr
     in.grids = grids;
     for (auto [dt, packed] : kVariants) {
       TowerFile f = qwen_tower(dt);
-      Run whole = encode(f, make_qwen_vision, kRowChunk, in, packed);
-      Run chunked = encode(f, make_qwen_vision, 36, in, packed);
+      Run whole = encode(f, make_model, kRowChunk, in, packed);
+      Run chunked = encode(f, make_model, 36, in, packed);
       EXPECT(whole.out.stages.size() == 5 && whole.out.deepstack.size() == 1);
       expect_same_outputs(whole, chunked);
       for (const Run* r : {&whole, &chunked}) {
@@ -335,8 +334,8 @@ TEST("models: a Gemma 4 encode in many row chunks equals one chunk bit for bit; 
     in.image_rows = image_rows;
     for (auto [dt, packed] : kVariants) {
       TowerFile f = gemma_tower(dt);
-      Run whole = encode(f, make_gemma4_vision, kRowChunk, in, packed);
-      Run chunked = encode(f, make_gemma4_vision, 30, in, packed);
+      Run whole = encode(f, make_model, kRowChunk, in, packed);
+      Run chunked = encode(f, make_model, 30, in, packed);
       EXPECT(whole.out.stages.size() == 5 && whole.out.tokens == (two ? 16 : 12));
       expect_same_outputs(whole, chunked);
       for (const Run* r : {&whole, &chunked}) {
@@ -396,8 +395,8 @@ TEST("models: Qwen and Gemma 4 towers in precision bf16 stay within HF's own bf1
       in.grids = grids;
       for (bool packed : {false, true}) {
         TowerFile f = qwen_tower(DType::BF16);
-        Run ref = encode(f, make_qwen_vision, kRowChunk, in, packed, cpu::make_cpu_backend(2, level, cpu::Precision::F32));
-        Run bf = encode(f, make_qwen_vision, kRowChunk, in, packed, cpu::make_cpu_backend(2, level, cpu::Precision::Bf16));
+        Run ref = encode(f, make_model, kRowChunk, in, packed, cpu::make_cpu_backend(2, level, cpu::Precision::F32));
+        Run bf = encode(f, make_model, kRowChunk, in, packed, cpu::make_cpu_backend(2, level, cpu::Precision::Bf16));
         expect_bf16_close(ref, bf, kQwenBf16Bound, (name + " qwen" + (packed ? " packed" : "")).c_str());
       }
     }
@@ -413,8 +412,8 @@ TEST("models: Qwen and Gemma 4 towers in precision bf16 stay within HF's own bf1
       in.positions = pos.data();
       in.image_rows = {108};
       TowerFile f = gemma_tower(DType::BF16);
-      Run ref = encode(f, make_gemma4_vision, kRowChunk, in, true, cpu::make_cpu_backend(2, level, cpu::Precision::F32));
-      Run bf = encode(f, make_gemma4_vision, kRowChunk, in, true, cpu::make_cpu_backend(2, level, cpu::Precision::Bf16));
+      Run ref = encode(f, make_model, kRowChunk, in, true, cpu::make_cpu_backend(2, level, cpu::Precision::F32));
+      Run bf = encode(f, make_model, kRowChunk, in, true, cpu::make_cpu_backend(2, level, cpu::Precision::Bf16));
       expect_bf16_close(ref, bf, kGemmaBf16Bound, (name + " gemma4").c_str());
     }
   }

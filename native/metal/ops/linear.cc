@@ -22,6 +22,17 @@ float finite_bound(float b) {
   constexpr float kMax = std::numeric_limits<float>::max();
   return std::clamp(b, -kMax, kMax);
 }
+// The kernels' code for an activation (kargs::Activation).
+uint32_t activation(backend::Act act) {
+  switch (act) {
+    case backend::Act::None: return kargs::kCopy;
+    case backend::Act::GeluTanh: return kargs::kGeluTanh;
+    case backend::Act::GeluErf: return kargs::kGeluErf;
+    case backend::Act::QuickGelu: return kargs::kQuickGelu;
+    case backend::Act::Silu: return kargs::kSilu;
+  }
+  fail(Code::InvalidArgument, "linear: unknown activation " + std::to_string(int(act)));
+}
 }  // namespace
 
 void encode_linear(Executor& ex, const backend::Tensor& y, const backend::Tensor& x, const backend::Tensor& w, const backend::LinearArgs& a) {
@@ -49,7 +60,7 @@ void encode_linear(Executor& ex, const backend::Tensor& y, const backend::Tensor
   p.ldx = u32(x.ld, op, "x.ld");
   p.ldy = u32(y.ld, op, "y.ld");
   p.ldr = a.residual ? u32(a.residual->ld, op, "residual.ld") : 0;
-  p.act = a.act == backend::Act::GeluTanh ? kargs::kGeluTanh : a.act == backend::Act::GeluErf ? kargs::kGeluErf : kargs::kCopy;
+  p.act = activation(a.act);
   p.has_bias = a.bias != nullptr;
   p.bias_type = a.bias ? uint32_t(a.bias->dtype) : 0;
   p.has_residual = a.residual != nullptr;

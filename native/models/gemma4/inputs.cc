@@ -1,6 +1,6 @@
 // The host side of a Gemma 4 encode's inputs (gemma4_inputs.h); the #anchors are
 // docs/models/gemma4-vision.md's.
-#include "models/gemma4_inputs.h"
+#include "models/gemma4/inputs.h"
 
 #include <algorithm>
 #include <cmath>
@@ -8,7 +8,7 @@
 #include <vector>
 
 #include "common/error.h"
-#include "models/rope.h"
+#include "models/vit/rope.h"
 
 namespace tessera::gemma4 {
 

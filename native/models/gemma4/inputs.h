@@ -2,7 +2,7 @@
 // (docs/models/gemma4-vision.md): the rows split into images with their padding dropped and each
 // image's positions checked to form a whole patch grid, then the tables the tower reads (the kept
 // pixel rows, the position-table taps, the rope angles, the pooling taps). The tower
-// (gemma4_vision.cc) runs the stages.
+// (tower.cc) runs the stages.
 #pragma once
 #include <cstdint>
 #include <vector>
@@ -12,7 +12,7 @@
 
 namespace tessera::gemma4 {
 
-// The tower's dimensions, from the TowerSpec (gemma4_vision.cc reads them).
+// The tower's dimensions, from the TowerSpec (tower.cc reads them).
 struct Dims {
   int64_t hidden, heads, head_dim, qdim, inter, out, patch, patch_dim, pool, pos_rows;
   float eps;
