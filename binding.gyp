@@ -3,12 +3,12 @@
     {
       "target_name": "tessera",
       "sources": [
-        "<!@(node gyp/sources.mjs)"
+        "<!@(node scripts/sources.mjs)"
       ],
       "include_dirs": [
         "<!(node -p \"require('node-addon-api').include_dir\")",
         "native",
-        "<!(node gyp/msl-kernels.mjs headers)"
+        "<!(node scripts/msl-kernels.mjs headers)"
       ],
       "defines": [
         "NAPI_VERSION=8",
@@ -74,14 +74,14 @@
               {
                 "action_name": "metallib",
                 "inputs": [
-                  "<!@(node gyp/msl-kernels.mjs sources)"
+                  "<!@(node scripts/msl-kernels.mjs sources)"
                 ],
                 "outputs": [
                   "<(PRODUCT_DIR)/tessera.metallib"
                 ],
                 "action": [
                   "node",
-                  "gyp/msl-kernels.mjs",
+                  "scripts/msl-kernels.mjs",
                   "metallib",
                   "<(PRODUCT_DIR)/tessera.metallib",
                   "--if-toolchain"

@@ -6,7 +6,7 @@
 //   linux-arm64   on a linux-x64 host: every addon source cross-compiled with g++-aarch64-linux-gnu, with
 //                 binding.gyp's own flags, defines and include dirs (read from it, not restated), into
 //                 build/prebuild/linux-arm64/; rebuilt only when a source, a header or the command changed
-//   win32-x64     on a linux-x64 host: the same sources cross-compiled with MinGW-w64's g++ (gyp/win32.mjs,
+//   win32-x64     on a linux-x64 host: the same sources cross-compiled with MinGW-w64's g++ (scripts/win32.mjs,
 //                 which says how it binds to node.exe or electron.exe)
 // Linux binaries link libstdc++ and libgcc statically (binding.gyp's ldflags), so they load on any glibc
 // distribution whatever its compiler's age; they are tagged glibc (node-gyp-build skips them on musl).
@@ -18,11 +18,11 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { commandStamp, compileAndLink, headerFiles, withLock } from '../tools/build-jobs.mjs';
-import { findCrossCxx } from '../tools/native-tests.mjs';
-import { nativeSources } from '../gyp/sources.mjs';
-import { writeHeaders } from '../gyp/msl-kernels.mjs';
-import { build as buildWin32 } from '../gyp/win32.mjs';
+import { commandStamp, compileAndLink, headerFiles, withLock } from './build-jobs.mjs';
+import { findCrossCxx } from './native-tests.mjs';
+import { nativeSources } from './sources.mjs';
+import { writeHeaders } from './msl-kernels.mjs';
+import { build as buildWin32 } from './win32.mjs';
 
 const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
 const SELF = fileURLToPath(import.meta.url);

@@ -38,7 +38,7 @@ export function doctorFixtureFiles(): string[] {
   return [...DOCTOR_FIXTURES.flatMap((f) => [`${f.dir}/model`, `${f.dir}/expected/${f.caseName}.safetensors`]), DOCTOR_COUNTS];
 }
 
-/** Every dispatch of each fixture as the MSL emulator counts it, and the kernels' stamp (scripts/doctor-counts.mjs). */
+/** Every dispatch of each fixture as the MSL emulator counts it, and the kernels' stamp (tools/doctor-counts.mjs). */
 export const DOCTOR_COUNTS = 'doctor-counts.json';
 export interface DoctorCounts {
   stamp: string;

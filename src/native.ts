@@ -131,5 +131,6 @@ function missingAddon(root: string): string {
   const here = `${process.platform}-${process.arch}`;
   const which = prebuilt.length ? `prebuilt binaries exist for ${prebuilt.join(', ')}` : 'this copy has no prebuilt binaries';
   return `the native addon is missing: no source build in ${join(root, 'build', 'Release')} and no prebuilt binary for ${here} ` +
-    `(${which}). Run \`npm rebuild tessera-vision\` to build it from source (needs a C++20 compiler, make and Python 3)`;
+    `(${which}). Run \`npm rebuild tessera-vision\` to build it from source (needs a C++20 compiler, make and Python 3); ` +
+    `npm 11 and later skip a dependency's install scripts until they are approved: run \`npm install-scripts approve tessera-vision\` first`;
 }

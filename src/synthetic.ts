@@ -1,5 +1,5 @@
 // Random-weight towers written as HF checkpoint folders: the CLI's demo tower and the benchmarks'
-// real-size towers (scripts/make-synthetic-*.mjs) are all filled here (a family's folder writer says
+// real-size towers (bench/make-synthetic-*.mjs) are all filled here (a family's folder writer says
 // which tensors and configs). Weights are deterministic
 // (xorshift32) and scaled so activations stay in a sane range: matrices ~ U(-a, a) with
 // a = sqrt(3 / fan_in), biases ±0.02, norm weights 1, position tables ±0.5. Never real models.

@@ -1,7 +1,7 @@
-// Issue 15's cases, one test each, through the public API and the CLI: every one ends in a
+// An adversarial run's cases (hostile files, arguments and environments), one test each, through the public API and the CLI: every one ends in a
 // TesseraError with a code and a message naming the culprit, without hanging (each case is bounded
 // by refusalOf's timeout, a hang guard rather than a timing assertion) and, where the case was a
-// runaway read, without memory growth. Test names quote the case as the issue lists it.
+// runaway read, without memory growth. Test names state the case.
 import { execFileSync, spawnSync } from 'node:child_process';
 import { copyFileSync, mkdirSync, mkdtempSync, readFileSync, readdirSync, rmSync, statSync, symlinkSync, unlinkSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';

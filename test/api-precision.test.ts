@@ -15,7 +15,7 @@ const UNITS = addon().bf16Level !== 'none';
 const FAMILIES = ['qwen3_5-tiny', 'qwen3_vl-tiny', 'gemma4-tiny'];
 // HF's own bf16 error against its fp32 (max |diff| / max |ref|), per image and stage, measured with
 // torch on an Intel Xeon (Sapphire Rapids class) and kept beside each fixture (hf-bf16.json;
-// scripts/hf-bf16-error.py; docs/bf16.md). tessera's bf16 must land closer to HF fp32 at each.
+// verify/hf-bf16-error.py; docs/bf16.md). tessera's bf16 must land closer to HF fp32 at each.
 const hfBf16 = (family: string) =>
   readJson<{ cases: Record<string, Record<string, number>> }>(join(FIXTURES, family, 'hf-bf16.json')).cases;
 

@@ -7,7 +7,7 @@
 // storage named by each input's SHA-256; sglang: the precomputed_embedding item, every number the
 // shortest decimal that reads back to its float32, and one item for several pages; npy: one file
 // per tensor; Gemma 4 is refused for the vLLM formats (vLLM takes no Gemma 4 image embeddings) and
-// written for sglang. The engines' own code runs on these files in scripts/downstream-check
+// written for sglang. The engines' own code runs on these files in verify/downstream-check
 // (docs/downstream.md); this suite keeps the byte layouts.
 import { spawnSync } from 'node:child_process';
 import { createHash } from 'node:crypto';

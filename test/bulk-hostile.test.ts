@@ -1,11 +1,12 @@
-// The output folder under hostile conditions (issue 32, bulk items 1-5), through the one job runner
+// The output folder under hostile conditions, through the one job runner
 // and the CLI as a user runs it: a FIFO at an image's output, at its record or at manifest.jsonl is
 // refused at once (each FIFO test has a timeout, so a regression fails instead of hanging); a
 // symbolic link at the manifest, an output or a record is never written through (the file outside the
 // folder keeps its bytes); 235- and 250-character input names: the first is written (its temporary
 // name fits), the second fails alone with ERR_INVALID_ARGUMENT and its manifest line while the run
 // goes on and exits 1; an old manifest without its final newline, or larger than a string can hold
-// (a sparse 600 MiB file), keeps this run's lines; the five damaged outputs of the issue are redone
+// (a sparse 600 MiB file), keeps this run's lines; damaged outputs (safetensors truncated or zeroed,
+// a truncated .npy, a cut-off vLLM JSON, garbage in an SGLang JSON) are redone
 // on resume and the summary says how many; stale temporary files of today's and earlier names go.
 import { execFileSync, spawnSync } from 'node:child_process';
 import {

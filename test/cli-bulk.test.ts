@@ -244,9 +244,9 @@ describe('memory', () => {
     console.log(`peak RSS: 10 images ${(small.peakRssBytes / 2 ** 20).toFixed(1)} MiB, 1,000 images ${(large.peakRssBytes / 2 ** 20).toFixed(1)} MiB`);
     // Decoding all 1,000 images at once would hold 1,000 x 64 patch rows x 1,536 f32 = 375 MiB of
     // pixel rows alone. Per group, a run holds a few groups; what it gains over a 10-image run
-    // (V8's optimised code, the thread pool's allocator high-water; README "Memory") levels off
+    // (V8's optimised code, the thread pool's allocator high-water; docs/memory.md) levels off
     // after a few hundred images (measured: 3,000 images peak as 1,000 do) and stays under 64 MiB.
-    // The issue's bar, within 10 % of the 10-image run, is not met: docs/design.md#bulk-runs.
+    // A bar of 10 % over the 10-image run is not met, for the reasons in docs/design.md#bulk-runs.
     expect(large.peakRssBytes - small.peakRssBytes).toBeLessThan(64 * 2 ** 20);
   });
 });

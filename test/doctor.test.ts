@@ -91,7 +91,7 @@ describe('tessera doctor', () => {
   }, 120_000);
 
   it.skipIf(!emu.available)(`the cost model's counts of the fixtures (shipped for a Mac, which has no emulator) match the kernels: recounted now${emu.available ? '' : ` (skipped: ${emu.reason})`}`, () => {
-    const r = spawnSync(process.execPath, [join(ROOT, 'scripts/doctor-counts.mjs'), '--check'], { encoding: 'utf8', timeout: 170_000 });
+    const r = spawnSync(process.execPath, [join(ROOT, 'tools/doctor-counts.mjs'), '--check'], { encoding: 'utf8', timeout: 170_000 });
     expect(r.status, r.stderr).toBe(0);
     const counts = loadDoctorCounts(join(ROOT, 'test', 'fixtures'))!;
     expect(counts.stamp).toBe(addon()['kernelsStamp']);

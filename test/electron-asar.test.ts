@@ -1,4 +1,4 @@
-// An Electron app's layout, as README's Electron section sets it up: the app's node_modules packed
+// An Electron app's layout, as docs/platforms.md#electron sets it up: the app's node_modules packed
 // into app.asar by @electron/asar with the unpack rules (tessera, sharp, @img), then loaded with
 // plain Node the way Electron resolves modules: every file a path inside app.asar names, read from
 // the archive, except the unpacked ones, read from app.asar.unpacked (Electron's fs does this). The

@@ -158,9 +158,10 @@ describe.skipIf(!HAVE_REDIS)('fleet commands: hostile conditions', () => {
     const urls = Array.from({ length: 3000 }, (_, i) => `http://127.0.0.1:9/page-${i}.png`).join('\n') + '\n';
     const cut = await tessera(['enqueue', '-', '--redis', `redis://127.0.0.1:${proxy.port}`, '--queue', 'lost'], urls);
     expect(cut.code, cut.stderr).toBe(2);
-    const m = /ERR_IO: lost the connection to Redis \([^)]*\): (\d+) of 3000 jobs are in the queue \((\d+) added now, 0 there before\); the batch being added when it broke off may have landed too\. The jobs in the queue stay there; enqueueing the same inputs again adds exactly the rest/.exec(cut.stderr);
+    const m = /ERR_IO: lost the connection to Redis \([^)]*\): at least (\d+) of 3000 jobs are in the queue \((\d+) added now, 0 there before\)(?:; up to (\d+) more, of the batch being added when it broke off, may have landed too)?\. The jobs in the queue stay there; enqueueing the same inputs again adds exactly the rest/.exec(cut.stderr);
     expect(m, cut.stderr).not.toBeNull();
     const reported = Number(m![1]);
+    const maybe = Number(m![3] ?? 0);
     expect(reported).toBeGreaterThan(0); // the cut fell in the middle of the run
     expect(reported).toBeLessThan(3000);
 
@@ -168,7 +169,7 @@ describe.skipIf(!HAVE_REDIS)('fleet commands: hostile conditions', () => {
     const queue = new Queue('lost', { connection: conn });
     const queued = (await queue.getJobCounts('waiting')).waiting;
     expect(queued).toBeGreaterThanOrEqual(reported);
-    expect(queued).toBeLessThanOrEqual(reported + 500);
+    expect(queued).toBeLessThanOrEqual(reported + maybe);
     const rerun = await tessera(['enqueue', '-', '--redis', fleet.redis.url, '--queue', 'lost'], urls);
     expect(rerun.code, rerun.stderr).toBe(0);
     expect(rerun.stdout.trim()).toBe(`enqueued ${3000 - queued} new jobs on lost; ${queued} already there (waiting ${queued})`);

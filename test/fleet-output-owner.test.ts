@@ -1,5 +1,5 @@
-// A fleet worker never replaces an output that a different input wrote (issue 32, item 6, the
-// worker's half): enqueueImages callers who pick colliding rel paths in separate calls (so no
+// A fleet worker never replaces an output that a different input wrote (the worker's half of the
+// output-collision rule): enqueueImages callers who pick colliding rel paths in separate calls (so no
 // enqueue-side check can see both) get the second image failed once, ERR_INVALID_ARGUMENT naming
 // both inputs, and the first output keeps its bytes. A real redis-server, createWorker in this process.
 import { copyFileSync, mkdirSync, readFileSync } from 'node:fs';

@@ -13,7 +13,7 @@ import { lintFile, lintHeaders } from '../tools/mslemu/lint.mjs';
 // @ts-expect-error: plain ESM build scripts, no type declarations
 import { metalFiles, ROOT } from '../tools/mslemu/prepass.mjs';
 // @ts-expect-error: plain ESM build script, no type declarations
-import { build as buildNativeTests } from '../tools/native-tests.mjs';
+import { build as buildNativeTests } from '../scripts/native-tests.mjs';
 
 const status = await build({ asan: false });
 const title = status.available ? 'mslemu' : `mslemu (skipped: ${status.reason})`;
@@ -101,13 +101,15 @@ describe.skipIf(!status.available)(title, () => {
     expect(r.errors.length).toBe(want.length + 1);
   });
 
-  const noAsan = status.available ? sanitizerAvailable(status.cxx) : 'no clang';
+  // frames name .metal lines only through llvm-symbolizer (package llvm-19), which needs an absolute path
+  const symb = status.available
+    ? spawnSync('sh', ['-c', `command -v ${findClang().cxx.replace(/clang\+\+/, 'llvm-symbolizer')} || command -v llvm-symbolizer`], { encoding: 'utf8' }).stdout.trim()
+    : '';
+  const noAsan = !status.available ? 'no clang'
+    : (sanitizerAvailable(status.cxx) ?? (symb ? null : 'no llvm-symbolizer to name .metal lines (Debian: apt-get install llvm-19)'));
   it.skipIf(noAsan !== null)(`out-of-bounds reads are sanitizer reports at the .metal line${noAsan ? ` (skipped: ${noAsan})` : ''}`, async () => {
     await build({ asan: true, quiet: true });
     const bin = path.join(ROOT, 'build/mslemu/asan/selftest');
-    // frames name .metal lines only through llvm-symbolizer (package llvm-19), which needs an absolute path
-    const symb = spawnSync('sh', ['-c', `command -v ${findClang().cxx.replace(/clang\+\+/, 'llvm-symbolizer')} || command -v llvm-symbolizer`], { encoding: 'utf8' }).stdout.trim();
-    expect(symb, 'llvm-symbolizer (Debian: llvm-19) is needed to name .metal lines').not.toBe('');
     const env = { ...process.env, ASAN_OPTIONS: 'detect_leaks=0', UBSAN_OPTIONS: 'print_stacktrace=1', ASAN_SYMBOLIZER_PATH: symb };
     const tg = spawnSync(bin, ['--oob', 'tg_oob'], { encoding: 'utf8', env });
     expect(tg.status).not.toBe(0);

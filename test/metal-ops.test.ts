@@ -19,7 +19,7 @@ import { towerCase } from './helpers/metal-towers.js';
 // @ts-expect-error: plain ESM build script, no type declarations
 import { build } from '../tools/mslemu/build.mjs';
 // @ts-expect-error: plain ESM build script, no type declarations
-import { build as buildNativeTests } from '../tools/native-tests.mjs';
+import { build as buildNativeTests } from '../scripts/native-tests.mjs';
 
 const TOL = 5e-3;  // docs/design.md#numerics: Metal agreement with HF
 const status = await build({ quiet: true });
@@ -134,7 +134,7 @@ describe.skipIf(!status.available)(title, () => {
   }, 60_000);
 });
 
-// `npm run test:metal` on a Mac (scripts/test-metal.mjs sets TESSERA_TEST_METAL=1): the same checks on the GPU.
+// `npm run test:metal` on a Mac (tools/test-metal.mjs sets TESSERA_TEST_METAL=1): the same checks on the GPU.
 // Defined only there: on other machines these tests do not exist (rather than being skipped).
 if (onMac && process.env['TESSERA_TEST_METAL'] === '1') {
   describe('metal on the GPU (npm run test:metal, macOS arm64 only)', () => {

@@ -1,4 +1,4 @@
-// Every model-loading failure of issue 2 gets its code and a message naming the culprit.
+// Every model-loading failure (missing files, bad configs, missing or misshapen tensors, corrupt weights) gets its code and a message naming the culprit.
 import { describe, expect, it } from 'vitest';
 import { mkdtempSync, rmSync, writeFileSync, unlinkSync } from 'node:fs';
 import { tmpdir } from 'node:os';

@@ -1,6 +1,6 @@
 // The arm64 NEON kernels (native/cpu/kernels_neon.cc, the CPU path on Apple Silicon) checked on an
 // x86-64 host: the native table tests are cross-compiled for aarch64 Linux
-// (tools/native-tests.mjs) and run under qemu user mode, where each_level runs every
+// (scripts/native-tests.mjs) and run under qemu user mode, where each_level runs every
 // CPU op at scalar and at neon, and (qemu's `max` CPU has FEAT_BF16) the bf16 tests run the BFMMLA
 // GEMM of precision 'bf16' at neon-bf16. This shows the NEON code computes the right numbers; it says
 // nothing about its speed on real Apple Silicon (qemu translates every instruction).
@@ -9,7 +9,7 @@
 import { spawnSync } from 'node:child_process';
 import { beforeAll, describe, expect, it } from 'vitest';
 // @ts-expect-error: plain ESM build script, no type declarations
-import { build, findCrossCxx, findQemu } from '../tools/native-tests.mjs';
+import { build, findCrossCxx, findQemu } from '../scripts/native-tests.mjs';
 
 function skipReason(): string | null {
   if (process.arch === 'arm64') return 'this host is arm64: test/native-tables.test.ts runs the NEON kernels natively';

@@ -1,11 +1,11 @@
 // Runs the native table tests (build/native-tests/native_tests, built here on demand from
-// test/native/*.cc by tools/native-tests.mjs) once per SIMD level this machine has, so every kernel
+// test/native/*.cc by scripts/native-tests.mjs) once per SIMD level this machine has, so every kernel
 // path is checked.
 import { describe, expect, it } from 'vitest';
 import { spawnSync } from 'node:child_process';
 import { addon } from '../src/native.js';
 // @ts-expect-error: plain ESM build script, no type declarations
-import { build } from '../tools/native-tests.mjs';
+import { build } from '../scripts/native-tests.mjs';
 
 // build() throws when the runner does not build: the file then fails before any test.
 const { bin: BIN } = await build({ quiet: true });

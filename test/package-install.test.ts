@@ -287,6 +287,7 @@ VisionTower.open(${JSON.stringify(MODEL)}, { backend: 'cpu' }).then(() => consol
     const e = JSON.parse(r.stdout) as { code: string; message: string };
     expect(e.code).toBe('ERR_BACKEND_UNAVAILABLE');
     expect(e.message).toContain('npm rebuild tessera-vision');
+    expect(e.message).toContain('npm install-scripts approve tessera-vision'); // npm 11 skips dependencies' install scripts until approved
     expect(e.message).toContain('linux-x64');
   });
 

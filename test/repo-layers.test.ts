@@ -61,19 +61,21 @@ describe('src/ layers', () => {
   });
 });
 
-// The build-time modules both the product's build and the test tools run (the native source list,
-// the Metal kernel headers) live in gyp/; tools/ never reaches into scripts/ (a developer's
-// commands) for them.
-describe('tools/ and scripts/', () => {
+// scripts/ is the package's own build and install (the native source list, the Metal kernel headers, the
+// CommonJS bundle, the prebuilds, the native test runner's build); the apparatus around it (tools/, bench/,
+// verify/) builds on it, never the other way round, so that the product's build needs none of them.
+describe('scripts/ and the apparatus', () => {
   const ROOT = fileURLToPath(new URL('..', import.meta.url));
   const scriptsOf = (dir: string): string[] =>
-    readdirSync(dir, { withFileTypes: true }).flatMap((d) => (d.isDirectory() ? scriptsOf(join(dir, d.name)) : /\.(mjs|ts)$/.test(d.name) ? [join(dir, d.name)] : []));
+    readdirSync(dir, { withFileTypes: true }).flatMap((d) => (d.name === 'node_modules' ? [] : d.isDirectory() ? scriptsOf(join(dir, d.name)) : /\.(mjs|ts)$/.test(d.name) ? [join(dir, d.name)] : []));
   const specs = (file: string) => [...readFileSync(file, 'utf8').matchAll(/(?:\bfrom\s+|\bimport\s*\(\s*|^\s*import\s+)'([^']+)'/gm)].map((m) => resolve(dirname(file), m[1]!));
 
-  it('no module under tools/ imports one under scripts/', () => {
+  it('no module under scripts/ imports one under tools/, bench/, verify/ or test/', () => {
     const tools = scriptsOf(join(ROOT, 'tools'));
-    expect(tools.some((f) => specs(f).some((s) => s.startsWith(join(ROOT, 'gyp'))))).toBe(true); // the parser sees tools' imports
-    const wrong = tools.flatMap((f) => specs(f).filter((s) => s.startsWith(join(ROOT, 'scripts') + '/')).map((s) => `${relative(ROOT, f)} -> ${relative(ROOT, s)}`));
+    expect(tools.some((f) => specs(f).some((s) => s.startsWith(join(ROOT, 'scripts') + '/')))).toBe(true); // the parser sees imports
+    const apparatus = ['tools', 'bench', 'verify', 'test'].map((d) => join(ROOT, d) + '/');
+    const wrong = scriptsOf(join(ROOT, 'scripts')).flatMap((f) =>
+      specs(f).filter((s) => apparatus.some((a) => s.startsWith(a))).map((s) => `${relative(ROOT, f)} -> ${relative(ROOT, s)}`));
     expect(wrong).toEqual([]);
   });
 });

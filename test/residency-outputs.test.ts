@@ -202,11 +202,11 @@ describe.skipIf(!emu.available)(`residencies on metal-emulated${emu.available ? 
   }, 120_000);
 });
 
-describe('a weight file changed under an open tower (README, Memory)', () => {
+describe('a weight file changed under an open tower (docs/memory.md)', () => {
   const src = join(FIXTURES, 'qwen3_vl-tiny', 'model');
   const input = () => qwenInput('qwen3_vl-tiny', 'tiny');
   type Change = 'in place' | 'truncated' | 'renamed over';
-  // What the README's table promises, per residency and change: 'same' (the result at open),
+  // What docs/memory.md's table promises, per residency and change: 'same' (the result at open),
   // 'changed' (the new bytes are read) or an error code.
   const expected: Record<string, Record<Change, string>> = {
     resident: { 'in place': 'same', truncated: 'same', 'renamed over': 'same' },

@@ -6,10 +6,9 @@
 // S = Q·Kᵀ takes q and k as two bf16 terms each, hi = bf16(x) and lo = bf16(x - hi) (nearest even),
 // and sums q_hi·k_hi + q_lo·k_hi + q_hi·k_lo: scores to about 16 bits, where one bf16 term leaves
 // 8. The softmax turns an absolute score error into a relative weight error, and scores run to tens
-// where q and k are normed and unscaled (Gemma 4): with one term, a random Gemma 4 tower's second
-// block moved 5.1e-2 from f32 on the Xeon, past HF's own bf16 error (2.4e-2; docs/bf16.md), against
-// 1.7e-2 with f32 attention. The three products are one dot product over a head dim three times as
-// long: queries packed as [hi, lo, hi], keys as [hi, hi, lo]. S is scaled in f32. P is rounded to
+// where q and k are normed and unscaled (Gemma 4): with one term, such a tower's blocks move past HF's
+// own bf16 error (docs/decisions/0001-gemma4-attention-products-f32.md). The three products are one
+// dot product over a head dim three times as long: queries packed as [hi, lo, hi], keys as [hi, hi, lo]. S is scaled in f32. P is rounded to
 // bf16 (one term) for O += P·V into an f32 O, v to bf16 as it is packed; the row sums l add the f32
 // P, before rounding.
 //

@@ -33,7 +33,7 @@ std::unique_ptr<backend::Backend> make_cpu_backend(int threads, Precision precis
 std::unique_ptr<backend::Backend> make_cpu_backend(int threads, Simd level, Precision precision = Precision::F32);
 // The AVX2 level with the given bf16 widening (common/cpu_features.h: CpuFeatures::bf16_unpack),
 // whatever this CPU's vendor: for running both tables side by side in one process (tests,
-// scripts/bench/kernels/widening_ab.cc). ERR_INVALID_ARGUMENT without AVX2.
+// bench/kernels/widening_ab.cc). ERR_INVALID_ARGUMENT without AVX2.
 std::unique_ptr<backend::Backend> make_cpu_backend_avx2(int threads, bool bf16_unpack);
 
 // ---- the backend's own scratch (packed weight strips, per-thread GEMM and attention buffers)

@@ -149,12 +149,20 @@ constexpr int kMr = TESSERA_AVX2_MR, kNv = TESSERA_AVX2_NV;  // 6 x 16 tile: 12 
 template <class V>
 constexpr Kernels table() {
   using S = V256<false>;
-  return Kernels{Simd::Avx2,           kMr,
-                 kNv * V::L,           gemm_micros<V, kMr, kNv>(), gemm_tails<V, kMr, kNv>(),
-                 pack_b_transposed<V>, pack_a_transposed<S>,       epilogue_t<S>,
-                 layer_norm_row_t<S>,
-                 rms_norm_row_t<S>,    rope_row_t<S>,              {attention_task_t<S>,
-                 attention_scratch_t<S>, AttnShape<S>::BQ}};
+  return Kernels{
+      .level = Simd::Avx2,
+      .mr = kMr,
+      .nr = kNv * V::L,
+      .gemm_micro = gemm_micros<V, kMr, kNv>(),
+      .gemm_tail = gemm_tails<V, kMr, kNv>(),
+      .pack_b = pack_b_transposed<V>,
+      .pack_a = pack_a_transposed<S>,
+      .epilogue = epilogue_t<S>,
+      .layer_norm_row = layer_norm_row_t<S>,
+      .rms_norm_row = rms_norm_row_t<S>,
+      .rope_row = rope_row_t<S>,
+      .attention = {.run = attention_task_t<S>, .scratch = attention_scratch_t<S>, .query_block = AttnShape<S>::BQ},
+  };
 }
 // The two differ only in the layout and widening of bf16 weight panels. A weight packed at load
 // keeps the layout of the table that packed it, so the choice is made once per process.

@@ -24,12 +24,20 @@ namespace {
 #include "cpu/kernels_generic.inc"
 
 constexpr int kMr = TESSERA_AVX512_MR, kNv = TESSERA_AVX512_NV;  // 12 x 32: 24 accumulators, 2 B vectors
-const Kernels kTable{Simd::Avx512,           kMr,
-                     kNv * V512::L,          gemm_micros<V512, kMr, kNv>(), gemm_tails<V512, kMr, kNv>(),
-                     pack_b_transposed<V512>, pack_a_transposed<V512>,         epilogue_t<V512>,
-                     layer_norm_row_t<V512>,
-                     rms_norm_row_t<V512>, rope_row_t<V512>,   {attention_task_t<V512>,
-                     attention_scratch_t<V512>, AttnShape<V512>::BQ}};
+const Kernels kTable{
+    .level = Simd::Avx512,
+    .mr = kMr,
+    .nr = kNv * V512::L,
+    .gemm_micro = gemm_micros<V512, kMr, kNv>(),
+    .gemm_tail = gemm_tails<V512, kMr, kNv>(),
+    .pack_b = pack_b_transposed<V512>,
+    .pack_a = pack_a_transposed<V512>,
+    .epilogue = epilogue_t<V512>,
+    .layer_norm_row = layer_norm_row_t<V512>,
+    .rms_norm_row = rms_norm_row_t<V512>,
+    .rope_row = rope_row_t<V512>,
+    .attention = {.run = attention_task_t<V512>, .scratch = attention_scratch_t<V512>, .query_block = AttnShape<V512>::BQ},
+};
 
 }  // namespace
 }  // namespace tessera::cpu

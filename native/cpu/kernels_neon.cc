@@ -71,12 +71,20 @@ struct V128 {
 #include "cpu/kernels_generic.inc"
 
 constexpr int kMr = 8, kNv = 3;  // 8 x 12 tile: 24 accumulators, 3 B vectors, 1 broadcast
-const Kernels kTable{Simd::Neon,           kMr,
-                     kNv * V128::L,        gemm_micros<V128, kMr, kNv>(), gemm_tails<V128, kMr, kNv>(),
-                     pack_b_transposed<V128>, pack_a_transposed<V128>,       epilogue_t<V128>,
-                     layer_norm_row_t<V128>,
-                     rms_norm_row_t<V128>, rope_row_t<V128>, {attention_task_t<V128>,
-                     attention_scratch_t<V128>, AttnShape<V128>::BQ}};
+const Kernels kTable{
+    .level = Simd::Neon,
+    .mr = kMr,
+    .nr = kNv * V128::L,
+    .gemm_micro = gemm_micros<V128, kMr, kNv>(),
+    .gemm_tail = gemm_tails<V128, kMr, kNv>(),
+    .pack_b = pack_b_transposed<V128>,
+    .pack_a = pack_a_transposed<V128>,
+    .epilogue = epilogue_t<V128>,
+    .layer_norm_row = layer_norm_row_t<V128>,
+    .rms_norm_row = rms_norm_row_t<V128>,
+    .rope_row = rope_row_t<V128>,
+    .attention = {.run = attention_task_t<V128>, .scratch = attention_scratch_t<V128>, .query_block = AttnShape<V128>::BQ},
+};
 
 }  // namespace
 

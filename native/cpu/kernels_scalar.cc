@@ -53,12 +53,20 @@ struct V1 {
 #include "cpu/kernels_generic.inc"
 
 constexpr int kMr = 4, kNv = 16;  // 4 x 16 tile the compiler may vectorise for the baseline ISA
-const Kernels kTable{Simd::Scalar,       kMr,
-                     kNv * V1::L,        gemm_micros<V1, kMr, kNv>(), gemm_tails<V1, kMr, kNv>(),
-                     pack_b_transposed<V1>, pack_a_transposed<V1>,       epilogue_t<V1>,
-                     layer_norm_row_t<V1>,
-                     rms_norm_row_t<V1>, rope_row_t<V1>, {attention_task_t<V1>,
-                     attention_scratch_t<V1>, AttnShape<V1>::BQ}};
+const Kernels kTable{
+    .level = Simd::Scalar,
+    .mr = kMr,
+    .nr = kNv * V1::L,
+    .gemm_micro = gemm_micros<V1, kMr, kNv>(),
+    .gemm_tail = gemm_tails<V1, kMr, kNv>(),
+    .pack_b = pack_b_transposed<V1>,
+    .pack_a = pack_a_transposed<V1>,
+    .epilogue = epilogue_t<V1>,
+    .layer_norm_row = layer_norm_row_t<V1>,
+    .rms_norm_row = rms_norm_row_t<V1>,
+    .rope_row = rope_row_t<V1>,
+    .attention = {.run = attention_task_t<V1>, .scratch = attention_scratch_t<V1>, .query_block = AttnShape<V1>::BQ},
+};
 
 }  // namespace
 

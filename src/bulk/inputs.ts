@@ -11,6 +11,7 @@ import { dirname, isAbsolute, join, relative, resolve, sep } from 'node:path';
 import picomatch from 'picomatch';
 import { TesseraError } from '../errors.js';
 import { ioError } from '../io/io-error.js';
+import { imagePathOf } from '../image/decode.js';
 
 /** Extensions of the formats tessera decodes (README, "Decisions worth knowing"). */
 export const IMAGE_EXTENSIONS: readonly string[] = ['.jpg', '.jpeg', '.jpe', '.png', '.webp', '.gif', '.tif', '.tiff', '.avif'];
@@ -85,7 +86,9 @@ export async function collectInputs(args: readonly string[], options: CollectOpt
     seen.add(key);
     out.push(input);
   };
-  for (const name of names) {
+  for (const given of names) {
+    // A file: URL names its file; another URL is refused by name (the fleet fetches URLs, encode reads files).
+    const name = imagePathOf(given);
     let st;
     try {
       st = await stat(resolve(cwd, name));

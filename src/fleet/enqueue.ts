@@ -6,7 +6,8 @@
 // checked to be distinct, with the check `encode --out-dir` applies (a.png and a.jpg, or the same
 // name under two roots, would overwrite each other's output, and re-enqueueing could not bring the
 // lost one back). A connection lost while adding ends the call with ERR_IO saying how many jobs
-// are in the queue: adding the same jobs again adds exactly the rest (ids).
+// are in the queue at least, and how many more may be: adding the same jobs again adds exactly the
+// rest (ids).
 import type { Queue } from 'bullmq';
 import { TesseraError } from '../errors.js';
 import { checkDistinctOutputs, type BulkInput } from '../bulk/index.js';
@@ -55,15 +56,19 @@ function checkDistinctJobOutputs(jobs: readonly Prepared[]): void {
 async function addJobs(queue: Queue, jobs: readonly Prepared[], opts: EnqueueOptions, group: boolean): Promise<EnqueuedJob[]> {
   checkDistinctJobOutputs(jobs);
   const out: EnqueuedJob[] = [];
+  const inFlight = { jobs: 0 };
   try {
-    await addChunks(queue, jobs, opts, group, out);
+    await addChunks(queue, jobs, opts, group, out, inFlight);
   } catch (e) {
     const err = redisFailure(e);
     const added = out.filter((j) => j.state === 'added').length;
+    // addBulk sends a batch as one pipeline, not a transaction: when the connection breaks during it,
+    // Redis may have taken any part of it, and nobody can ask it which. So the count is a lower bound,
+    // and the batch in flight bounds it from above.
+    const maybe = inFlight.jobs ? `; up to ${inFlight.jobs} more, of the batch being added when it broke off, may have landed too` : '';
     throw new TesseraError(
       'ERR_IO',
-      `${err.message}: ${out.length} of ${jobs.length} jobs are in the queue (${added} added now, ${out.length - added} there before)` +
-        `${out.length < jobs.length ? `; the batch being added when it broke off may have landed too` : ''}. ` +
+      `${err.message}: at least ${out.length} of ${jobs.length} jobs are in the queue (${added} added now, ${out.length - added} there before)${maybe}. ` +
         `The jobs in the queue stay there; enqueueing the same inputs again adds exactly the rest`,
       { cause: e },
     );
@@ -71,7 +76,7 @@ async function addJobs(queue: Queue, jobs: readonly Prepared[], opts: EnqueueOpt
   return out;
 }
 
-async function addChunks(queue: Queue, jobs: readonly Prepared[], opts: EnqueueOptions, group: boolean, out: EnqueuedJob[]): Promise<void> {
+async function addChunks(queue: Queue, jobs: readonly Prepared[], opts: EnqueueOptions, group: boolean, out: EnqueuedJob[], inFlight: { jobs: number }): Promise<void> {
   const seen = new Set<string>();
   for (let start = 0; start < jobs.length; start += CHUNK) {
     const chunk = jobs.slice(start, start + CHUNK);
@@ -79,7 +84,9 @@ async function addChunks(queue: Queue, jobs: readonly Prepared[], opts: EnqueueO
     const fresh = chunk.filter((j, k) => states[k] === 'unknown' && !seen.has(j.id));
     for (const j of chunk) seen.add(j.id);
     if (fresh.length) {
+      inFlight.jobs = fresh.length;
       await queue.addBulk(fresh.map((j) => ({ name: j.name, data: j.data, opts: jobAddOptions(j.id, opts.attempts, opts.backoffMs) })));
+      inFlight.jobs = 0;
     }
     const freshIds = new Set(fresh.map((j) => j.id));
     chunk.forEach((j, k) =>

@@ -3,6 +3,8 @@
 // sharp decodes; we ask it for the stored samples untouched (no ICC transform, no colourspace
 // conversion, no 16->8-bit scaling) so that PIL's own conversion rules apply in one place, natively.
 // Admission happens from the header before any pixel is decoded.
+import { existsSync } from 'node:fs';
+import { fileURLToPath } from 'node:url';
 import sharp from 'sharp';
 import { TesseraError } from '../errors.js';
 import { readRegular } from '../io/open-regular.js';
@@ -63,13 +65,39 @@ export function maxImageFileBytes(maxInputPixels: number): number {
   return maxInputPixels * 8 + 64 * 1024 * 1024;
 }
 
+// scheme://…: what a URL looks like (a Windows drive path, C:\…, has no //).
+const URL_LIKE = /^[a-z][a-z0-9+.-]*:\/\//i;
+
+/**
+ * The file an image string names: a path as given, or the path of a `file:` URL (as Node's fs takes
+ * URL objects). Any other URL is refused by name: the library reads files and bytes, and fetching is
+ * the fleet's (its workers fetch http(s) inputs under a policy: docs/fleet.md#urls). A path that looks
+ * like a URL but exists as a file is still read.
+ */
+export function imagePathOf(input: string): string {
+  if (/^file:/i.test(input)) {
+    try {
+      return fileURLToPath(input);
+    } catch (e) {
+      throw new TesseraError('ERR_INVALID_ARGUMENT', `image ${input}: not a file URL of this machine (${(e as Error).message})`);
+    }
+  }
+  if (URL_LIKE.test(input) && !existsSync(input)) {
+    throw new TesseraError('ERR_INVALID_ARGUMENT',
+      `image ${input} is a URL: encode reads image files (paths or file: URLs) and bytes, not URLs; fetch it and pass its bytes, ` +
+      'or enqueue it to a fleet, whose workers fetch http(s) URLs (docs/fleet.md#urls)');
+  }
+  return input;
+}
+
 async function bytesOf(input: ImageInput, limit: number): Promise<Buffer> {
   if (typeof input === 'string') {
     // The OS cannot take such a path (node throws a TypeError): a caller's slip, not a file's fault.
     if (input.includes('\0')) throw new TesseraError('ERR_INVALID_ARGUMENT', `image path ${JSON.stringify(input)} contains a NUL byte`);
     if (input === '') throw new TesseraError('ERR_INVALID_ARGUMENT', 'image path is empty: give a file path, bytes or pixels');
+    const path = imagePathOf(input);
     const maxBytes = maxImageFileBytes(limit);
-    return readRegular(input, {
+    return readRegular(path, {
       what: 'image file',
       // A missing file is the file system's answer (ERR_IO, cause ENOENT), not a decoder's.
       notFound: 'ERR_IO',

@@ -5,7 +5,7 @@
 //   device       (device bytes read + written) / the chip's memory bandwidth
 //   threadgroup  (threadgroup bytes read + written) / (cores x 64 B per cycle x clock)
 // with cores = min(the chip's cores, the dispatch's threadgroups). Launch overhead, caches, latency and
-// occupancy are not modelled. Used by `npm run bench -- metal-model` (scripts/bench/metal-model.mjs) and by
+// occupancy are not modelled. Used by `npm run bench -- metal-model` (bench/pieces/metal-model.mjs) and by
 // tessera doctor, which puts a Mac's measured time beside it.
 //
 // The Apple GPUs it estimates for, with where each figure comes from. FP32 rate = cores x 128 ALUs x 2 (FMA) x clock. Threadgroup-memory bandwidth is not published

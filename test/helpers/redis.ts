@@ -9,13 +9,28 @@ import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 
-/** Whether redis-server is on PATH; the fleet tests skip (saying so) when it is not. */
-export function redisServerAvailable(): boolean {
+// BullMQ refuses a Redis older than 5.0 (its RedisConnection.minimumVersion).
+const REDIS_MIN: [number, number] = [5, 0];
+
+/** Why the fleet tests cannot run here (no redis-server on PATH, or one older than BullMQ accepts), or null. */
+function redisSkipReason(): string | null {
   const r = spawnSync('redis-server', ['--version'], { encoding: 'utf8' });
-  return r.status === 0 && /Redis server/.test(r.stdout);
+  if (r.status !== 0 || !/Redis server/.test(r.stdout)) return 'redis-server is not installed (Debian: apt-get install redis-server): the fleet tests need a real Redis and are skipped';
+  const v = /v=(\d+)\.(\d+)/.exec(r.stdout);
+  const [major, minor] = v ? [Number(v[1]), Number(v[2])] : [0, 0];
+  if (major < REDIS_MIN[0] || (major === REDIS_MIN[0] && minor < REDIS_MIN[1]))
+    return `redis-server ${v ? `${major}.${minor}` : '(version unknown)'} is older than BullMQ's minimum ${REDIS_MIN.join('.')} (Debian: apt-get install redis-server): the fleet tests are skipped`;
+  return null;
 }
 
-export const REDIS_MISSING = 'redis-server is not installed (apt-get install redis-server): the fleet tests need a real Redis and are skipped';
+const REDIS_SKIP = redisSkipReason();
+
+/** Whether a redis-server BullMQ accepts is on PATH; the fleet tests skip (saying so) when not. */
+export function redisServerAvailable(): boolean {
+  return REDIS_SKIP === null;
+}
+
+export const REDIS_MISSING = REDIS_SKIP ?? '';
 
 /** A port nobody listens on right now (the OS picks it). */
 export function freePort(): Promise<number> {

@@ -1,5 +1,5 @@
 // A tiny table-test harness for native code (kernels, io, image): each TEST registers itself;
-// build/native-tests/native_tests (tools/native-tests.mjs) runs them all (or those whose name contains argv[1]) and ends with
+// build/native-tests/native_tests (scripts/native-tests.mjs) runs them all (or those whose name contains argv[1]) and ends with
 // the plain "N passed, N failed" line. test/native-tables.test.ts runs it from vitest.
 #pragma once
 #include <cmath>

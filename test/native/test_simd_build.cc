@@ -1,5 +1,5 @@
 // Which SIMD kernel tables this build compiled in. On arm64 the NEON table must exist and be the
-// best level, so that each_level in test_cpu.cc runs every op with it after scalar: test/native-neon.test.ts
+// best level, so that each_level in the test_cpu_*.cc tables runs every op with it after scalar: test/native-neon.test.ts
 // looks for this test's "ok" line in the runner's output under qemu, as proof that the NEON kernels
 // ran there. On x86-64, kernels_neon.cc must compile to nothing (no table, no symbol clash).
 #include <cstdlib>
@@ -33,7 +33,7 @@ TEST("cpu: arm64 build runs the neon kernels (best level neon, after scalar)") {
 }
 
 // test/native-neon.test.ts runs qemu -cpu max (FEAT_BF16) with TESSERA_REQUIRE_BF16=1 and looks for this
-// line: the BFMMLA GEMM was detected, so the bf16 tests of test_cpu.cc ran it. (A real arm64 CPU
+// line: the BFMMLA GEMM was detected, so the bf16 tests of test_cpu_bf16.cc ran it. (A real arm64 CPU
 // without FEAT_BF16 passes it without the variable.)
 TEST("cpu: arm64 build detects FEAT_BF16 and has the neon-bf16 table") {
   const tessera::cpu::Kernels* t = tessera::cpu::neon_bf16_kernels();

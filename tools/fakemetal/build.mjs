@@ -5,7 +5,7 @@
 import { spawnSync } from 'node:child_process';
 import fs from 'node:fs';
 import path from 'node:path';
-import { pool, stale } from '../build-jobs.mjs';
+import { pool, stale } from '../../scripts/build-jobs.mjs';
 import { build as buildEmu, findClang } from '../mslemu/build.mjs';
 import { ROOT, writeHeaders } from '../mslemu/prepass.mjs';
 

@@ -491,7 +491,7 @@ static id<MTLLibrary> fake_library(const std::string& s, NSError** error) {
   std::regex re("kernel\\s+void\\s+(\\w+)");
   for (auto it = std::sregex_iterator(s.begin(), s.end(), re); it != std::sregex_iterator() && fail.empty(); ++it) {
     names.push_back((*it)[1]);
-    // the metallib's stamp kernel (gyp/msl-kernels.mjs) is empty and never dispatched
+    // the metallib's stamp kernel (scripts/msl-kernels.mjs) is empty and never dispatched
     if (names.back().rfind("tessera_sources_", 0) != 0 && !mslemu_kernel(names.back().c_str(), nullptr))
       fail = "kernel " + names.back() + " is not in the emulator library";
   }

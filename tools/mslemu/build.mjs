@@ -15,7 +15,7 @@ import { spawnSync } from 'node:child_process';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { pool, stale, withLock } from '../build-jobs.mjs';
+import { pool, stale, withLock } from '../../scripts/build-jobs.mjs';
 import { ROOT, generate, metalFiles } from './prepass.mjs';
 
 const args = new Set(process.argv.slice(2));
@@ -64,7 +64,7 @@ function prepassAll(files, gendir) {
   fs.mkdirSync(gendir, { recursive: true });
   return files.map((f) => {
     const out = path.join(gendir, path.basename(f).replace(/\.metal$/, '.cpp'));
-    const deps = [path.join(ROOT, f), path.join(ROOT, 'tools/mslemu/prepass.mjs'), path.join(ROOT, 'gyp/msl-kernels.mjs')];
+    const deps = [path.join(ROOT, f), path.join(ROOT, 'tools/mslemu/prepass.mjs'), path.join(ROOT, 'scripts/msl-kernels.mjs')];
     if (stale(out, deps)) fs.writeFileSync(out, generate(fs.readFileSync(path.join(ROOT, f), 'utf8'), f).code);
     return out;
   });

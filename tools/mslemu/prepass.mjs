@@ -1,5 +1,5 @@
 // mslemu pre-pass: turns MSL kernel files into what the emulator and the lint need. The kernel parser
-// and the host headers live in gyp/msl-kernels.mjs (the product's build); this adds the emulator's
+// and the host headers live in scripts/msl-kernels.mjs (the product's build); this adds the emulator's
 // C++ and the lint's textual rules. Node only, no dependencies.
 //
 //   node prepass.mjs run <in.metal> <out.cpp>   C++ for clang: #line to the .metal file, attributes blanked
@@ -10,9 +10,9 @@
 import fs from 'node:fs';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { PrepassError, ROOT, VEC, bare, cstr, parse, writeIfChanged } from '../../gyp/msl-kernels.mjs';
+import { PrepassError, ROOT, VEC, bare, cstr, parse, writeIfChanged } from '../../scripts/msl-kernels.mjs';
 
-export { PrepassError, ROOT, inlineIncludes, metalFiles, parse, tokenize, writeHeaders } from '../../gyp/msl-kernels.mjs';
+export { PrepassError, ROOT, inlineIncludes, metalFiles, parse, tokenize, writeHeaders } from '../../scripts/msl-kernels.mjs';
 
 
 // The emulator's C++ for one .metal file (run and lint modes share it; MSLEMU_LINT hides the trampolines).

@@ -1,0 +1,123 @@
+# The full-size half of the bf16 check (docs/bf16.md#accuracy): HF's side. Builds a Qwen3-VL-8B-shaped
+# and a Gemma 4 E4B-shaped vision tower with random weights (HF's own init, seed 0), saved in bf16 as
+# model folders tessera opens (config.json, preprocessor_config.json with the checkpoints' default
+# budget, model.safetensors); runs HF's processor (PIL backend, as the suite's fixtures) on the suite's
+# images, then HF fp32 on the CPU (the reference) and HF bf16 on the CPU and on CUDA, eager attention,
+# each dtype its own copy loaded from the checkpoint (verify/hf-bf16-error.py's load and runners).
+# Writes, per tower, OUT/<tower>/model/, OUT/<tower>/<image>.safetensors (the tower's input and the
+# fp32 stages) and OUT/<tower>/hf-bf16.json (HF bf16 against HF fp32 per image, stage and device);
+# verify/bf16-check/compare.mjs then runs tessera on the same folders and inputs.
+#   python3 verify/bf16-check/hf_towers.py --out DIR [--towers qwen3_vl,gemma4] [--images a.png,b.jpg]
+import argparse, importlib.util, json, os, time, traceback
+import torch, transformers
+from PIL import Image, ImageOps
+from safetensors.torch import save_file
+from transformers import AutoConfig, AutoImageProcessor, AutoModelForImageTextToText
+
+here = os.path.dirname(os.path.abspath(__file__))
+spec = importlib.util.spec_from_file_location('hf_bf16_error', os.path.join(here, '..', 'hf-bf16-error.py'))
+hf = importlib.util.module_from_spec(spec); spec.loader.exec_module(hf)
+
+# Qwen3-VL-8B-Instruct's vision_config (its text width is the merger's output); the hub's
+# preprocessor_config.json of every Qwen3-VL checkpoint (src/image/config.ts QWEN_HUB_PREPROCESSOR_CONFIG).
+QWEN = dict(depth=27, hidden_size=1152, intermediate_size=4304, num_heads=16, patch_size=16, spatial_merge_size=2,
+            temporal_patch_size=2, out_hidden_size=4096, num_position_embeddings=2304, deepstack_visual_indexes=[8, 16, 24],
+            hidden_act='gelu_pytorch_tanh', in_channels=3, initializer_range=0.02)
+QWEN_PRE = dict(size=dict(longest_edge=16777216, shortest_edge=65536), patch_size=16, temporal_patch_size=2, merge_size=2,
+                image_mean=[0.5] * 3, image_std=[0.5] * 3, processor_class='Qwen3VLProcessor', image_processor_type='Qwen2VLImageProcessorFast')
+# Gemma 4 E2B/E4B's vision_config (docs/models/gemma4-vision.md#config); E4B's text width 2560; the
+# processor's default budget, 280 soft tokens.
+GEMMA = dict(hidden_size=768, intermediate_size=3072, num_hidden_layers=16, num_attention_heads=12, num_key_value_heads=12,
+             head_dim=64, position_embedding_size=10240, use_clipped_linears=True, standardize=False, patch_size=16, pooling_kernel_size=3)
+GEMMA_TEXT_HIDDEN = 2560
+GEMMA_PRE = dict(patch_size=16, max_soft_tokens=280, pooling_kernel_size=3, do_resize=True, resample=3, do_rescale=True,
+                 rescale_factor=1 / 255, do_normalize=False, image_mean=[0.0] * 3, image_std=[1.0] * 3, do_convert_rgb=True,
+                 image_processor_type='Gemma4ImageProcessor', processor_class='Gemma4Processor')
+
+def build(fixtures, tower, out):
+    """The model folder: the fixture tower's config (made by transformers 5.17) at full size, random weights."""
+    model = os.path.join(out, 'model')
+    if os.path.exists(os.path.join(model, 'model.safetensors')): return model
+    os.makedirs(model, exist_ok=True)
+    cfg = json.load(open(os.path.join(fixtures, f'{tower}-tiny', 'model', 'config.json')))
+    if tower == 'qwen3_vl':
+        cfg['vision_config'].update(QWEN)
+        cfg['text_config']['hidden_size'] = QWEN['out_hidden_size']
+        pre = QWEN_PRE
+    else:
+        cfg['vision_config'].update(GEMMA)
+        cfg['text_config']['hidden_size'] = GEMMA_TEXT_HIDDEN
+        pre = GEMMA_PRE
+    cfg.pop('torch_dtype', None)
+    json.dump(cfg, open(os.path.join(model, 'config.json'), 'w'), indent=1)
+    torch.manual_seed(0)
+    m = AutoModelForImageTextToText.from_config(AutoConfig.from_pretrained(model))
+    m.to(torch.bfloat16).save_pretrained(model)  # bf16, as the real checkpoints
+    json.dump(pre, open(os.path.join(model, 'preprocessor_config.json'), 'w'), indent=1)
+    return model
+
+def processor(model):
+    try: return AutoImageProcessor.from_pretrained(model, backend='pil')
+    except Exception: return AutoImageProcessor.from_pretrained(model)
+
+def cpu_name():
+    with open('/proc/cpuinfo') as f:
+        return next((l.split(':', 1)[1].strip() for l in f if l.startswith('model name')), 'unknown CPU')
+
+def inputs(tower, proc, path):
+    """The tower's input for one image, as tessera's encodePixels takes it (Gemma: unpadded rows)."""
+    img = ImageOps.exif_transpose(Image.open(path)).convert('RGB')
+    b = proc(images=[img], return_tensors='pt')
+    if tower == 'qwen3_vl':
+        return {'pixel_values': b['pixel_values'].float().contiguous(), 'image_grid_thw': b['image_grid_thw'].long().contiguous()}
+    pos_key = next(k for k in b.keys() if 'position' in k)
+    px, pos = b['pixel_values'][0].float(), b[pos_key][0].long()
+    real = (pos >= 0).all(-1)
+    return {'pixel_values': px[real].contiguous(), 'positions': pos[real].contiguous()}
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument('--out', required=True)
+    ap.add_argument('--fixtures', default='test/fixtures')
+    ap.add_argument('--towers', default='qwen3_vl,gemma4')
+    ap.add_argument('--images', default='coffee.png,chelsea_exif6.jpg,rocket_thin.png,tiny.png,astronaut.jpg')
+    a = ap.parse_args()
+    torch.set_num_threads(os.cpu_count())
+    cuda = torch.cuda.is_available()
+    for tower in a.towers.split(','):
+        try: run_tower(a, tower, cuda)
+        except Exception: traceback.print_exc()
+
+def run_tower(a, tower, cuda):
+    out = os.path.join(a.out, tower)
+    t0 = time.time()
+    model = build(a.fixtures, tower, out)
+    print(f'{tower}: model folder in {time.time() - t0:.0f} s', flush=True)
+    proc = processor(model)
+    run = hf.qwen if tower == 'qwen3_vl' else hf.gemma
+    runs = [('cpu', torch.bfloat16)] + ([('cuda', torch.bfloat16)] if cuda else [])
+    m32 = hf.load(model, torch.float32)
+    ms = {dev: hf.load(model, dt, dev) for dev, dt in runs}
+    report = {'what': 'HF bf16 against HF fp32 (CPU), max |bf16 - fp32| / max |fp32| per image, stage and device; eager attention; HF processor (PIL backend) at the default budget',
+              'torch': torch.__version__, 'transformers': transformers.__version__, 'cpu': cpu_name(), 'threads': torch.get_num_threads(),
+              'gpu': torch.cuda.get_device_name(0) if cuda else None, 'processor_backend': getattr(proc, 'backend', type(proc).__name__),
+              'images': {}}
+    for name in a.images.split(','):
+        e = inputs(tower, proc, os.path.join(a.fixtures, 'images', name))
+        t1 = time.time()
+        f32 = run(m32, torch.float32, e)
+        t32 = time.time() - t1
+        stem = os.path.splitext(name)[0]
+        save_file({**e, **{k: v.contiguous() for k, v in f32.items()}}, os.path.join(out, stem + '.safetensors'))
+        entry = {'image': name, 'patches': e['pixel_values'].shape[0], 'fp32_cpu_s': round(t32, 2)}
+        for dev, dt in runs:
+            bf = run(ms[dev], dt, e)
+            entry[dev] = {k: hf.rel(bf[k], f32[k]) for k in f32}
+        report['images'][stem] = entry
+        print(json.dumps({'tower': tower, **entry}), flush=True)
+        json.dump(report, open(os.path.join(out, 'hf-bf16.json'), 'w'), indent=1)  # after each image: a cut-short run keeps what it measured
+    del m32, ms
+    if cuda: torch.cuda.empty_cache()
+
+if __name__ == '__main__':
+    main()
