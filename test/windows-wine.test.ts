@@ -1,5 +1,5 @@
 // The Windows x64 build under Wine, with the official Windows node.exe (test/helpers/wine.ts):
-// - the native table tests (test/native/, cross-built by gyp/win32.mjs as native_tests.exe) at every SIMD
+// - the native table tests (test/native/, cross-built by scripts/win32.mjs as native_tests.exe) at every SIMD
 //   level this CPU has, as test/native-tables.test.ts runs them on Linux;
 // - the win32 addon (the one prebuilds/win32-x64/ ships) loaded by node.exe and by a renamed copy of it (as
 //   electron.exe loads it: the delay-load hook binds Node-API to whichever executable loaded the addon),
@@ -13,7 +13,7 @@ import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { addon } from '../src/native.js';
 // @ts-expect-error: plain ESM build script, no type declarations
-import { build } from '../gyp/win32.mjs';
+import { build } from '../scripts/win32.mjs';
 import { nodeExe, runWine, winePrefix, wineMissing, winPath } from './helpers/wine.js';
 
 const missing = wineMissing();

@@ -1,6 +1,6 @@
 // Micro-benchmark of the CPU backend's ops at the real Qwen3.5 vision-tower shapes (hidden 1152,
 // 16 heads of 72, MLP 4304): prints ms and GFLOP/s per op and per block, for each SIMD level.
-// Not a test; built and run by scripts/bench-kernels.mjs. Best of --reps runs (this machine is
+// Not a test; built and run by bench/kernels/run.mjs. Best of --reps runs (this machine is
 // shared: the best run is the one least disturbed).
 //   bench-kernels [--threads T] [--simd scalar|avx2|avx512] [--rows 1120,4096] [--reps 3] [--dtype bf16|f32|f16]
 //                 [--hd 72|64] [--per-call 1] [--only attention] [--copies 4] [--precision bf16]

@@ -8,7 +8,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 // @ts-expect-error: plain ESM build script, no type declarations
-import { findMingw } from '../../gyp/win32.mjs';
+import { findMingw } from '../../scripts/win32.mjs';
 
 export const ROOT = fileURLToPath(new URL('../../', import.meta.url));
 export const NODE_WIN_VERSION = '22.22.0';
