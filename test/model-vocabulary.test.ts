@@ -25,7 +25,7 @@ const VIT = ['native/models/vit/block.cc', 'native/models/vit/merger.cc'];
 const FAMILIES = {
   qwen3: { tower: 'native/models/qwen3/tower.cc', sources: VIT, models: ['qwen3_5-tiny/model', 'qwen3_vl-tiny/model'] },
   qwen2: { tower: 'native/models/qwen2/tower.cc', sources: VIT, models: ['qwen2_vl-tiny/model', 'qwen2_5_vl-tiny/model'] },
-  gemma4: { tower: 'native/models/gemma4/tower.cc', sources: ['native/models/gemma4/clippable.h', 'native/models/gemma4/clippable.cc'], models: ['gemma4-tiny/model', 'gemma4-tiny/mmproj-gemma4v-f16.gguf'] },
+  gemma4: { tower: 'native/models/gemma4/tower.cc', sources: ['native/models/gemma4/block.cc', 'native/models/gemma4/clippable.h', 'native/models/gemma4/clippable.cc'], models: ['gemma4-tiny/model', 'gemma4-tiny/mmproj-gemma4v-f16.gguf'] },
 };
 
 const specs = new Map<string, { kinds: Set<string>; roles: Set<string> }>();

@@ -2,9 +2,9 @@
 // outside them decides anything by a family id or a config.json model_type. Every tracked source file is read,
 // its comments left out, and each string literal that is exactly a registered family id or model_type is
 // listed; a file that has one must be under src/families/ or native/models/ (which hold both registries), or
-// be a doc or a test. scripts/ is a developer's programs that make or measure named families' checkpoints
-// (synthetic-tower makers, benches, the downstream and bf16 checks): naming a family is what they are for,
-// and the product never runs them.
+// be a doc or a test. bench/ and verify/ are the apparatus, not the product: programs that make or measure
+// named families' checkpoints (synthetic-tower makers, benches, the downstream and bf16 checks), for which
+// naming a family is the point; the package never ships or runs them.
 import { execFileSync } from 'node:child_process';
 import { existsSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
@@ -14,7 +14,7 @@ import { FAMILIES, MODEL_TYPES } from '../src/families/registry.js';
 
 const ROOT = fileURLToPath(new URL('..', import.meta.url));
 const NAMES = new Set<string>([...FAMILIES, ...MODEL_TYPES]);
-const ALLOWED = [/^src\/families\//, /^native\/models\//, /^docs\//, /^test\//, /\.md$/, /^scripts\//];
+const ALLOWED = [/^src\/families\//, /^native\/models\//, /^docs\//, /^test\//, /\.md$/, /^bench\//, /^verify\//];
 
 const SOURCES = execFileSync('git', ['ls-files'], { cwd: ROOT, encoding: 'utf8' })
   .split('\n')
