@@ -1,6 +1,7 @@
 // Lists C++ sources for binding.gyp, so that adding a file never means editing the build.
 //   (no argument)  the addon: every .cc under native/
 //   --tests        the native test runner: native/ minus native/addon, plus test/native/
+//   --no-addon     native/ minus native/addon (programs that run the towers' code without Node: the bench)
 // native/metal/device.mm is macOS-only and is listed by binding.gyp itself.
 // Also imported by tools/native-tests.mjs (the table tests, built on demand by the tests), so both
 // builds list their sources and take their C++ flags alike.
@@ -20,10 +21,9 @@ function walk(dir, out = []) {
 }
 
 // Paths relative to the repository root.
-export function nativeSources({ tests = false } = {}) {
-  const files = walk(join(root, 'native'));
-  if (!tests) return files;
-  return files.filter((f) => !f.startsWith(join('native', 'addon'))).concat(walk(join(root, 'test', 'native')));
+export function nativeSources({ tests = false, addon = !tests } = {}) {
+  const files = walk(join(root, 'native')).filter((f) => addon || !f.startsWith(join('native', 'addon')));
+  return tests ? files.concat(walk(join(root, 'test', 'native'))) : files;
 }
 
 // The C++ flags binding.gyp gives the addon (its cflags_cc), for the table tests built outside gyp.
@@ -33,5 +33,5 @@ export function addonCxxFlags() {
 }
 
 if (process.argv[1] && resolve(process.argv[1]) === fileURLToPath(import.meta.url)) {
-  process.stdout.write(nativeSources({ tests: process.argv.includes('--tests') }).join(' '));
+  process.stdout.write(nativeSources({ tests: process.argv.includes('--tests'), addon: !process.argv.includes('--no-addon') && !process.argv.includes('--tests') }).join(' '));
 }

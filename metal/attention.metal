@@ -14,24 +14,33 @@
 //
 // attention_segment (any other head_dim <= 128): 4 query rows per threadgroup, lane j scores key j of the
 // tile with a scalar loop, lanes own output dims lane, lane + 32, ...
+//
+// Precision 'f16' (docs/metal.md#half-precision): q, k, v and out are half in device memory. The _h kernels
+// stage the K and V tiles as half and multiply them on simdgroup_half8x8 against the float query block and
+// probabilities into float S and O; the _hs kernels (a tower whose softmax is too sharp for half products,
+// backend::AttnProducts::F32) widen K and V to float tiles. Either way the query block is scaled in float, and
+// the scores, the softmax's running max and sum and the output accumulator stay float: raw scores can leave
+// half's range where the scaled ones would not (Gemma 4 scales by 1), and the probabilities need float's
+// resolution near 0. attention_segment_h: the row kernel over half storage, float tiles.
 #include "kernel_common.h"
 
 constant constexpr uint BQ = kargs::kAttnBQ;
 
-template <uint kHd>  // 0: head_dim from p
-inline void flash(device const float* q, device const float* k, device const float* v, device float* o,
+// A: q, k, v and out as stored (float, or half in precision 'f16'); T: the K and V tiles' type.
+template <uint kHd, typename A, typename T>  // kHd 0: head_dim from p
+inline void flash(device const A* q, device const A* k, device const A* v, device A* o,
                   constant kargs::Attention& p, threadgroup float* tg, uint2 gp, uint tid, uint sg, uint lane) {
     const uint hd = kHd ? kHd : p.head_dim, kb = p.kblock, head = gp.y, nd = hd / 8;
     constexpr uint kMaxNd = kHd ? kHd / 8 : kargs::kAttnMaxHeadDim / 8;
     const uint sw = kargs::attn_scratch_width(hd, kb);
-    threadgroup float* ks = tg;                  // [kb][hd]
-    threadgroup float* vs = ks + kb * hd;        // [kb][hd]
-    threadgroup float* sc = vs + kb * hd;        // [BQ][sw]
+    threadgroup T* ks = reinterpret_cast<threadgroup T*>(tg);                 // [kb][hd]
+    threadgroup T* vs = ks + kb * hd;                                          // [kb][hd]
+    threadgroup float* sc = reinterpret_cast<threadgroup float*>(vs + kb * hd);  // [BQ][sw]
     threadgroup float* mine = sc + sg * 8 * sw;  // this simdgroup's 8 rows
     const uint q0 = gp.x * BQ;
     for (uint i = tid; i < BQ * hd; i += kargs::kAttnThreads) {
         const uint r = i / hd, d = i % hd, row = q0 + r;
-        sc[r * sw + d] = row < p.nq ? q[row * p.ldq + head * hd + d] * p.scale : 0.0f;
+        sc[r * sw + d] = row < p.nq ? float(q[row * p.ldq + head * hd + d]) * p.scale : 0.0f;
     }
     threadgroup_barrier(mem_flags::mem_threadgroup);
     simdgroup_float8x8 qm[kMaxNd], om[kMaxNd];
@@ -46,14 +55,14 @@ inline void flash(device const float* q, device const float* k, device const flo
         if (k0 + kb <= p.n) {
             for (uint i = tid; i < kb * hd; i += kargs::kAttnThreads) {
                 const uint j = i / hd, d = i % hd, key = k0 + j;
-                ks[i] = k[key * p.ldk + head * hd + d];
-                vs[i] = v[key * p.ldv + head * hd + d];
+                ks[i] = T(k[key * p.ldk + head * hd + d]);
+                vs[i] = T(v[key * p.ldv + head * hd + d]);
             }
         } else {
             for (uint i = tid; i < kb * hd; i += kargs::kAttnThreads) {
                 const uint j = i / hd, d = i % hd, key = k0 + j;
-                ks[i] = key < p.n ? k[key * p.ldk + head * hd + d] : 0.0f;
-                vs[i] = key < p.n ? v[key * p.ldv + head * hd + d] : 0.0f;
+                ks[i] = key < p.n ? T(k[key * p.ldk + head * hd + d]) : T(0.0f);
+                vs[i] = key < p.n ? T(v[key * p.ldv + head * hd + d]) : T(0.0f);
             }
         }
         threadgroup_barrier(mem_flags::mem_threadgroup);
@@ -61,7 +70,7 @@ inline void flash(device const float* q, device const float* k, device const flo
         for (uint c = 0; c < kb / 8; c++) {
             simdgroup_float8x8 s = make_filled_simdgroup_matrix<float, 8>(0.0f);
             for (uint j = 0; j < nd; j++) {
-                simdgroup_float8x8 kt;
+                simdgroup_matrix<T, 8, 8> kt;
                 simdgroup_load(kt, ks + 8 * c * hd + 8 * j, hd, ulong2(0, 0), true);
                 simdgroup_multiply_accumulate(s, qm[j], kt, s);
             }
@@ -98,7 +107,7 @@ inline void flash(device const float* q, device const float* k, device const flo
         for (uint j = 0; j < nd; j++) {
             simdgroup_multiply(om[j], dg, om[j]);
             for (uint c = 0; c < kb / 8; c++) {
-                simdgroup_float8x8 vm;
+                simdgroup_matrix<T, 8, 8> vm;
                 simdgroup_load(vm, vs + 8 * c * hd + 8 * j, hd);
                 simdgroup_multiply_accumulate(om[j], pm[c], vm, om[j]);
             }
@@ -111,7 +120,7 @@ inline void flash(device const float* q, device const float* k, device const flo
     const uint row = q0 + sg * 8 + r;
     if (row >= p.nq) return;
     const float inv = l > 0.0f ? 1.0f / l : 0.0f;  // a row that saw no key (n = 0): zeros, not 1 / 0
-    for (uint d = part; d < hd; d += 4) o[row * p.ldo + head * hd + d] = mine[r * sw + d] * inv;
+    for (uint d = part; d < hd; d += 4) o[row * p.ldo + head * hd + d] = A(mine[r * sw + d] * inv);
 }
 
 kernel void attention_flash_64(device const float* q [[buffer(0)]], device const float* k [[buffer(1)]],
@@ -120,7 +129,7 @@ kernel void attention_flash_64(device const float* q [[buffer(0)]], device const
                                uint2 gp [[threadgroup_position_in_grid]], uint tid [[thread_index_in_threadgroup]],
                                uint sg [[simdgroup_index_in_threadgroup]], uint lane [[thread_index_in_simdgroup]])
 {
-    flash<64>(q, k, v, o, p, tg, gp, tid, sg, lane);
+    flash<64, float, float>(q, k, v, o, p, tg, gp, tid, sg, lane);
 }
 kernel void attention_flash_72(device const float* q [[buffer(0)]], device const float* k [[buffer(1)]],
                                device const float* v [[buffer(2)]], device float* o [[buffer(3)]],
@@ -128,7 +137,7 @@ kernel void attention_flash_72(device const float* q [[buffer(0)]], device const
                                uint2 gp [[threadgroup_position_in_grid]], uint tid [[thread_index_in_threadgroup]],
                                uint sg [[simdgroup_index_in_threadgroup]], uint lane [[thread_index_in_simdgroup]])
 {
-    flash<72>(q, k, v, o, p, tg, gp, tid, sg, lane);
+    flash<72, float, float>(q, k, v, o, p, tg, gp, tid, sg, lane);
 }
 kernel void attention_flash_80(device const float* q [[buffer(0)]], device const float* k [[buffer(1)]],
                                device const float* v [[buffer(2)]], device float* o [[buffer(3)]],
@@ -136,7 +145,7 @@ kernel void attention_flash_80(device const float* q [[buffer(0)]], device const
                                uint2 gp [[threadgroup_position_in_grid]], uint tid [[thread_index_in_threadgroup]],
                                uint sg [[simdgroup_index_in_threadgroup]], uint lane [[thread_index_in_simdgroup]])
 {
-    flash<80>(q, k, v, o, p, tg, gp, tid, sg, lane);
+    flash<80, float, float>(q, k, v, o, p, tg, gp, tid, sg, lane);
 }
 kernel void attention_flash(device const float* q [[buffer(0)]], device const float* k [[buffer(1)]],
                             device const float* v [[buffer(2)]], device float* o [[buffer(3)]],
@@ -144,14 +153,12 @@ kernel void attention_flash(device const float* q [[buffer(0)]], device const fl
                             uint2 gp [[threadgroup_position_in_grid]], uint tid [[thread_index_in_threadgroup]],
                             uint sg [[simdgroup_index_in_threadgroup]], uint lane [[thread_index_in_simdgroup]])
 {
-    flash<0>(q, k, v, o, p, tg, gp, tid, sg, lane);
+    flash<0, float, float>(q, k, v, o, p, tg, gp, tid, sg, lane);
 }
 
-kernel void attention_segment(device const float* q [[buffer(0)]], device const float* k [[buffer(1)]],
-                              device const float* v [[buffer(2)]], device float* o [[buffer(3)]],
-                              constant kargs::Attention& p [[buffer(4)]], threadgroup float* tg [[threadgroup(0)]],
-                              uint2 gp [[threadgroup_position_in_grid]], uint tid [[thread_index_in_threadgroup]],
-                              uint sg [[simdgroup_index_in_threadgroup]], uint lane [[thread_index_in_simdgroup]])
+template <typename A>
+inline void segment(device const A* q, device const A* k, device const A* v, device A* o, constant kargs::Attention& p,
+                    threadgroup float* tg, uint2 gp, uint tid, uint sg, uint lane)
 {
     const uint hd = p.head_dim, kb = p.kblock, head = gp.y;
     threadgroup float* ks = tg;                  // [kb][hd]
@@ -160,15 +167,15 @@ kernel void attention_segment(device const float* q [[buffer(0)]], device const 
     threadgroup float* ps = qs + 4 * hd;         // [4][kb]
     const uint row = gp.x * kargs::kAttnRowsPerGroup + sg;
     const bool live = row < p.nq;
-    for (uint d = lane; d < hd; d += 32) qs[sg * hd + d] = live ? q[row * p.ldq + head * hd + d] * p.scale : 0.0f;
+    for (uint d = lane; d < hd; d += 32) qs[sg * hd + d] = live ? float(q[row * p.ldq + head * hd + d]) * p.scale : 0.0f;
     float m = kNoScore, l = 0.0f;
     float acc[4] = {0.0f, 0.0f, 0.0f, 0.0f};
     for (uint k0 = 0; k0 < p.n; k0 += kb) {
         threadgroup_barrier(mem_flags::mem_threadgroup);       // the previous tile is no longer read
         for (uint i = tid; i < kb * hd; i += kargs::kAttnThreads) {
             const uint j = i / hd, d = i % hd, key = k0 + j;
-            ks[i] = key < p.n ? k[key * p.ldk + head * hd + d] : 0.0f;
-            vs[i] = key < p.n ? v[key * p.ldv + head * hd + d] : 0.0f;
+            ks[i] = key < p.n ? float(k[key * p.ldk + head * hd + d]) : 0.0f;
+            vs[i] = key < p.n ? float(v[key * p.ldv + head * hd + d]) : 0.0f;
         }
         threadgroup_barrier(mem_flags::mem_threadgroup);
         const bool has_key = lane < kb && k0 + lane < p.n;
@@ -196,6 +203,87 @@ kernel void attention_segment(device const float* q [[buffer(0)]], device const 
     const float inv = l > 0.0f ? 1.0f / l : 0.0f;  // a row that saw no key (n = 0): zeros, not 1 / 0
     for (uint i = 0; i < 4; i++) {
         const uint d = lane + 32 * i;
-        if (d < hd) o[row * p.ldo + head * hd + d] = acc[i] * inv;
+        if (d < hd) o[row * p.ldo + head * hd + d] = A(acc[i] * inv);
     }
+}
+
+kernel void attention_segment(device const float* q [[buffer(0)]], device const float* k [[buffer(1)]],
+                               device const float* v [[buffer(2)]], device float* o [[buffer(3)]],
+                               constant kargs::Attention& p [[buffer(4)]], threadgroup float* tg [[threadgroup(0)]],
+                               uint2 gp [[threadgroup_position_in_grid]], uint tid [[thread_index_in_threadgroup]],
+                               uint sg [[simdgroup_index_in_threadgroup]], uint lane [[thread_index_in_simdgroup]])
+{
+    segment<float>(q, k, v, o, p, tg, gp, tid, sg, lane);
+}
+kernel void attention_flash_64_h(device const half* q [[buffer(0)]], device const half* k [[buffer(1)]],
+                               device const half* v [[buffer(2)]], device half* o [[buffer(3)]],
+                               constant kargs::Attention& p [[buffer(4)]], threadgroup float* tg [[threadgroup(0)]],
+                               uint2 gp [[threadgroup_position_in_grid]], uint tid [[thread_index_in_threadgroup]],
+                               uint sg [[simdgroup_index_in_threadgroup]], uint lane [[thread_index_in_simdgroup]])
+{
+    flash<64, half, half>(q, k, v, o, p, tg, gp, tid, sg, lane);
+}
+kernel void attention_flash_72_h(device const half* q [[buffer(0)]], device const half* k [[buffer(1)]],
+                               device const half* v [[buffer(2)]], device half* o [[buffer(3)]],
+                               constant kargs::Attention& p [[buffer(4)]], threadgroup float* tg [[threadgroup(0)]],
+                               uint2 gp [[threadgroup_position_in_grid]], uint tid [[thread_index_in_threadgroup]],
+                               uint sg [[simdgroup_index_in_threadgroup]], uint lane [[thread_index_in_simdgroup]])
+{
+    flash<72, half, half>(q, k, v, o, p, tg, gp, tid, sg, lane);
+}
+kernel void attention_flash_80_h(device const half* q [[buffer(0)]], device const half* k [[buffer(1)]],
+                               device const half* v [[buffer(2)]], device half* o [[buffer(3)]],
+                               constant kargs::Attention& p [[buffer(4)]], threadgroup float* tg [[threadgroup(0)]],
+                               uint2 gp [[threadgroup_position_in_grid]], uint tid [[thread_index_in_threadgroup]],
+                               uint sg [[simdgroup_index_in_threadgroup]], uint lane [[thread_index_in_simdgroup]])
+{
+    flash<80, half, half>(q, k, v, o, p, tg, gp, tid, sg, lane);
+}
+kernel void attention_flash_h(device const half* q [[buffer(0)]], device const half* k [[buffer(1)]],
+                               device const half* v [[buffer(2)]], device half* o [[buffer(3)]],
+                               constant kargs::Attention& p [[buffer(4)]], threadgroup float* tg [[threadgroup(0)]],
+                               uint2 gp [[threadgroup_position_in_grid]], uint tid [[thread_index_in_threadgroup]],
+                               uint sg [[simdgroup_index_in_threadgroup]], uint lane [[thread_index_in_simdgroup]])
+{
+    flash<0, half, half>(q, k, v, o, p, tg, gp, tid, sg, lane);
+}
+kernel void attention_flash_64_hs(device const half* q [[buffer(0)]], device const half* k [[buffer(1)]],
+                               device const half* v [[buffer(2)]], device half* o [[buffer(3)]],
+                               constant kargs::Attention& p [[buffer(4)]], threadgroup float* tg [[threadgroup(0)]],
+                               uint2 gp [[threadgroup_position_in_grid]], uint tid [[thread_index_in_threadgroup]],
+                               uint sg [[simdgroup_index_in_threadgroup]], uint lane [[thread_index_in_simdgroup]])
+{
+    flash<64, half, float>(q, k, v, o, p, tg, gp, tid, sg, lane);
+}
+kernel void attention_flash_72_hs(device const half* q [[buffer(0)]], device const half* k [[buffer(1)]],
+                               device const half* v [[buffer(2)]], device half* o [[buffer(3)]],
+                               constant kargs::Attention& p [[buffer(4)]], threadgroup float* tg [[threadgroup(0)]],
+                               uint2 gp [[threadgroup_position_in_grid]], uint tid [[thread_index_in_threadgroup]],
+                               uint sg [[simdgroup_index_in_threadgroup]], uint lane [[thread_index_in_simdgroup]])
+{
+    flash<72, half, float>(q, k, v, o, p, tg, gp, tid, sg, lane);
+}
+kernel void attention_flash_80_hs(device const half* q [[buffer(0)]], device const half* k [[buffer(1)]],
+                               device const half* v [[buffer(2)]], device half* o [[buffer(3)]],
+                               constant kargs::Attention& p [[buffer(4)]], threadgroup float* tg [[threadgroup(0)]],
+                               uint2 gp [[threadgroup_position_in_grid]], uint tid [[thread_index_in_threadgroup]],
+                               uint sg [[simdgroup_index_in_threadgroup]], uint lane [[thread_index_in_simdgroup]])
+{
+    flash<80, half, float>(q, k, v, o, p, tg, gp, tid, sg, lane);
+}
+kernel void attention_flash_hs(device const half* q [[buffer(0)]], device const half* k [[buffer(1)]],
+                               device const half* v [[buffer(2)]], device half* o [[buffer(3)]],
+                               constant kargs::Attention& p [[buffer(4)]], threadgroup float* tg [[threadgroup(0)]],
+                               uint2 gp [[threadgroup_position_in_grid]], uint tid [[thread_index_in_threadgroup]],
+                               uint sg [[simdgroup_index_in_threadgroup]], uint lane [[thread_index_in_simdgroup]])
+{
+    flash<0, half, float>(q, k, v, o, p, tg, gp, tid, sg, lane);
+}
+kernel void attention_segment_h(device const half* q [[buffer(0)]], device const half* k [[buffer(1)]],
+                               device const half* v [[buffer(2)]], device half* o [[buffer(3)]],
+                               constant kargs::Attention& p [[buffer(4)]], threadgroup float* tg [[threadgroup(0)]],
+                               uint2 gp [[threadgroup_position_in_grid]], uint tid [[thread_index_in_threadgroup]],
+                               uint sg [[simdgroup_index_in_threadgroup]], uint lane [[thread_index_in_simdgroup]])
+{
+    segment<half>(q, k, v, o, p, tg, gp, tid, sg, lane);
 }

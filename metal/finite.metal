@@ -23,3 +23,18 @@ kernel void count_nonfinite(device const float* x [[buffer(0)]], device atomic_u
         atomic_fetch_min_explicit(&counts[1], first, memory_order_relaxed);
     }
 }
+// Precision 'f16': half's exponent bits all set (0x7c00) is an infinity or a NaN.
+kernel void count_nonfinite_h(device const half* x [[buffer(0)]], device atomic_uint* counts [[buffer(1)]],
+                              constant kargs::Finite& p [[buffer(2)]], uint2 gid [[thread_position_in_grid]],
+                              uint lane [[thread_index_in_simdgroup]])
+{
+    const bool inside = gid.x < p.cols && gid.y < p.rows;
+    const ushort bits = inside ? as_type<ushort>(x[gid.y * p.ldx + gid.x]) : ushort(0);
+    const bool bad = (bits & ushort(0x7c00)) == ushort(0x7c00);
+    const uint n = simd_sum(bad ? 1u : 0u);
+    const uint first = simd_min(bad ? gid.y * p.cols + gid.x : 0xFFFFFFFFu);
+    if (lane == 0 && n != 0) {
+        atomic_fetch_add_explicit(&counts[0], n, memory_order_relaxed);
+        atomic_fetch_min_explicit(&counts[1], first, memory_order_relaxed);
+    }
+}

@@ -35,8 +35,13 @@ inline float erf_approx(float x) {
 // GELU, tanh approximation (precise::tanh: fast tanh is not accurate enough for large inputs) and exact erf form.
 inline float gelu_tanh(float x) { return 0.5f * x * (1.0f + precise::tanh(0.7978845608028654f * (x + 0.044715f * x * x * x))); }
 inline float gelu_erf(float x) { return 0.5f * x * (1.0f + erf_approx(x * 0.7071067811865476f)); }
+// x · sigmoid(z) = x / (1 + e^(-z)): SiLU (z = x) and QuickGELU (z = 1.702 x). e^(-z) is capped at e^88, so that
+// no value is infinite (fast math): below z = -88 the result is x · 6e-39 instead of x · e^z, both negligible.
+inline float x_sigmoid(float x, float z) { return x / (1.0f + precise::exp(min(-z, 88.0f))); }
 inline float activate(uint act, float v) {
     if (act == kargs::kGeluTanh) return gelu_tanh(v);
     if (act == kargs::kGeluErf) return gelu_erf(v);
+    if (act == kargs::kQuickGelu) return x_sigmoid(v, 1.702f * v);
+    if (act == kargs::kSilu) return x_sigmoid(v, v);
     return v;
 }

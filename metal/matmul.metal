@@ -11,62 +11,73 @@
 //                           that consecutive threads write consecutive outputs.
 //   matvec_{f32,f16,bf16}   few rows (<= kMatvecMaxRows): one simdgroup per output column, lanes stride over K
 // mul and residual may alias y: each output element is read and written by the same thread.
+// Precision 'f16' (docs/metal.md#half-precision): the _h kernels read x as half, the _fh kernels as float (the
+// patch embedding's pixels), and both write y and read mul and residual as half; x and W are staged in
+// threadgroup memory as half (x clamped in float first, W widened from its stored type and rounded to half, as
+// HF's fp16 holds its weights) and multiplied on simdgroup_half8x8 into float accumulators; the epilogue runs
+// in float and rounds once as it stores.
 #include "kernel_common.h"
 
 constant constexpr uint BM = kargs::kGemmBM, BN = kargs::kGemmBN, BK = kargs::kGemmBK, NT = kargs::kGemmThreads;
-constant constexpr uint STAGE = (BM + BN) * BK;  // floats of one stage: xs [BM][BK], then ws [BN][BK]
+constant constexpr uint STAGE = (BM + BN) * BK;  // elements of one stage: xs [BM][BK], then ws [BN][BK]
 // The staging layout below: every thread moves 8 consecutive k of one row of x and one row of W.
 static_assert(BM == BN && BM * BK == 8 * NT && BM == 2 * 32, "matmul staging assumes 64 x 64 tiles, K steps of 16, 128 threads");
 static_assert(BM * BN <= 2 * STAGE, "the epilogue tile reuses both stages");
 
 // The operands of the fused epilogue, in the order of gpu::LinearArgs (metal/shared/args.h Linear).
+// A: the activations' stored type (mul, residual, y): float, or half in precision 'f16'.
+template <typename A>
 struct Tail {
     device const uchar* bias;
-    device const float* mul;
-    device const float* res;
+    device const A* mul;
+    device const A* res;
 };
 
-inline float epilogue(float acc, uint r, uint c, constant kargs::Linear& p, Tail t) {
+template <typename A>
+inline float epilogue(float acc, uint r, uint c, constant kargs::Linear& p, Tail<A> t) {
     float v = acc;
     if (p.has_bias != 0) v = v + load_any(t.bias, p.bias_type, c);
     if (p.has_out_clamp != 0) v = min(max(v, p.out_min), p.out_max);
     v = activate(p.act, v);
-    if (p.has_mul != 0) v = v * t.mul[r * p.ldm + c];
-    if (p.has_residual != 0) v = v + t.res[r * p.ldr + c];
+    if (p.has_mul != 0) v = v * float(t.mul[r * p.ldm + c]);
+    if (p.has_residual != 0) v = v + float(t.res[r * p.ldr + c]);
     return v;
 }
 
-// One K step into `st`: xs[r][k] = clamp(x[row0 + r][k0 + k]), ws[n][k] = W[col0 + n][k0 + k] widened.
-template <bool kChecked, typename W>
-inline void stage(device const float* x, device const W* w, constant kargs::Linear& p, uint row0, uint col0, uint k0, uint tid,
-                  threadgroup float* st) {
+// One K step into `st`: xs[r][k] = clamp(x[row0 + r][k0 + k]), ws[n][k] = W[col0 + n][k0 + k] widened, both
+// in the tile type T (float, or half in precision 'f16').
+template <bool kChecked, typename T, typename X, typename W>
+inline void stage(device const X* x, device const W* w, constant kargs::Linear& p, uint row0, uint col0, uint k0, uint tid,
+                  threadgroup T* st) {
     const uint r = tid / 2, kq = (tid % 2) * 8;
-    threadgroup float* xs = st + r * BK + kq;
-    threadgroup float* ws = st + BM * BK + r * BK + kq;
+    threadgroup T* xs = st + r * BK + kq;
+    threadgroup T* ws = st + BM * BK + r * BK + kq;
     const uint gr = row0 + r, gn = col0 + r, gk = k0 + kq;
     if (!kChecked) {
-        device const float* xr = x + gr * p.ldx + gk;
+        device const X* xr = x + gr * p.ldx + gk;
         device const W* wr = w + gn * p.in + gk;
         for (uint i = 0; i < 8; i++) {
-            xs[i] = p.has_in_clamp != 0 ? min(max(xr[i], p.in_min), p.in_max) : xr[i];
-            ws[i] = widen(wr, i);
+            const float xv = float(xr[i]);
+            xs[i] = T(p.has_in_clamp != 0 ? min(max(xv, p.in_min), p.in_max) : xv);
+            ws[i] = T(widen(wr, i));
         }
     } else {
         for (uint i = 0; i < 8; i++) {
             const bool kin = gk + i < p.in;
-            const float xv = (gr < p.rows && kin) ? x[gr * p.ldx + gk + i] : 0.0f;
-            xs[i] = p.has_in_clamp != 0 ? min(max(xv, p.in_min), p.in_max) : xv;
-            ws[i] = (gn < p.out && kin) ? widen(w, gn * p.in + gk + i) : 0.0f;
+            const float xv = (gr < p.rows && kin) ? float(x[gr * p.ldx + gk + i]) : 0.0f;
+            xs[i] = T(p.has_in_clamp != 0 ? min(max(xv, p.in_min), p.in_max) : xv);
+            ws[i] = T((gn < p.out && kin) ? widen(w, gn * p.in + gk + i) : 0.0f);
         }
     }
 }
 
 // acc += xs · wsᵀ over one stage, for this simdgroup's 32 x 32 corner (sr, sc).
-inline void multiply_stage(threadgroup const float* st, uint sr, uint sc, thread simdgroup_float8x8 (&acc)[4][4]) {
-    threadgroup const float* xs = st;
-    threadgroup const float* ws = st + BM * BK;
+template <typename T>
+inline void multiply_stage(threadgroup const T* st, uint sr, uint sc, thread simdgroup_float8x8 (&acc)[4][4]) {
+    threadgroup const T* xs = st;
+    threadgroup const T* ws = st + BM * BK;
     for (uint kk = 0; kk < BK; kk += 8) {
-        simdgroup_float8x8 a[4], b[4];
+        simdgroup_matrix<T, 8, 8> a[4], b[4];
         for (uint i = 0; i < 4; i++) simdgroup_load(a[i], xs, BK, ulong2(kk, sr + 8 * i));
         // b[j][k][n] = W[sc + 8j + n][kk + k]: ws rows are W rows, so a transposed load
         for (uint j = 0; j < 4; j++) simdgroup_load(b[j], ws + (sc + 8 * j) * BK + kk, BK, ulong2(0, 0), true);
@@ -75,20 +86,21 @@ inline void multiply_stage(threadgroup const float* st, uint sr, uint sc, thread
     }
 }
 
-template <bool kChecked, typename W>
-inline void matmul_tile(device const float* x, device const W* w, Tail tail, device float* y,
+template <bool kChecked, typename T, typename X, typename W, typename A>
+inline void matmul_tile(device const X* x, device const W* w, Tail<A> tail, device A* y,
                         constant kargs::Linear& p, uint row0, uint col0, uint tid, uint sg, threadgroup float* smem) {
+    threadgroup T* st = reinterpret_cast<threadgroup T*>(smem);  // the stages, in the tile type
     const uint sr = (sg / 2) * 32, sc = (sg % 2) * 32;  // this simdgroup's 32 x 32 corner
     simdgroup_float8x8 acc[4][4];
     for (uint i = 0; i < 4; i++)
         for (uint j = 0; j < 4; j++) acc[i][j] = make_filled_simdgroup_matrix<float, 8>(0.0f);
     const uint steps = (p.in + BK - 1) / BK;
-    stage<kChecked>(x, w, p, row0, col0, 0, tid, smem);
+    stage<kChecked>(x, w, p, row0, col0, 0, tid, st);
     threadgroup_barrier(mem_flags::mem_threadgroup);
     for (uint t = 0; t < steps; t++) {
         // stage t + 1 goes where step t - 1 was read: the barrier that ended step t - 1 released it
-        if (t + 1 < steps) stage<kChecked>(x, w, p, row0, col0, (t + 1) * BK, tid, smem + ((t + 1) & 1) * STAGE);
-        multiply_stage(smem + (t & 1) * STAGE, sr, sc, acc);
+        if (t + 1 < steps) stage<kChecked>(x, w, p, row0, col0, (t + 1) * BK, tid, st + ((t + 1) & 1) * STAGE);
+        multiply_stage(st + (t & 1) * STAGE, sr, sc, acc);
         threadgroup_barrier(mem_flags::mem_threadgroup);
     }
     threadgroup float* cs = smem;  // [BM][BN], over both stages: every simdgroup is past its last multiply
@@ -97,21 +109,22 @@ inline void matmul_tile(device const float* x, device const W* w, Tail tail, dev
     threadgroup_barrier(mem_flags::mem_threadgroup);
     for (uint i = tid; i < BM * BN; i += NT) {
         const uint r = row0 + i / BN, c = col0 + i % BN;
-        if (!kChecked || (r < p.rows && c < p.out)) y[r * p.ldy + c] = epilogue(cs[i], r, c, p, tail);
+        if (!kChecked || (r < p.rows && c < p.out)) y[r * p.ldy + c] = A(epilogue(cs[i], r, c, p, tail));
     }
 }
 
-template <typename W>
-inline void matmul_group(device const float* x, device const W* w, Tail tail, device float* y,
+// T: the tile type (float; half for the half kernels, whose stages take half the bytes of the same buffer).
+template <typename T, typename X, typename W, typename A>
+inline void matmul_group(device const X* x, device const W* w, Tail<A> tail, device A* y,
                          constant kargs::Linear& p, uint2 tg, uint tid, uint sg, threadgroup float* smem) {
     const uint row0 = tg.y * BM, col0 = tg.x * BN;
     const bool inside = row0 + BM <= p.rows && col0 + BN <= p.out && p.in % BK == 0;  // uniform over the group
-    if (inside) matmul_tile<false>(x, w, tail, y, p, row0, col0, tid, sg, smem);
-    else matmul_tile<true>(x, w, tail, y, p, row0, col0, tid, sg, smem);
+    if (inside) matmul_tile<false, T>(x, w, tail, y, p, row0, col0, tid, sg, smem);
+    else matmul_tile<true, T>(x, w, tail, y, p, row0, col0, tid, sg, smem);
 }
 
-template <typename W>
-inline void matvec_cols(device const float* x, device const W* w, Tail tail, device float* y,
+template <typename X, typename W, typename A>
+inline void matvec_cols(device const X* x, device const W* w, Tail<A> tail, device A* y,
                         constant kargs::Linear& p, uint col, uint lane)
 {
     if (col >= p.out) return;                 // uniform per simdgroup
@@ -120,13 +133,13 @@ inline void matvec_cols(device const float* x, device const W* w, Tail tail, dev
     for (uint k = lane; k < p.in; k += 32) {
         const float wk = widen(w, col * p.in + k);
         for (uint r = 0; r < p.rows; r++) {
-            const float xv = x[r * p.ldx + k];
+            const float xv = float(x[r * p.ldx + k]);
             acc[r] += (p.has_in_clamp != 0 ? min(max(xv, p.in_min), p.in_max) : xv) * wk;
         }
     }
     for (uint r = 0; r < p.rows; r++) {
         const float s = simd_sum(acc[r]);
-        if (lane == 0) y[r * p.ldy + col] = epilogue(s, r, col, p, tail);
+        if (lane == 0) y[r * p.ldy + col] = A(epilogue(s, r, col, p, tail));
     }
 }
 
@@ -138,7 +151,7 @@ kernel void matmul_f32(device const float* x [[buffer(0)]], device const float* 
                        uint sg [[simdgroup_index_in_threadgroup]])
 {
     threadgroup float smem[2 * STAGE];
-    matmul_group(x, w, Tail{bias, mul, res}, y, p, tg, tid, sg, smem);
+    matmul_group<float>(x, w, Tail<float>{bias, mul, res}, y, p, tg, tid, sg, smem);
 }
 kernel void matmul_f16(device const float* x [[buffer(0)]], device const half* w [[buffer(1)]], device const uchar* bias [[buffer(2)]],
                        device const float* res [[buffer(3)]], device float* y [[buffer(4)]], constant kargs::Linear& p [[buffer(5)]],
@@ -147,7 +160,7 @@ kernel void matmul_f16(device const float* x [[buffer(0)]], device const half* w
                        uint sg [[simdgroup_index_in_threadgroup]])
 {
     threadgroup float smem[2 * STAGE];
-    matmul_group(x, w, Tail{bias, mul, res}, y, p, tg, tid, sg, smem);
+    matmul_group<float>(x, w, Tail<float>{bias, mul, res}, y, p, tg, tid, sg, smem);
 }
 kernel void matmul_bf16(device const float* x [[buffer(0)]], device const ushort* w [[buffer(1)]], device const uchar* bias [[buffer(2)]],
                        device const float* res [[buffer(3)]], device float* y [[buffer(4)]], constant kargs::Linear& p [[buffer(5)]],
@@ -156,7 +169,7 @@ kernel void matmul_bf16(device const float* x [[buffer(0)]], device const ushort
                        uint sg [[simdgroup_index_in_threadgroup]])
 {
     threadgroup float smem[2 * STAGE];
-    matmul_group(x, w, Tail{bias, mul, res}, y, p, tg, tid, sg, smem);
+    matmul_group<float>(x, w, Tail<float>{bias, mul, res}, y, p, tg, tid, sg, smem);
 }
 kernel void matvec_f32(device const float* x [[buffer(0)]], device const float* w [[buffer(1)]], device const uchar* bias [[buffer(2)]],
                        device const float* res [[buffer(3)]], device float* y [[buffer(4)]], constant kargs::Linear& p [[buffer(5)]],
@@ -164,7 +177,7 @@ kernel void matvec_f32(device const float* x [[buffer(0)]], device const float* 
                        uint tg [[threadgroup_position_in_grid]], uint sg [[simdgroup_index_in_threadgroup]],
                        uint lane [[thread_index_in_simdgroup]], uint nsg [[simdgroups_per_threadgroup]])
 {
-    matvec_cols(x, w, Tail{bias, mul, res}, y, p, tg * nsg + sg, lane);
+    matvec_cols(x, w, Tail<float>{bias, mul, res}, y, p, tg * nsg + sg, lane);
 }
 kernel void matvec_f16(device const float* x [[buffer(0)]], device const half* w [[buffer(1)]], device const uchar* bias [[buffer(2)]],
                        device const float* res [[buffer(3)]], device float* y [[buffer(4)]], constant kargs::Linear& p [[buffer(5)]],
@@ -172,7 +185,7 @@ kernel void matvec_f16(device const float* x [[buffer(0)]], device const half* w
                        uint tg [[threadgroup_position_in_grid]], uint sg [[simdgroup_index_in_threadgroup]],
                        uint lane [[thread_index_in_simdgroup]], uint nsg [[simdgroups_per_threadgroup]])
 {
-    matvec_cols(x, w, Tail{bias, mul, res}, y, p, tg * nsg + sg, lane);
+    matvec_cols(x, w, Tail<float>{bias, mul, res}, y, p, tg * nsg + sg, lane);
 }
 kernel void matvec_bf16(device const float* x [[buffer(0)]], device const ushort* w [[buffer(1)]], device const uchar* bias [[buffer(2)]],
                        device const float* res [[buffer(3)]], device float* y [[buffer(4)]], constant kargs::Linear& p [[buffer(5)]],
@@ -180,5 +193,108 @@ kernel void matvec_bf16(device const float* x [[buffer(0)]], device const ushort
                        uint tg [[threadgroup_position_in_grid]], uint sg [[simdgroup_index_in_threadgroup]],
                        uint lane [[thread_index_in_simdgroup]], uint nsg [[simdgroups_per_threadgroup]])
 {
-    matvec_cols(x, w, Tail{bias, mul, res}, y, p, tg * nsg + sg, lane);
+    matvec_cols(x, w, Tail<float>{bias, mul, res}, y, p, tg * nsg + sg, lane);
+}
+// Precision 'f16': _h reads x as half, _fh as float; y, mul and residual are half.
+kernel void matmul_f32_h(device const half* x [[buffer(0)]], device const float* w [[buffer(1)]], device const uchar* bias [[buffer(2)]],
+                       device const half* res [[buffer(3)]], device half* y [[buffer(4)]], constant kargs::Linear& p [[buffer(5)]],
+                       device const half* mul [[buffer(6)]],
+                       uint2 tg [[threadgroup_position_in_grid]], uint tid [[thread_index_in_threadgroup]],
+                       uint sg [[simdgroup_index_in_threadgroup]])
+{
+    threadgroup float smem[2 * STAGE];
+    matmul_group<half>(x, w, Tail<half>{bias, mul, res}, y, p, tg, tid, sg, smem);
+}
+kernel void matmul_f16_h(device const half* x [[buffer(0)]], device const half* w [[buffer(1)]], device const uchar* bias [[buffer(2)]],
+                       device const half* res [[buffer(3)]], device half* y [[buffer(4)]], constant kargs::Linear& p [[buffer(5)]],
+                       device const half* mul [[buffer(6)]],
+                       uint2 tg [[threadgroup_position_in_grid]], uint tid [[thread_index_in_threadgroup]],
+                       uint sg [[simdgroup_index_in_threadgroup]])
+{
+    threadgroup float smem[2 * STAGE];
+    matmul_group<half>(x, w, Tail<half>{bias, mul, res}, y, p, tg, tid, sg, smem);
+}
+kernel void matmul_bf16_h(device const half* x [[buffer(0)]], device const ushort* w [[buffer(1)]], device const uchar* bias [[buffer(2)]],
+                       device const half* res [[buffer(3)]], device half* y [[buffer(4)]], constant kargs::Linear& p [[buffer(5)]],
+                       device const half* mul [[buffer(6)]],
+                       uint2 tg [[threadgroup_position_in_grid]], uint tid [[thread_index_in_threadgroup]],
+                       uint sg [[simdgroup_index_in_threadgroup]])
+{
+    threadgroup float smem[2 * STAGE];
+    matmul_group<half>(x, w, Tail<half>{bias, mul, res}, y, p, tg, tid, sg, smem);
+}
+kernel void matmul_f32_fh(device const float* x [[buffer(0)]], device const float* w [[buffer(1)]], device const uchar* bias [[buffer(2)]],
+                       device const half* res [[buffer(3)]], device half* y [[buffer(4)]], constant kargs::Linear& p [[buffer(5)]],
+                       device const half* mul [[buffer(6)]],
+                       uint2 tg [[threadgroup_position_in_grid]], uint tid [[thread_index_in_threadgroup]],
+                       uint sg [[simdgroup_index_in_threadgroup]])
+{
+    threadgroup float smem[2 * STAGE];
+    matmul_group<half>(x, w, Tail<half>{bias, mul, res}, y, p, tg, tid, sg, smem);
+}
+kernel void matmul_f16_fh(device const float* x [[buffer(0)]], device const half* w [[buffer(1)]], device const uchar* bias [[buffer(2)]],
+                       device const half* res [[buffer(3)]], device half* y [[buffer(4)]], constant kargs::Linear& p [[buffer(5)]],
+                       device const half* mul [[buffer(6)]],
+                       uint2 tg [[threadgroup_position_in_grid]], uint tid [[thread_index_in_threadgroup]],
+                       uint sg [[simdgroup_index_in_threadgroup]])
+{
+    threadgroup float smem[2 * STAGE];
+    matmul_group<half>(x, w, Tail<half>{bias, mul, res}, y, p, tg, tid, sg, smem);
+}
+kernel void matmul_bf16_fh(device const float* x [[buffer(0)]], device const ushort* w [[buffer(1)]], device const uchar* bias [[buffer(2)]],
+                       device const half* res [[buffer(3)]], device half* y [[buffer(4)]], constant kargs::Linear& p [[buffer(5)]],
+                       device const half* mul [[buffer(6)]],
+                       uint2 tg [[threadgroup_position_in_grid]], uint tid [[thread_index_in_threadgroup]],
+                       uint sg [[simdgroup_index_in_threadgroup]])
+{
+    threadgroup float smem[2 * STAGE];
+    matmul_group<half>(x, w, Tail<half>{bias, mul, res}, y, p, tg, tid, sg, smem);
+}
+kernel void matvec_f32_h(device const half* x [[buffer(0)]], device const float* w [[buffer(1)]], device const uchar* bias [[buffer(2)]],
+                       device const half* res [[buffer(3)]], device half* y [[buffer(4)]], constant kargs::Linear& p [[buffer(5)]],
+                       device const half* mul [[buffer(6)]],
+                       uint tg [[threadgroup_position_in_grid]], uint sg [[simdgroup_index_in_threadgroup]],
+                       uint lane [[thread_index_in_simdgroup]], uint nsg [[simdgroups_per_threadgroup]])
+{
+    matvec_cols(x, w, Tail<half>{bias, mul, res}, y, p, tg * nsg + sg, lane);
+}
+kernel void matvec_f16_h(device const half* x [[buffer(0)]], device const half* w [[buffer(1)]], device const uchar* bias [[buffer(2)]],
+                       device const half* res [[buffer(3)]], device half* y [[buffer(4)]], constant kargs::Linear& p [[buffer(5)]],
+                       device const half* mul [[buffer(6)]],
+                       uint tg [[threadgroup_position_in_grid]], uint sg [[simdgroup_index_in_threadgroup]],
+                       uint lane [[thread_index_in_simdgroup]], uint nsg [[simdgroups_per_threadgroup]])
+{
+    matvec_cols(x, w, Tail<half>{bias, mul, res}, y, p, tg * nsg + sg, lane);
+}
+kernel void matvec_bf16_h(device const half* x [[buffer(0)]], device const ushort* w [[buffer(1)]], device const uchar* bias [[buffer(2)]],
+                       device const half* res [[buffer(3)]], device half* y [[buffer(4)]], constant kargs::Linear& p [[buffer(5)]],
+                       device const half* mul [[buffer(6)]],
+                       uint tg [[threadgroup_position_in_grid]], uint sg [[simdgroup_index_in_threadgroup]],
+                       uint lane [[thread_index_in_simdgroup]], uint nsg [[simdgroups_per_threadgroup]])
+{
+    matvec_cols(x, w, Tail<half>{bias, mul, res}, y, p, tg * nsg + sg, lane);
+}
+kernel void matvec_f32_fh(device const float* x [[buffer(0)]], device const float* w [[buffer(1)]], device const uchar* bias [[buffer(2)]],
+                       device const half* res [[buffer(3)]], device half* y [[buffer(4)]], constant kargs::Linear& p [[buffer(5)]],
+                       device const half* mul [[buffer(6)]],
+                       uint tg [[threadgroup_position_in_grid]], uint sg [[simdgroup_index_in_threadgroup]],
+                       uint lane [[thread_index_in_simdgroup]], uint nsg [[simdgroups_per_threadgroup]])
+{
+    matvec_cols(x, w, Tail<half>{bias, mul, res}, y, p, tg * nsg + sg, lane);
+}
+kernel void matvec_f16_fh(device const float* x [[buffer(0)]], device const half* w [[buffer(1)]], device const uchar* bias [[buffer(2)]],
+                       device const half* res [[buffer(3)]], device half* y [[buffer(4)]], constant kargs::Linear& p [[buffer(5)]],
+                       device const half* mul [[buffer(6)]],
+                       uint tg [[threadgroup_position_in_grid]], uint sg [[simdgroup_index_in_threadgroup]],
+                       uint lane [[thread_index_in_simdgroup]], uint nsg [[simdgroups_per_threadgroup]])
+{
+    matvec_cols(x, w, Tail<half>{bias, mul, res}, y, p, tg * nsg + sg, lane);
+}
+kernel void matvec_bf16_fh(device const float* x [[buffer(0)]], device const ushort* w [[buffer(1)]], device const uchar* bias [[buffer(2)]],
+                       device const half* res [[buffer(3)]], device half* y [[buffer(4)]], constant kargs::Linear& p [[buffer(5)]],
+                       device const half* mul [[buffer(6)]],
+                       uint tg [[threadgroup_position_in_grid]], uint sg [[simdgroup_index_in_threadgroup]],
+                       uint lane [[thread_index_in_simdgroup]], uint nsg [[simdgroups_per_threadgroup]])
+{
+    matvec_cols(x, w, Tail<half>{bias, mul, res}, y, p, tg * nsg + sg, lane);
 }

@@ -16,35 +16,38 @@ const SELF = fileURLToPath(import.meta.url);
 export const COUNTS_FILE = join(ROOT, 'test', 'fixtures', 'doctor-counts.json');
 const FIELDS = ['kernel', 'groups', 'dev_read', 'dev_write', 'tg_read', 'tg_write', 'mma', 'fma', 'alu', 'special'];
 
-// Child: one fixture encoded on metal-emulated as doctor encodes it (the parent set TESSERA_MSLEMU_COUNTS).
-async function child(name) {
+// Child: one fixture encoded on metal-emulated in `precision` as doctor encodes it (the parent set TESSERA_MSLEMU_COUNTS).
+async function child(name, precision) {
   const { loadDoctorFixtures } = await import(join(ROOT, 'dist', 'doctor-fixtures.js'));
   const { VisionTower } = await import(join(ROOT, 'dist', 'index.js'));
   const f = loadDoctorFixtures(join(ROOT, 'test', 'fixtures')).find((x) => x.name === name);
-  const tower = await VisionTower.open(f.model, { backend: 'metal-emulated' });
+  const tower = await VisionTower.open(f.model, { backend: 'metal-emulated', precision });
   await tower.encodePixels(f.input, { stages: true });
   await tower.close();
 }
 
-/** { stamp, fixtures: { name: [dispatch counts] } }, counted now. */
+/** { stamp, fixtures: { name: [dispatch counts], 'name@f16': [...] } }, counted now: each fixture in every
+ * precision doctor runs on Metal (src/doctor.ts DOCTOR_PRECISIONS, countsKey). */
 export async function countFixtures() {
   const { DOCTOR_FIXTURES } = await import(join(ROOT, 'dist', 'doctor-fixtures.js'));
+  const { DOCTOR_PRECISIONS, countsKey } = await import(join(ROOT, 'dist', 'doctor.js'));
   const { writeHeaders } = await import('../gyp/msl-kernels.mjs');
   writeHeaders(join(ROOT, 'build', 'metal'));
   const stamp = /kStampKernel = "(\w+)"/.exec(readFileSync(join(ROOT, 'build', 'metal', 'sources.gen.h'), 'utf8'))[1];
   const dir = mkdtempSync(join(tmpdir(), 'tessera-doctor-counts-'));
   const fixtures = {};
   try {
-    for (const f of DOCTOR_FIXTURES) {
-      const name = `${f.dir}/${f.caseName}`;
-      const file = join(dir, `${f.dir}.jsonl`);
-      const r = spawnSync(process.execPath, [SELF, '--child', name], { encoding: 'utf8', env: { ...process.env, TESSERA_MSLEMU_COUNTS: file } });
-      if (r.status !== 0) throw new Error(`doctor-counts: ${name} failed: ${r.stderr}`);
-      fixtures[name] = readFileSync(file, 'utf8').trim().split('\n').map((l) => {
-        const d = JSON.parse(l);
-        return Object.fromEntries(FIELDS.map((k) => [k, d[k]]));
-      });
-    }
+    for (const f of DOCTOR_FIXTURES)
+      for (const precision of DOCTOR_PRECISIONS['metal']) {
+        const name = `${f.dir}/${f.caseName}`;
+        const file = join(dir, `${f.dir}-${precision}.jsonl`);
+        const r = spawnSync(process.execPath, [SELF, '--child', name, precision], { encoding: 'utf8', env: { ...process.env, TESSERA_MSLEMU_COUNTS: file } });
+        if (r.status !== 0) throw new Error(`doctor-counts: ${name} (${precision}) failed: ${r.stderr}`);
+        fixtures[countsKey(name, precision)] = readFileSync(file, 'utf8').trim().split('\n').map((l) => {
+          const d = JSON.parse(l);
+          return Object.fromEntries(FIELDS.map((k) => [k, d[k]]));
+        });
+      }
   } finally {
     rmSync(dir, { recursive: true, force: true });
   }
@@ -55,7 +58,7 @@ export const serialise = (c) => `{"stamp": ${JSON.stringify(c.stamp)}, "fixtures
   .map(([k, v]) => `${JSON.stringify(k)}: [\n${v.map((d) => JSON.stringify(d)).join(',\n')}\n]`).join(',\n')}\n}}\n`;
 
 if (process.argv[1] && process.argv[1] === SELF) {
-  if (process.argv[2] === '--child') await child(process.argv[3]);
+  if (process.argv[2] === '--child') await child(process.argv[3], process.argv[4]);
   else {
     const text = serialise(await countFixtures());
     if (process.argv.includes('--check')) {

@@ -1,20 +1,22 @@
-// The towers `tessera doctor` runs: the test suite's tiny Qwen3.5 and Gemma 4 fixture towers (a few blocks,
-// real layouts, bf16 weights) with one case each and its reference from HF transformers (every stage's output,
-// fp32 on the CPU: test/fixtures/<family>/cases.json says how they were made). The TypeScript build copies
-// exactly these files into dist/doctor-fixtures/ (scripts/copy-doctor-fixtures.mjs; 2 models and 2 reference
-// files, about 3.5 MB), which the package ships, so doctor compares against HF on any install rather than
-// against a tower synthesized on the spot, which would have no reference but the CPU backend.
+// The towers `tessera doctor` runs: the test suite's tiny fixture towers each family names in the registry
+// (src/families/registry.ts; a few blocks, real layouts) with one case each and its reference from HF
+// transformers (every stage's output, fp32 on the CPU: test/fixtures/<dir>/cases.json says how they were
+// made). The TypeScript build copies exactly these files into dist/doctor-fixtures/
+// (scripts/copy-doctor-fixtures.mjs), which the package ships, so doctor compares against HF on any install
+// rather than against a tower synthesized on the spot, which would have no reference but the CPU backend.
 import { existsSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { TesseraError } from './errors.js';
+import { familyOf, REGISTRY } from './families/registry.js';
 import type { DispatchCounts } from './metal/cost-model.js';
 import { packageRoot } from './package-root.js';
+import type { Family } from './spec/types.js';
 import type { PixelInput } from './tower.js';
 
 export interface DoctorFixture {
   /** "qwen3_5-tiny/rocket_thin" */
   name: string;
-  family: 'qwen3_5' | 'gemma4';
+  family: Family;
   model: string;
   input: PixelInput;
   patches: number;
@@ -22,11 +24,14 @@ export interface DoctorFixture {
   reference: Map<string, Float32Array>;
 }
 
-/** The shipped fixtures: folder under test/fixtures and the case (the smallest of each family). */
-export const DOCTOR_FIXTURES = [
-  { dir: 'qwen3_5-tiny', family: 'qwen3_5', caseName: 'rocket_thin' },
-  { dir: 'gemma4-tiny', family: 'gemma4', caseName: 'rocket_thin' },
-] as const;
+interface DoctorFixtureEntry {
+  dir: string;
+  family: Family;
+  caseName: string;
+}
+
+/** The shipped fixtures: folder under test/fixtures and the case, as each registered family names them. */
+export const DOCTOR_FIXTURES: readonly DoctorFixtureEntry[] = REGISTRY.flatMap((f): readonly DoctorFixtureEntry[] => f.doctorFixtures);
 
 /** What doctor reads, relative to a fixture folder (test/fixtures/ or dist/doctor-fixtures/): models are folders. */
 export function doctorFixtureFiles(): string[] {
@@ -73,7 +78,6 @@ function readTensorFile(path: string): Map<string, { dtype: string; bytes: Uint8
 }
 
 const f32 = (b: Uint8Array) => new Float32Array(b.slice().buffer);
-const i64 = (b: Uint8Array) => Array.from(new BigInt64Array(b.slice().buffer), Number);
 const INPUTS = new Set(['pixel_values', 'image_grid_thw', 'positions']);
 
 export function loadDoctorFixtures(fixtureDir: string = doctorFixtureDir()): DoctorFixture[] {
@@ -85,18 +89,7 @@ export function loadDoctorFixtures(fixtureDir: string = doctorFixtureDir()): Doc
       if (!v) throw new TesseraError('ERR_MODEL_FORMAT', `tessera doctor: reference ${f.dir}/${f.caseName} has no '${name}'`);
       return v.bytes;
     };
-    const pixelValues = f32(need('pixel_values'));
-    let input: PixelInput;
-    let patches: number;
-    if (f.family === 'gemma4') {
-      const positions = Int32Array.from(i64(need('positions')));
-      input = { pixelValues, positions };
-      patches = positions.length / 2;
-    } else {
-      const [gt, gh, gw] = i64(need('image_grid_thw'));
-      input = { pixelValues, grid: { t: gt!, h: gh!, w: gw! } };
-      patches = gt! * gh! * gw!;
-    }
+    const { input, patches } = familyOf(f.family).pixelInput.fromReference(need);
     const reference = new Map<string, Float32Array>();
     for (const [name, v] of t) if (!INPUTS.has(name) && v.dtype === 'F32') reference.set(name, f32(v.bytes));
     return { name: `${f.dir}/${f.caseName}`, family: f.family, model: join(dir, 'model'), input, patches, reference };

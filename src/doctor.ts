@@ -15,9 +15,19 @@ import { estimate, gpuModelFor, type GpuModel } from './metal/cost-model.js';
 import { addon } from './native.js';
 import { packageRoot } from './package-root.js';
 import { VisionTower, type OpenOptions } from './tower.js';
+import type { Precision } from './options.js';
 
 /** Agreement with HF's fp32 reference each backend is held to (docs/design.md#numerics; the tower tests use the same). */
 export const HF_TOLERANCE: Record<string, number> = { cpu: 1e-4, metal: 5e-3, 'metal-emulated': 5e-3 };
+/**
+ * The same for precision 'f16' (docs/metal.md#half-precision): HF's own fp16 lands up to 1.44e-2 from its fp32 on
+ * the fixture towers (test/fixtures/gemma4-tiny/hf-f16.json), so half is held to 2e-2.
+ */
+export const HF_TOLERANCE_F16 = 2e-2;
+/** The precisions doctor runs on each backend: the Metal backends in f32 and f16 (the CPU has no half path). */
+export const DOCTOR_PRECISIONS: Record<string, readonly Precision[]> = { cpu: ['f32'], metal: ['f32', 'f16'], 'metal-emulated': ['f32', 'f16'] };
+/** The key of a fixture's dispatch counts in doctor-counts.json for `precision` (scripts/doctor-counts.mjs writes both). */
+export const countsKey = (fixture: string, precision: Precision) => (precision === 'f32' ? fixture : `${fixture}@${precision}`);
 
 export const DOCTOR_BACKENDS = ['cpu', 'metal', 'metal-emulated'] as const;
 
@@ -46,6 +56,8 @@ export interface DoctorStage {
 
 export interface DoctorRun {
   backend: string;
+  /** What ran (tower.info.precision): 'f32', or 'f16' on Metal. */
+  precision: Precision;
   ok: boolean;
   error?: string;
   ms?: number;
@@ -141,9 +153,10 @@ interface Outputs {
   stages: { name: string; ms: number; data: Float32Array }[];
 }
 
-async function encodeFixture(f: DoctorFixture, backend: string): Promise<Outputs> {
-  const tower = await VisionTower.open(f.model, { backend: backend as NonNullable<OpenOptions['backend']> });
+async function encodeFixture(f: DoctorFixture, backend: string, precision: Precision = 'f32'): Promise<Outputs> {
+  const tower = await VisionTower.open(f.model, { backend: backend as NonNullable<OpenOptions['backend']>, precision });
   try {
+    if (tower.info.precision !== precision) throw new Error(`asked for precision ${precision}, ${tower.info.precision} ran`);
     const stageMs: number[] = [];
     const t0 = performance.now();
     const r = await tower.encodePixels(f.input, { stages: true, onProgress: (p) => stageMs.push(p.ms) });
@@ -157,8 +170,8 @@ async function encodeFixture(f: DoctorFixture, backend: string): Promise<Outputs
   }
 }
 
-function compare(f: DoctorFixture, backend: string, out: Outputs, cpu: Outputs | undefined): DoctorRun {
-  const tolerance = HF_TOLERANCE[backend] ?? 5e-3;
+function compare(f: DoctorFixture, backend: string, precision: Precision, out: Outputs, cpu: Outputs | undefined): DoctorRun {
+  const tolerance = precision === 'f16' ? HF_TOLERANCE_F16 : HF_TOLERANCE[backend] ?? 5e-3;
   const stages: DoctorStage[] = [];
   for (const s of out.stages) {
     const ref = f.reference.get(s.name);
@@ -171,6 +184,7 @@ function compare(f: DoctorFixture, backend: string, out: Outputs, cpu: Outputs |
   const ok = stages.length > 0 && stages.length === f.reference.size && maxVsHf < tolerance;
   return {
     backend,
+    precision,
     ok,
     ms: out.ms,
     tolerance,
@@ -211,23 +225,26 @@ export async function runDoctor(options: DoctorOptions = {}): Promise<DoctorRepo
     const order = ['cpu', ...backends.filter((b) => b.available && b.name !== 'cpu').map((b) => b.name)];
     for (const backend of order) {
       const wantedHere = backends.some((b) => b.name === backend && b.available);
-      try {
-        const out = await encodeFixture(f, backend);
-        if (backend === 'cpu') cpu = out;
-        if (!wantedHere) continue;
-        const run = compare(f, backend, out, backend === 'cpu' ? undefined : cpu);
-        if (backend === 'metal' && model) {
-          const p = predictFixture(counts, String(lib['kernelsStamp'] ?? ''), f.name, model);
-          run.costModel = p.predictedMs ? { ...p, measuredOverPredicted: out.ms / p.predictedMs } : p;
+      for (const precision of wantedHere ? DOCTOR_PRECISIONS[backend] ?? ['f32'] : ['f32' as const]) {
+        const label = precision === 'f32' ? backend : `${backend} (${precision})`;
+        try {
+          const out = await encodeFixture(f, backend, precision);
+          if (backend === 'cpu') cpu = out;
+          if (!wantedHere) continue;
+          const run = compare(f, backend, precision, out, backend === 'cpu' ? undefined : cpu);
+          if (backend === 'metal' && model) {
+            const p = predictFixture(counts, String(lib['kernelsStamp'] ?? ''), countsKey(f.name, precision), model);
+            run.costModel = p.predictedMs ? { ...p, measuredOverPredicted: out.ms / p.predictedMs } : p;
+          }
+          runs.push(run);
+          if (!run.ok)
+            problems.push(`${label} on ${f.name}: ${run.error ?? `max error vs HF ${run.maxVsHf!.toExponential(2)} is not below ${run.tolerance}`}`);
+        } catch (e) {
+          const err = toTesseraError(e);
+          if (!wantedHere) continue;
+          runs.push({ backend, precision, ok: false, error: `${err.code}: ${err.message}`, tolerance: precision === 'f16' ? HF_TOLERANCE_F16 : HF_TOLERANCE[backend] ?? 5e-3, stages: [] });
+          problems.push(`${label} on ${f.name}: ${err.code}: ${err.message}`);
         }
-        runs.push(run);
-        if (!run.ok)
-          problems.push(`${backend} on ${f.name}: ${run.error ?? `max error vs HF ${run.maxVsHf!.toExponential(2)} is not below ${run.tolerance}`}`);
-      } catch (e) {
-        const err = toTesseraError(e);
-        if (!wantedHere) continue;
-        runs.push({ backend, ok: false, error: `${err.code}: ${err.message}`, tolerance: HF_TOLERANCE[backend] ?? 5e-3, stages: [] });
-        problems.push(`${backend} on ${f.name}: ${err.code}: ${err.message}`);
       }
     }
     towers.push({ name: f.name, family: f.family, patches: f.patches, runs });

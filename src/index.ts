@@ -12,7 +12,7 @@ export type {
   GridTriple,
   Progress,
 } from './tower.js';
-export type { Backend, Residency, Precision } from './options.js';
+export type { Backend, Residency, Precision, OutputDtype } from './options.js';
 export type { GemmaSoftTokenBudget } from './image/config.js';
 export type { TowerInfo, MemoryInfo } from './tower-info.js';
 export { TesseraError, ERROR_CODES } from './errors.js';

@@ -1,15 +1,14 @@
 // Model path → TowerSpec: which kind of source it is (HF folder, GGUF file, packed folder) and
-// which family, dispatched to the family's builder (spec/) or the packed reader (pack/). It sits
-// above both, so that neither imports the other's loader: pack/ builds on spec/'s types, never the
-// reverse.
+// which family (the family registry, src/families/registry.ts), dispatched to the family's builder or
+// the packed reader (pack/). It sits above both, so that neither imports the other's loader: pack/
+// builds on spec/'s types, never the reverse.
 import { stat } from 'node:fs/promises';
 import { TesseraError } from './errors.js';
 import { openRegular } from './io/open-regular.js';
-import { readGgufHeader } from './formats/gguf.js';
+import { ggufKind, readGgufHeader } from './formats/gguf.js';
 import { readHfFolder } from './formats/hf-folder.js';
 import { isPackedFolder, loadPacked } from './pack/load.js';
-import { buildGemma4FromGguf, buildGemma4Spec, isGemma4ModelType } from './spec/gemma4.js';
-import { buildQwenSpec, isQwenModelType } from './spec/qwen.js';
+import { familyForGguf, familyForModelType, MODEL_TYPES } from './families/registry.js';
 import type { LoadedModel } from './spec/types.js';
 
 export type { LoadedModel };
@@ -42,19 +41,26 @@ export async function loadModel(path: string, options: LoadOptions = {}): Promis
   if (options.verify && !(info.isDirectory() && (await isPackedFolder(path))))
     throw new TesseraError('ERR_INVALID_ARGUMENT', `VisionTower.open: verify is for packed folders (tessera pack), which record checksums; ${path} is not one`);
   if (info.isFile()) {
-    // GGUF: a llama.cpp mmproj or an Ollama single file (Gemma 4 only, docs/models/gemma4-vision.md#gguf-files).
-    if (await isGguf(path)) return { spec: buildGemma4FromGguf(await readGgufHeader(path)), preprocessorConfig: undefined, path };
+    // GGUF: a llama.cpp mmproj or an Ollama single file, read by the family that claims it.
+    if (await isGguf(path)) {
+      const header = await readGgufHeader(path);
+      const family = familyForGguf(header);
+      if (family?.gguf) return { spec: family.gguf.build(header), preprocessorConfig: undefined, path };
+      const { arch, projector } = ggufKind(header);
+      throw new TesseraError(
+        'ERR_MODEL_FORMAT',
+        `${path}: GGUF architecture '${arch ?? '(none)'}'${projector === undefined ? '' : ` (projector type '${projector}')`} is not a vision file tessera opens`,
+      );
+    }
     throw new TesseraError('ERR_MODEL_FORMAT', `${path} is not a GGUF file (bad magic) nor a model folder`);
   }
   if (await isPackedFolder(path)) return { ...(await loadPacked(path, { verify: options.verify ?? false })), path };
   const folder = await readHfFolder(path);
   const modelType = folder.config['model_type'];
-  if (isQwenModelType(modelType))
-    return { spec: buildQwenSpec(folder), preprocessorConfig: folder.preprocessorConfig, path };
-  if (isGemma4ModelType(modelType))
-    return { spec: buildGemma4Spec(folder), preprocessorConfig: folder.preprocessorConfig, path };
+  const family = familyForModelType(modelType);
+  if (family) return { spec: family.fromHfFolder(folder), preprocessorConfig: folder.preprocessorConfig, path };
   throw new TesseraError(
     'ERR_MODEL_FORMAT',
-    `${path}/config.json: model_type ${JSON.stringify(modelType)} is not a tower tessera knows (qwen3_5, qwen3_5_moe, qwen3_vl, gemma4)`,
+    `${path}/config.json: model_type ${JSON.stringify(modelType)} is not a tower tessera knows (${MODEL_TYPES.join(', ')})`,
   );
 }

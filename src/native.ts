@@ -78,12 +78,14 @@ export interface Addon {
   bf16Widening: string;
   /** The bf16 GEMM precision 'bf16' runs on: 'amx', 'avx512-bf16', 'neon-bf16' or 'none' (native/common/cpu_features.h). */
   bf16Level: string;
+  /** The precisions the addon opens a tower with (native/addon/tower_core.h kPrecisions): PRECISIONS. */
+  precisions: string[];
   /** Element-wise dtype conversion with common/dtype.h's rounding (tessera pack --dtype). */
   convertDtype(src: Uint8Array, from: string, to: string): Uint8Array;
   /** The weights file's stage and tensor alignments (native/io/weight_alignment.h). */
   weightAlignment: { stage: number; tensor: number };
   /** What each residency holds of the weights (native/io/weight_store_factory.h). */
-  weightMemory(spec: TowerSpec, slots: number): { resident: number; slot: number; stream: number; fileBytes: number };
+  weightMemory(spec: TowerSpec, slots: number): { resident: number; slot: number; stream: number; fileBytes: number; mapped: number };
   [binding: string]: unknown;
 }
 

@@ -7,14 +7,13 @@
 // The CLI turns its flags into these objects and checks them with the same schemas.
 import { z } from 'zod';
 import { TesseraError } from './errors.js';
-import { SoftTokenBudgetSchema, type GemmaSoftTokenBudget } from './image/config.js';
+import { ALL_SIZING_KEYS, familiesWithSizingKey, familyOf, REGISTRY, type AllSizingKeys } from './families/registry.js';
+import type { GemmaSoftTokenBudget } from './image/config.js';
+import { positiveInt } from './limits.js';
 import type { Family } from './spec/types.js';
 import type { Assert, Equals } from './type-equality.js';
 
-/** Largest value a grid side or a pixel count may take: it must survive the addon's int32. */
-export const MAX_INT32 = 2 ** 31 - 1;
-
-const positiveInt = z.number().int().positive().max(Number.MAX_SAFE_INTEGER);
+export { MAX_INT32 } from './limits.js';
 
 /** Where a tower runs (OpenOptions.backend). */
 export const BACKENDS = ['auto', 'cpu', 'metal', 'metal-emulated'] as const;
@@ -22,8 +21,13 @@ export type Backend = (typeof BACKENDS)[number];
 /** How a tower holds its weights (OpenOptions.residency; docs/design.md#residency). */
 export const RESIDENCIES = ['auto', 'stream', 'mapped', 'resident'] as const;
 export type Residency = (typeof RESIDENCIES)[number];
-/** What the CPU backend's linears compute in (OpenOptions.precision; docs/bf16.md). */
-export const PRECISIONS = ['f32', 'bf16'] as const;
+/**
+ * What a tower computes in (OpenOptions.precision): 'bf16' is the CPU's bf16 linears (docs/bf16.md), 'f16' Metal's
+ * half activations and tiles (docs/metal.md#half-precision). A backend without the path runs f32 and
+ * `info.precision` says so. The addon's own list (`precisions`, native/addon/tower_core.h) is the same, checked by
+ * test/api-precision.test.ts.
+ */
+export const PRECISIONS = ['f32', 'bf16', 'f16'] as const;
 export type Precision = (typeof PRECISIONS)[number];
 
 /** VisionTower.open's options. Every key is optional. */
@@ -122,13 +126,6 @@ export interface EncodeManyOptions extends EncodeOptions {
   batch?: number;
 }
 
-const QWEN_KEYS = {
-  minPixels: positiveInt.optional(),
-  maxPixels: positiveInt.optional(),
-};
-const GEMMA_KEYS = {
-  maxSoftTokens: SoftTokenBudgetSchema.optional(),
-};
 const ADMISSION_KEYS = {
   maxInputPixels: positiveInt.optional(),
 };
@@ -151,16 +148,16 @@ const BATCH_KEYS = {
   batch: z.number().int().min(1).max(MAX_BATCH).optional(),
 };
 
-// The schemas below with no family take both families' keys: the interfaces describe that object.
+// The schemas below with no family take every family's sizing keys (the registry's): the interfaces describe that object.
 type KeysInput<K extends z.ZodRawShape> = z.input<z.ZodObject<K>>;
-type _PreprocessOptionsAgree = Assert<Equals<KeysInput<typeof QWEN_KEYS & typeof GEMMA_KEYS & typeof ADMISSION_KEYS>, PreprocessOptions>>;
-type _EncodeOptionsAgree = Assert<Equals<KeysInput<typeof QWEN_KEYS & typeof GEMMA_KEYS & typeof ADMISSION_KEYS & typeof ENCODE_KEYS>, EncodeOptions>>;
+type _PreprocessOptionsAgree = Assert<Equals<KeysInput<AllSizingKeys & typeof ADMISSION_KEYS>, PreprocessOptions>>;
+type _EncodeOptionsAgree = Assert<Equals<KeysInput<AllSizingKeys & typeof ADMISSION_KEYS & typeof ENCODE_KEYS>, EncodeOptions>>;
 type _EncodeManyOptionsAgree = Assert<
-  Equals<KeysInput<typeof QWEN_KEYS & typeof GEMMA_KEYS & typeof ADMISSION_KEYS & typeof ENCODE_KEYS & typeof BATCH_KEYS>, EncodeManyOptions>
+  Equals<KeysInput<AllSizingKeys & typeof ADMISSION_KEYS & typeof ENCODE_KEYS & typeof BATCH_KEYS>, EncodeManyOptions>
 >;
 
-const familyKeys = (family: Family | undefined) =>
-  family === 'gemma4' ? GEMMA_KEYS : family === undefined ? { ...QWEN_KEYS, ...GEMMA_KEYS } : QWEN_KEYS;
+/** A tower's family's sizing keys; no family: every family's. */
+const familyKeys = (family: Family | undefined): z.ZodRawShape => (family === undefined ? ALL_SIZING_KEYS : familyOf(family).images.sizingKeys);
 
 const minNotAboveMax = (value: object, ctx: z.RefinementCtx) => {
   const o = value as PreprocessOptions;
@@ -196,6 +193,17 @@ export function encodeManyOptionsSchema(family?: Family) {
 export const OUTPUT_FORMATS = ['safetensors', 'npy', 'vllm', 'vllm-torch', 'vllm-encoder-cache', 'sglang'] as const;
 export type OutputFormat = (typeof OUTPUT_FORMATS)[number];
 
+/** The dtypes outputs' float tensors can be written in (--out-dtype; src/outputs/out-dtype.ts). */
+export const OUTPUT_DTYPES = ['f32', 'bf16', 'f16'] as const;
+export type OutputDtype = (typeof OUTPUT_DTYPES)[number];
+
+/** Why a format cannot hold an output dtype, or undefined when it can. */
+export function outputDtypeUnsupported(format: OutputFormat, dtype: OutputDtype): string | undefined {
+  if (dtype === 'bf16' && (format === 'npy' || format === 'vllm'))
+    return `numpy has no bfloat16 (the ${format === 'npy' ? 'npy files' : 'vllm format\'s base64 .npy tensors'} could not hold it): use --out-dtype f16, or --format ${format === 'npy' ? 'safetensors' : 'vllm-torch'}`;
+  return undefined;
+}
+
 /** `tessera encode`'s bulk-output flags as the CLI holds them once checked (defaults filled in). */
 export interface BulkOutputOptions {
   /** --out-dir: one output per image under this folder. */
@@ -204,6 +212,8 @@ export interface BulkOutputOptions {
   out?: string;
   /** --format (with --out-dir). Default 'safetensors'. */
   format: OutputFormat;
+  /** --out-dtype: what the float tensors are written in. Default 'f32'. */
+  outputDtype: OutputDtype;
   /** --force: redo outputs that are up to date. Default false. */
   force: boolean;
   /** --hash-inputs: fingerprint inputs by SHA-256 as well as size and mtime. Default false. */
@@ -218,6 +228,7 @@ export const BulkOutputOptionsSchema = z
     outDir: z.string().min(1).optional(),
     out: z.string().min(1).optional(),
     format: z.enum(OUTPUT_FORMATS).default('safetensors'),
+    outputDtype: z.enum(OUTPUT_DTYPES).default('f32'),
     force: z.boolean().default(false),
     hashInputs: z.boolean().default(false),
     exclude: z.array(z.string().min(1)).default([]),
@@ -228,6 +239,8 @@ export const BulkOutputOptionsSchema = z
     if (o.outDir === undefined && o.format !== 'safetensors') ctx.addIssue({ code: 'custom', path: ['format'], message: `'${o.format}' needs --out-dir (--out writes one safetensors file)` });
     if (o.outDir === undefined && o.force) ctx.addIssue({ code: 'custom', path: ['force'], message: 'needs --out-dir (it redoes outputs that are up to date)' });
     if (o.outDir === undefined && o.hashInputs) ctx.addIssue({ code: 'custom', path: ['hashInputs'], message: 'needs --out-dir' });
+    const why = outputDtypeUnsupported(o.format, o.outputDtype);
+    if (why) ctx.addIssue({ code: 'custom', path: ['outputDtype'], message: why });
   });
 
 type _BulkOutputOptionsAgree = Assert<Equals<z.output<typeof BulkOutputOptionsSchema>, BulkOutputOptions>>;
@@ -267,11 +280,14 @@ export function describeValue(v: unknown): string {
   return String(v);
 }
 
-const OTHER_FAMILY: Record<string, string> = {
-  maxSoftTokens: 'Gemma 4 option (Qwen towers size images by minPixels/maxPixels)',
-  minPixels: 'Qwen option (Gemma 4 towers size images by maxSoftTokens)',
-  maxPixels: 'Qwen option (Gemma 4 towers size images by maxSoftTokens)',
-};
+/** Why an unknown key is refused when it is another family's sizing key: whose it is, and what this call takes instead. */
+function otherFamilyKey(key: string, known: readonly string[]): string | undefined {
+  const owners = familiesWithSizingKey(key);
+  if (!owners.length || known.includes(key)) return undefined;
+  const mine = Object.keys(ALL_SIZING_KEYS).filter((k) => known.includes(k));
+  const labels = [...new Set(owners.map((f) => f.label))].join(' / ');
+  return `${labels} option${mine.length ? ` (this tower sizes images by ${mine.join('/')})` : ''}`;
+}
 
 /**
  * Parses `value` with `schema`; a refusal is ERR_INVALID_ARGUMENT naming `call`, the option and
@@ -288,8 +304,8 @@ export function parseArgument<S extends z.ZodType>(schema: S, value: unknown, ca
     const shape = (schema as unknown as { shape?: Record<string, unknown> }).shape;
     const known = shape ? Object.keys(shape) : [];
     // (own keys only: '__proto__' is a key a parsed JSON object may have, not a lookup of Object.prototype)
-    if (Object.hasOwn(OTHER_FAMILY, key) && !known.includes(key))
-      throw new TesseraError('ERR_INVALID_ARGUMENT', `${call}: option '${key}' is a ${OTHER_FAMILY[key]}`);
+    const other = otherFamilyKey(key, known);
+    if (other) throw new TesseraError('ERR_INVALID_ARGUMENT', `${call}: option '${key}' is a ${other}`);
     const near = closestKey(key, known);
     throw new TesseraError(
       'ERR_INVALID_ARGUMENT',
@@ -339,27 +355,13 @@ export interface GemmaPixelInput {
 /** encodePixels' input: the tower family's own. */
 export type PixelInput = QwenPixelInput | GemmaPixelInput;
 
-const gridSide = z.number().int().min(1).max(MAX_INT32);
-const GridSchema = z.union([
-  z.object({ t: gridSide, h: gridSide, w: gridSide }).strict(),
-  z.tuple([gridSide, gridSide, gridSide]),
-]);
-const float32Array = z.custom<Float32Array>((v) => v instanceof Float32Array, 'must be a Float32Array');
-
-/** encodePixels' input for the tower's family: Qwen { pixelValues, grid }, Gemma 4 { pixelValues, positions, imageRows? }. @internal */
-export function pixelInputSchema(family: Family) {
-  if (family === 'gemma4')
-    return z
-      .object({
-        pixelValues: float32Array,
-        positions: z.custom<Int32Array>((v) => v instanceof Int32Array, 'must be an Int32Array'),
-        imageRows: z.array(z.number().int().min(1).max(MAX_INT32)).min(1).optional(),
-      })
-      .strict();
-  return z.object({ pixelValues: float32Array, grid: z.union([GridSchema, z.array(GridSchema).min(1)]) }).strict();
+/** encodePixels' input for the tower's family (its registry entry's schema). @internal */
+export function pixelInputSchema(family: Family): z.ZodType<PixelInput> {
+  return familyOf(family).pixelInput.schema;
 }
 
-type _PixelInputAgrees = Assert<Equals<z.input<ReturnType<typeof pixelInputSchema>>, PixelInput>>;
+// Every family's input schema takes one of the documented shapes, and together they take them all.
+type _PixelInputAgrees = Assert<Equals<z.input<(typeof REGISTRY)[number]['pixelInput']['schema']>, PixelInput>>;
 
 /** A model path: a non-empty string. */
 export function parseModelPath(path: unknown): string {

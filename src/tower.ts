@@ -5,6 +5,8 @@ import { freemem, totalmem } from 'node:os';
 import { backendCandidates, openFirstAvailable } from './backend-choice.js';
 import { TesseraError, toTesseraError } from './errors.js';
 import { addon, type NativeEncodeResult, type NativeTower } from './native.js';
+import { normaliseGrid } from './families/qwen-common.js';
+import { familyOf } from './families/registry.js';
 import { loadModel } from './load-model.js';
 import { loadPacked } from './pack/load.js';
 import { headerSize, makePreprocessor, type Plan, type Prepared, type Preprocessor } from './prepare.js';
@@ -85,13 +87,6 @@ export interface Estimate extends Plan {
   ioBytes: number;
   /** weightBytes + scratchBytes + ioBytes: what encoding this image alone adds up to. */
   peakBytes: number;
-}
-
-/** One grid or a list, each { t, h, w } or [t, h, w] (sides already checked by pixelInputSchema). */
-function normaliseGrid(grid: QwenPixelInput['grid']): Grid[] {
-  const list: (Grid | GridTriple)[] =
-    Array.isArray(grid) && !(grid.length === 3 && grid.every((v) => typeof v === 'number')) ? (grid as (Grid | GridTriple)[]) : [grid as Grid];
-  return list.map((g) => (Array.isArray(g) ? { t: g[0], h: g[1], w: g[2] } : { t: g.t, h: g.h, w: g.w }));
 }
 
 function isSize(input: unknown): input is { width: number; height: number } {
@@ -185,15 +180,16 @@ export class VisionTower {
       residentBytes: weights.resident,
       slotBytes: weights.slot,
       streamBytes: weights.stream,
+      mappedBytes: weights.mapped,
       fileBytes: weights.fileBytes,
       peakRss: peakRss(),
     };
     const info = describe(model.spec, path, backend, memory, lib.simdLevel, native.stats().precision);
     const tower = new VisionTower(native, model.spec, info, model.preprocessorConfig, o.memoryBudget);
     // A preprocessor config that is there is checked now (its bounds, its patch geometry against
-    // the tower's), so a bad one fails open, not every later encode. A Qwen tower without one can
-    // still encodePixels; its image calls say what is missing.
-    if (model.preprocessorConfig !== undefined || model.spec.family === 'gemma4') {
+    // the tower's), so a bad one fails open, not every later encode. A tower without one whose family's
+    // processor needs one (Qwen) can still encodePixels; its image calls say what is missing.
+    if (model.preprocessorConfig !== undefined || familyOf(model.spec.family).images.defaultsSuffice) {
       try {
         void tower.#pre;
       } catch (e) {
@@ -227,6 +223,7 @@ export class VisionTower {
     try {
       this.#checkOpen();
       const parsed = parseArgument(pixelInputSchema(this.spec.family), input, 'encodePixels input');
+      familyOf(this.spec.family).pixelInput.check?.(parsed, this.spec.dims);
       opts = parseArgument(encodeOptionsSchema(this.spec.family), options, 'encodePixels options');
       const cols = this.#checkOpen().patchWidth;
       const pixels = parsed.pixelValues;

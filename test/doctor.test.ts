@@ -10,7 +10,7 @@ import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { run } from '../src/cli/main.js';
 import { doctorFixtureDir, doctorFixtureFiles, loadDoctorCounts } from '../src/doctor-fixtures.js';
-import { predictFixture, runDoctor, type DoctorReport } from '../src/doctor.js';
+import { HF_TOLERANCE, HF_TOLERANCE_F16, countsKey, predictFixture, runDoctor, type DoctorReport } from '../src/doctor.js';
 import { addon } from '../src/native.js';
 import { GPUS } from '../src/metal/cost-model.js';
 // @ts-expect-error: plain ESM build script, no type declarations
@@ -43,12 +43,13 @@ describe('tessera doctor', () => {
       expect(report.gpu.available).toBe(false);
     }
     expect(byName['metal-emulated']!.available).toBe(emu.available);
-    const expected = ['cpu', ...(emu.available ? ['metal-emulated'] : [])];
+    // Metal runs each fixture in f32 and in f16 (DOCTOR_PRECISIONS), each held to its own tolerance
+    const expected = ['cpu f32', ...(emu.available ? ['metal-emulated f32', 'metal-emulated f16'] : [])];
     expect(report.towers.map((t) => t.name)).toEqual(['qwen3_5-tiny/rocket_thin', 'gemma4-tiny/rocket_thin']);
     for (const t of report.towers) {
-      expect(t.runs.map((x) => x.backend)).toEqual(expected);
+      expect(t.runs.map((x) => `${x.backend} ${x.precision}`)).toEqual(expected);
       for (const runOf of t.runs) {
-        expect(runOf.tolerance).toBe(runOf.backend === 'cpu' ? 1e-4 : 5e-3);
+        expect(runOf.tolerance).toBe(runOf.backend === 'cpu' ? HF_TOLERANCE['cpu'] : runOf.precision === 'f16' ? HF_TOLERANCE_F16 : HF_TOLERANCE['metal-emulated']);
         expect(runOf.ok, `${t.name} on ${runOf.backend}: ${runOf.error ?? ''}`).toBe(true);
         expect(runOf.stages.length).toBeGreaterThan(3);
         expect(runOf.stages[0]!.name).toBe('embed');
@@ -98,6 +99,11 @@ describe('tessera doctor', () => {
     const p = predictFixture(counts, counts.stamp, 'qwen3_5-tiny/rocket_thin', m1);
     expect(p.gpu).toBe('M1');
     expect(p.predictedMs).toBeGreaterThan(0);
+    // and of the f16 runs, which move less device memory than the f32 ones
+    const h = predictFixture(counts, counts.stamp, countsKey('qwen3_5-tiny/rocket_thin', 'f16'), m1);
+    expect(h.predictedMs).toBeGreaterThan(0);
+    const bytes = (k: string) => counts.fixtures[k]!.reduce((a, d) => a + d.dev_read + d.dev_write, 0);
+    expect(bytes(countsKey('qwen3_5-tiny/rocket_thin', 'f16'))).toBeLessThan(bytes('qwen3_5-tiny/rocket_thin'));
     expect(predictFixture(counts, 'tessera_sources_other', 'qwen3_5-tiny/rocket_thin', m1).note).toMatch(/other kernel sources/);
   }, 180_000);
 

@@ -7,7 +7,9 @@ import { copyFileSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from '
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { ggufTensorDType, readGgufHeader } from '../src/formats/gguf.js';
 import { readSafetensorsHeader } from '../src/formats/safetensors.js';
+import { addon } from '../src/native.js';
 import { VisionTower } from '../src/index.js';
 import { packModel } from '../src/pack/index.js';
 import { makePreprocessor } from '../src/prepare.js';
@@ -19,6 +21,7 @@ import { copyModel } from './helpers/model-copy.js';
 const QWEN35 = join(FIXTURES, 'qwen3_5-tiny', 'model');
 const GEMMA4 = join(FIXTURES, 'gemma4-tiny', 'model');
 const MMPROJ = join(FIXTURES, 'gemma4-tiny', 'mmproj-gemma4v-f16.gguf');
+const Q8_MMPROJ = join(FIXTURES, 'qwen3_5-tiny', 'mmproj', 'mmproj-q8_0.gguf');
 const SHARD = 'model-00001-of-00002.safetensors';
 
 let scratch: string;
@@ -84,6 +87,33 @@ describe('GGUF header fuzz', () => {
     }
     expect(tally.get('ERR_WEIGHTS_CORRUPT'), String(tally)).toBeGreaterThan(50);
     expect(tally.refused, String(tally)).toBeGreaterThan(200);
+  });
+});
+
+describe('GGUF Q8_0 fuzz', () => {
+  it("300 mutants of llama.cpp's Q8_0 mmproj (header bytes, and Q8_0 blocks widened): read or refused with a code", async () => {
+    const original = readFileSync(Q8_MMPROJ);
+    const h = await readGgufHeader(Q8_MMPROJ);
+    const header = original.subarray(0, h.dataOffset);
+    const path = join(scratch, 'fuzz-q8.gguf');
+    const rng = new Rng(0x0880);
+    const tally = new OutcomeTally();
+    for (let i = 0; i < fuzzCases(300); i++) {
+      // Half mutate the header (metadata, tensor infos), half the data (scales and quants can be anything).
+      const bytes = i % 2 === 0 ? Buffer.concat([mutate(header, rng, { from: 8 }), original.subarray(h.dataOffset)]) : mutate(original, rng, { from: h.dataOffset, kinds: ['flip', 'byte'] });
+      writeFileSync(path, bytes);
+      tally.add(
+        await outcomeOf(`seed 0x0880 case ${i}`, async () => {
+          const m = await readGgufHeader(path);
+          for (const t of m.tensors.values()) {
+            if (ggufTensorDType(m, t) !== 'q8_0') continue;
+            addon().convertDtype(new Uint8Array(bytes.buffer, bytes.byteOffset + t.offset, t.length), 'q8_0', 'f32');
+          }
+        }),
+      );
+    }
+    expect(tally.get('ok'), String(tally)).toBeGreaterThan(100);
+    expect(tally.refused, String(tally)).toBeGreaterThan(20);
   });
 });
 

@@ -240,6 +240,18 @@ describe('GGUF reader: refusals', () => {
     const g = small({ tensors: [{ name: 'q', ne: [33], type: GGML.Q8_0, data: new Uint8Array(68) }] });
     expect((await refusal(writeGguf(g))).code).toBe('ERR_WEIGHTS_CORRUPT');
   });
+  it('a Q8_0 tensor is read as q8_0 with its blocks\' length; a Q8_0 length that is not its blocks\' is refused', async () => {
+    const g = small({ tensors: [{ name: 'v.blk.0.ffn_down.weight', ne: [64, 3], type: GGML.Q8_0, data: new Uint8Array(6 * 34) }] });
+    const h = await readGgufHeader(file(writeGguf(g)));
+    const t = h.tensors.get('v.blk.0.ffn_down.weight')!;
+    expect(t).toMatchObject({ typeName: 'Q8_0', length: 6 * 34, ne: [64, 3] });
+    expect(ggufTensorDType(h, t)).toBe('q8_0');
+    // The data section one block short: the tensor runs past the end of the file.
+    const short = small({ tensors: [{ name: 'q', ne: [64, 3], type: GGML.Q8_0, data: new Uint8Array(5 * 34) }] });
+    const e = await refusal(writeGguf(short));
+    expect(e.code).toBe('ERR_WEIGHTS_CORRUPT');
+    expect(e.message).toMatch(/'q'/);
+  });
   it('a quantised tensor is read, but refused for computing, naming the tensor and its type', async () => {
     const g = small({ tensors: [{ name: 'v.blk.0.attn_q.weight', ne: [64, 2], type: GGML.Q4_K, data: new Uint8Array(0) }] });
     g.tensors[0]!.ne = [256, 2];
@@ -255,7 +267,7 @@ describe('GGUF reader: refusals', () => {
     }
     expect(err).toBeInstanceOf(TesseraError);
     expect((err as TesseraError).code).toBe('ERR_MODEL_FORMAT');
-    expect((err as TesseraError).message).toMatch(/v\.blk\.0\.attn_q\.weight.*Q4_K/);
+    expect((err as TesseraError).message).toMatch(/v\.blk\.0\.attn_q\.weight.*Q4_K.*F32, F16, BF16, Q8_0/);
   });
   it('a missing file → ERR_MODEL_NOT_FOUND; a tiny file → ERR_MODEL_FORMAT', async () => {
     expect((await refusal(join(dir, 'nope.gguf'))).code).toBe('ERR_MODEL_NOT_FOUND');

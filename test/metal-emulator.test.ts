@@ -129,12 +129,12 @@ describe.skipIf(!status.available)(title, () => {
     if (process.arch === 'x64' && fs.existsSync(rt)) {
       const ops = spawnSync(tests, ['metal:'], {
         encoding: 'utf8',
-        timeout: 300_000,
+        timeout: 600_000,  // every case in f32 and, where it has activations, again in f16
         env: { ...env, LD_PRELOAD: rt, TESSERA_METAL_OPS: '1', TESSERA_MSLEMU_LIB: path.join(ROOT, 'build/mslemu/asan/libtessera_mslemu.so') },
       });
       expect(ops.stderr, ops.stderr.slice(0, 4000)).not.toMatch(/runtime error|AddressSanitizer/);
       expect(ops.stdout).toMatch(/^[1-9]\d* passed, 0 failed$/m);
     }
     // The first run compiles the ASan emulator and the native tests (minutes on 2 cores beside the other test files).
-  }, 480_000);
+  }, 900_000);
 });

@@ -1,4 +1,4 @@
-// Gemma 4 TowerSpec builders (src/spec/gemma4.ts) for the three sources, their refusals (through
+// Gemma 4 TowerSpec builders (src/families/gemma4/spec.ts) for the three sources, their refusals (through
 // VisionTower.open: they happen before the addon is touched), and a fuzz smoke test of the GGUF
 // reader + builder. Numerics are in model-gemma4-tower.test.ts.
 import { seededRandom } from './helpers/fixtures.js';
@@ -10,7 +10,7 @@ import { afterAll, describe, expect, it } from 'vitest';
 
 import { TesseraError } from '../src/errors.js';
 import { readGgufHeader } from '../src/formats/gguf.js';
-import { buildGemma4FromGguf } from '../src/spec/gemma4.js';
+import { buildGemma4FromGguf } from '../src/families/gemma4/spec.js';
 import { loadModel } from '../src/load-model.js';
 import type { TowerSpec } from '../src/spec/types.js';
 import { VisionTower } from '../src/tower.js';

@@ -6,8 +6,8 @@ import { TesseraError } from '../src/errors.js';
 const GiB = 2 ** 30;
 const MiB = 2 ** 20;
 // A Qwen3.5-size bf16 tower: 0.8 GB resident, two 32 MiB slots.
-const big: WeightMemory = { resident: 0.8 * GiB, slot: 32 * MiB, stream: 64 * MiB, fileBytes: 0.8 * GiB };
-const tiny: WeightMemory = { resident: 300_000, slot: 32768, stream: 65536, fileBytes: 290_000 };
+const big: WeightMemory = { resident: 0.8 * GiB, slot: 32 * MiB, stream: 64 * MiB, fileBytes: 0.8 * GiB, mapped: 0 };
+const tiny: WeightMemory = { resident: 300_000, slot: 32768, stream: 65536, fileBytes: 290_000, mapped: 0 };
 const roomy = { freeMem: 16 * GiB, totalMem: 32 * GiB };
 const tight = { freeMem: 1 * GiB, totalMem: 8 * GiB };
 
@@ -54,6 +54,7 @@ describe('chooseResidency', () => {
     expect(heldWeightBytes('resident', big)).toBe(big.resident);
     expect(heldWeightBytes('stream', big)).toBe(big.stream);
     expect(heldWeightBytes('mapped', big)).toBe(0);
+    expect(heldWeightBytes('mapped', { ...big, mapped: 5 * MiB })).toBe(5 * MiB);
     expect(activationBudget({ memoryBudget: 450 * MiB, weightBytes: 64 * MiB, freeMem: 8 * GiB })).toBe(386 * MiB);
     expect(activationBudget({ memoryBudget: 10, weightBytes: 64, freeMem: 8 * GiB })).toBe(0);
     expect(activationBudget({ weightBytes: 64, freeMem: 8 * GiB })).toBe(2 * GiB);

@@ -31,21 +31,20 @@ KARGS_CONST u32 kAttnRowsPerGroup = 4;
 // block, then per simdgroup its S/P rows with the 8 x 8 correction diagonal beside them, then its output rows).
 inline u32 attn_scratch_width(u32 hd, u32 kb) { return hd > kb + 8 ? hd : kb + 8; }
 inline u32 attn_flash_tg_floats(u32 hd, u32 kb) { return 2 * kb * hd + kAttnBQ * attn_scratch_width(hd, kb); }
+// The same in bytes, with K and V tiles of tile_bytes per element (4, or 2 for the half tiles of precision 'f16').
+inline u32 attn_flash_tg_bytes(u32 hd, u32 kb, u32 tile_bytes) { return 2 * kb * hd * tile_bytes + kAttnBQ * attn_scratch_width(hd, kb) * 4; }
 // The row kernel's: K and V tiles, 4 scaled query rows, 4 rows of probabilities.
 inline u32 attn_rows_tg_floats(u32 hd, u32 kb) { return 2 * kb * hd + kAttnRowsPerGroup * (hd + kb); }
 
 // Stored element types of weights (the order of tessera::DType).
 enum WeightType { kF32 = 0, kF16 = 1, kBF16 = 2 };
 // Activations of the linear's epilogue (Linear::act).
-enum Activation { kCopy = 0, kGeluTanh = 1, kGeluErf = 2 };
-// Element-wise operations of ew_binary.
-enum BinaryOp { kAdd = 0, kMul = 1 };
+enum Activation { kCopy = 0, kGeluTanh = 1, kGeluErf = 2, kQuickGelu = 3, kSilu = 4 };
 
 // All matrices are row-major with a row stride `ld` in elements; pointers are bound at the tensor's start.
 struct Binary {
   u32 rows, cols, lda, ldb, ldy;
-  u32 op;
-  u32 pad0, pad1;
+  u32 pad0, pad1, pad2;
 };
 // y = ((x - shift - sub[c]) * mul[c]) * scale; sub/mul optional (has_*), any weight type.
 struct Affine {

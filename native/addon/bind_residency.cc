@@ -20,6 +20,7 @@ Napi::Value WeightMemoryJs(const Napi::CallbackInfo& info) {
     o.Set("slot", Napi::Number::New(env, double(m.slot)));
     o.Set("stream", Napi::Number::New(env, double(m.stream)));
     o.Set("fileBytes", Napi::Number::New(env, double(m.file_bytes)));
+    o.Set("mapped", Napi::Number::New(env, double(m.mapped)));
     return o;
   });
 }

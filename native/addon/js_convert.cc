@@ -83,7 +83,7 @@ TowerSpec spec_from_js(const Napi::Object& obj) {
       TensorSpec t;
       t.role = str(to, "role", tw);
       t.name = str(to, "name", tw);
-      if (!parse_dtype(str(to, "dtype", tw), &t.dtype)) bad(tw + ".dtype must be f32, f16 or bf16");
+      if (!parse_dtype(str(to, "dtype", tw), &t.dtype)) bad(tw + ".dtype must be f32, f16, bf16 or q8_0");
       Napi::Array shape = array(to, "shape", tw);
       for (uint32_t k = 0; k < shape.Length(); ++k) {
         double s = number(shape.Get(k), tw + ".shape");

@@ -1,5 +1,8 @@
 #include "addon/tower_core.h"
 
+#include <algorithm>
+#include <iterator>
+
 #include "common/error.h"
 #include "cpu/cpu_backend.h"
 #include "io/weight_store_factory.h"
@@ -7,10 +10,19 @@
 
 namespace tessera::addon {
 
+std::string precision_list() {
+  std::string s;
+  for (const char* p : kPrecisions) s += (s.empty() ? "" : ", ") + std::string(p);
+  return s;
+}
+
 std::unique_ptr<backend::Backend> make_backend(const std::string& name, int threads, const std::string& precision) {
-  if (precision != "f32" && precision != "bf16") fail(Code::InvalidArgument, "precision '" + precision + "' is not f32 or bf16");
+  if (std::find(std::begin(kPrecisions), std::end(kPrecisions), precision) == std::end(kPrecisions))
+    fail(Code::InvalidArgument, "precision '" + precision + "' is not one of " + precision_list());
+  // Each backend runs what it has and its precision() says what ran: the CPU has no half path (f16 runs
+  // f32); Metal has no bfloat kernels (its libraries are Metal 3.0, bfloat needs 3.1: bf16 runs f32).
   if (name == "cpu") return cpu::make_cpu_backend(threads, precision == "bf16" ? cpu::Precision::Bf16 : cpu::Precision::F32);
-  if (name == "metal" || name == "metal-emulated") return mtl::make_metal_backend(name);
+  if (name == "metal" || name == "metal-emulated") return mtl::make_metal_backend(name, precision == "f16");
   fail(Code::BackendUnavailable, "backend '" + name + "' is not available in this build");
 }
 

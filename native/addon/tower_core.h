@@ -12,12 +12,17 @@
 
 namespace tessera::addon {
 
+// The precisions a tower can be opened with: the one list (src/options.ts PRECISIONS is checked against the
+// addon's `precisions`, test/api-precision.test.ts). What each backend runs for each: docs/bf16.md, docs/metal.md.
+inline constexpr const char* kPrecisions[] = {"f32", "bf16", "f16"};
+std::string precision_list();  // "f32, bf16, f16"
+
 struct OpenOptions {
   std::string backend = "cpu";
   std::string residency = "resident";
   int threads = 0;
   int slots = 2;
-  std::string precision = "f32";  // "f32" or "bf16" (the CPU backend's linears; Backend::precision says what runs)
+  std::string precision = "f32";  // one of kPrecisions (Backend::precision says what runs)
 };
 
 struct TowerCore {

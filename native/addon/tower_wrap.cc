@@ -345,6 +345,9 @@ void RegisterTower(Napi::Env env, Napi::Object exports) {
   for (int i = 0; i < kCodeCount; i++) codes.Set(uint32_t(i), code_name(static_cast<Code>(i)));
   exports.Set("errorCodes", codes);
   exports.Set("bf16Level", Napi::String::New(env, bf16_level()));
+  Napi::Array precisions = Napi::Array::New(env, std::size(kPrecisions));
+  for (size_t i = 0; i < std::size(kPrecisions); i++) precisions.Set(uint32_t(i), kPrecisions[i]);
+  exports.Set("precisions", precisions);
 }
 
 }  // namespace tessera::addon

@@ -53,7 +53,9 @@ struct Tensor {
 
 Tensor make_tensor(Buffer* buf, size_t offset, DType dtype, int64_t rows, int64_t cols);
 
-enum class Act { None, GeluTanh, GeluErf };
+// The activation of linear()'s epilogue. QuickGelu is x · sigmoid(1.702 x), Silu x · sigmoid(x) (Qwen2-VL's MLP
+// and Qwen2.5-VL's gated MLP, as HF computes them).
+enum class Act { None, GeluTanh, GeluErf, QuickGelu, Silu };
 
 // y = act(clamp_out(clamp_in(x) · Wᵀ + bias)) · mul + residual, evaluated in exactly that order
 // (each step rounded to f32; absent steps skipped, not computed as · 1 or + 0). Weight W is [out, in]
@@ -83,11 +85,16 @@ struct Segment {
   int64_t begin = 0, length = 0;
 };
 
-// What attention's products may compute in where the backend runs precision bf16 (precision()):
-// Bf16 lets a backend with a bf16 attention use it (the CPU's on AMX); F32 keeps them f32, for a
-// tower whose softmax is too sharp for bf16 scores (Gemma 4: q and k normed, scale 1). In f32
-// both are f32.
+// What attention's products may compute in where the backend runs a reduced precision (precision()):
+// Bf16 lets a backend use its reduced-precision attention (the CPU's bf16 on AMX; Metal's half K and V
+// tiles in precision 'f16'); F32 keeps them f32, for a tower whose softmax is too sharp for bf16 scores
+// (Gemma 4: q and k normed, scale 1). In f32 both are f32.
 enum class AttnProducts { Bf16, F32 };
+
+// A tower's declaration of the range an activation can reach, for activation_dtype(): Bounded fits half
+// (|x| well under 65504, measured on the tower's checkpoints); Wide may leave it (a deep residual
+// stream, an unclipped path) and stays f32 whatever the precision.
+enum class ActRange { Bounded, Wide };
 
 // A description of the work a model will issue, for backends that keep scratch of their own
 // (the CPU backend's packed weight strips and per-thread buffers) to predict it.
@@ -103,9 +110,15 @@ class Backend {
  public:
   virtual ~Backend() = default;
   virtual const char* name() const = 0;
-  // What the linears compute in: "f32", or "bf16" (bf16 operands, f32 sums) where the backend was
-  // asked for bf16 and has the units for it. Never "bf16" where f32 runs.
+  // What the linears compute in: "f32", "bf16" (bf16 operands, f32 sums) where the backend was
+  // asked for bf16 and has the units for it, or "f16" (half activations and tiles, f32 sums: Metal).
+  // Never a reduced precision where f32 runs.
   virtual const char* precision() const { return "f32"; }
+  // The type a tower stores an activation of `range` in between ops (the scratch tensors it makes):
+  // F32, or F16 on a backend that runs precision 'f16' and a Bounded range. Rope tables, uploaded
+  // pixels and gather weights stay f32 whatever this says; every op accepts F16 activations where
+  // this can return F16, and download() widens them to f32.
+  virtual DType activation_dtype(ActRange /*range*/ = ActRange::Bounded) const { return DType::F32; }
 
   // ---- memory
   // Bytes of its own scratch the backend holds at most after running `work` (beyond the buffers
@@ -116,7 +129,7 @@ class Backend {
   virtual void release(Buffer* buf) = 0;
   // Copies host bytes into a buffer / out of it. download waits for all work issued so far.
   virtual void upload(Buffer* dst, size_t offset, const void* src, size_t bytes) = 0;
-  virtual void download(void* dst, const Tensor& src) = 0;      // rows packed densely (cols per row)
+  virtual void download(void* dst, const Tensor& src) = 0;      // rows packed densely (cols per row); f16 as f32
   // Rearranges a linear weight [out, in] in place into the layout this backend's linear() reads
   // without repacking, and marks `w` so (w.panel). False, and w untouched, where the backend has
   // no such layout or w does not qualify. For weights that stay in writable memory across
@@ -135,7 +148,6 @@ class Backend {
   virtual void rms_norm(const Tensor& y, const Tensor& x, const Tensor* weight, int64_t group, float eps,
                         const Tensor* residual) = 0;
   virtual void add(const Tensor& y, const Tensor& a, const Tensor& b) = 0;
-  virtual void mul(const Tensor& y, const Tensor& a, const Tensor& b) = 0;
   // y = ((x - shift - sub) * mul) * scale, sub/mul per column ([1, cols], either may be null),
   // shift and scale scalars (x - 0 is x, bit for bit).
   virtual void affine(const Tensor& y, const Tensor& x, const Tensor* sub, const Tensor* mul, float scale,

@@ -9,14 +9,26 @@ const char* dtype_name(DType t) {
     case DType::F32: return "f32";
     case DType::F16: return "f16";
     case DType::BF16: return "bf16";
+    case DType::Q8_0: return "q8_0";
   }
   return "?";
+}
+
+bool dtype_bytes(DType t, uint64_t n, uint64_t* bytes) {
+  if (dtype_quantised(t)) {
+    if (n % kQ8_0Block) return false;
+    *bytes = n / kQ8_0Block * kQ8_0BlockBytes;
+    return true;
+  }
+  *bytes = n * dtype_size(t);
+  return true;
 }
 
 bool parse_dtype(const std::string& s, DType* out) {
   if (s == "f32") *out = DType::F32;
   else if (s == "f16") *out = DType::F16;
   else if (s == "bf16") *out = DType::BF16;
+  else if (s == "q8_0") *out = DType::Q8_0;
   else return false;
   return true;
 }
@@ -70,6 +82,24 @@ uint16_t f32_to_f16(float f) {
   return uint16_t(sign | h);
 }
 
+// One block_q8_0 (kQ8_0BlockBytes at b) into 32 floats.
+static inline void widen_q8_0_block(const uint8_t* b, float* dst) {
+  uint16_t h;
+  std::memcpy(&h, b, 2);
+  const float d = f16_to_f32(h);
+  for (size_t j = 0; j < kQ8_0Block; ++j) dst[j] = float(int8_t(b[2 + j])) * d;
+}
+
+void widen_q8_0_in_place(float* dst, size_t n) {
+  const size_t blocks = n / kQ8_0Block;
+  const uint8_t* src = reinterpret_cast<const uint8_t*>(dst) + 4 * n - blocks * kQ8_0BlockBytes;
+  uint8_t block[kQ8_0BlockBytes];
+  for (size_t i = 0; i < blocks; ++i) {
+    std::memcpy(block, src + i * kQ8_0BlockBytes, kQ8_0BlockBytes);
+    widen_q8_0_block(block, dst + i * kQ8_0Block);
+  }
+}
+
 void widen_to_f32(const void* src, DType t, float* dst, size_t n) {
   switch (t) {
     case DType::F32:
@@ -83,6 +113,11 @@ void widen_to_f32(const void* src, DType t, float* dst, size_t n) {
     case DType::BF16: {
       auto* s = static_cast<const uint16_t*>(src);
       for (size_t i = 0; i < n; ++i) dst[i] = bf16_to_f32(s[i]);
+      return;
+    }
+    case DType::Q8_0: {
+      auto* s = static_cast<const uint8_t*>(src);
+      for (size_t i = 0; i < n / kQ8_0Block; ++i) widen_q8_0_block(s + i * kQ8_0BlockBytes, dst + i * kQ8_0Block);
       return;
     }
   }

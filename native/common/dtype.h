@@ -1,5 +1,5 @@
 // Element types of weights and activations, and the one place their sizes and the
-// f16/bf16 <-> f32 conversions are defined.
+// f16/bf16 <-> f32 conversions (and Q8_0's dequantisation) are defined.
 #pragma once
 #include <cstddef>
 #include <cstdint>
@@ -8,10 +8,23 @@
 
 namespace tessera {
 
-enum class DType : uint8_t { F32, F16, BF16 };
+// F32, F16 and BF16 are computed with. Q8_0 is a stored type only (ggml's block_q8_0: an f16 scale
+// then 32 int8 per block of 32 elements along a row): the weight stores widen it to f32 as they read
+// it (io/weight_store.h), so no kernel ever sees it.
+enum class DType : uint8_t { F32, F16, BF16, Q8_0 };
 
+constexpr size_t kQ8_0Block = 32;       // elements per block
+constexpr size_t kQ8_0BlockBytes = 34;  // f16 scale + 32 int8
+
+// Bytes of one element of a type computed with (f32, f16, bf16); Q8_0 has no per-element size:
+// see dtype_bytes.
 inline size_t dtype_size(DType t) { return t == DType::F32 ? 4 : 2; }
-const char* dtype_name(DType t);           // "f32", "f16", "bf16"
+inline bool dtype_quantised(DType t) { return t == DType::Q8_0; }
+// The type a tensor stored as t is computed in: Q8_0 widens to f32, the rest stay as they are.
+inline DType dtype_computed(DType t) { return t == DType::Q8_0 ? DType::F32 : t; }
+// Bytes of n elements stored as t; false when n is not a whole number of t's blocks.
+bool dtype_bytes(DType t, uint64_t n, uint64_t* bytes);
+const char* dtype_name(DType t);           // "f32", "f16", "bf16", "q8_0"
 bool parse_dtype(const std::string& s, DType* out);
 
 inline float bf16_to_f32(uint16_t h) {
@@ -40,7 +53,14 @@ inline uint16_t bf16_at(const void* p, DType t, size_t i) {
   return f32_to_bf16(static_cast<const float*>(p)[i]);
 }
 
-// Widens n elements of type t starting at src into dst (f32).
+// Widens n elements of type t starting at src into dst (f32). For Q8_0, n is a whole number of
+// blocks and each value is exactly ggml's dequantize_row_q8_0: the f16 scale widened to f32, times
+// the int8 as f32, one f32 product.
 void widen_to_f32(const void* src, DType t, float* dst, size_t n);
+// Q8_0 widened in place: the n elements' blocks sit at the END of dst's 4n bytes, i.e. at
+// (char*)dst + 4n - dtype_bytes(Q8_0, n), and become n floats from dst on. Block i's floats end at
+// 128(i+1), never past the start of block i+1's bytes, so one pass front to back is safe (each
+// block is copied out before its floats overwrite it).
+void widen_q8_0_in_place(float* dst, size_t n);
 
 }  // namespace tessera

@@ -147,7 +147,6 @@ class CpuBackend final : public backend::Backend {
     cpu::rms_norm(ctx_, y, x, w, group, eps, residual);
   }
   void add(const backend::Tensor& y, const backend::Tensor& a, const backend::Tensor& b) override { cpu::add(ctx_, y, a, b); }
-  void mul(const backend::Tensor& y, const backend::Tensor& a, const backend::Tensor& b) override { cpu::mul(ctx_, y, a, b); }
   void affine(const backend::Tensor& y, const backend::Tensor& x, const backend::Tensor* sub, const backend::Tensor* m, float scale,
               float shift) override {
     cpu::affine(ctx_, y, x, sub, m, scale, shift);

@@ -1,4 +1,4 @@
-// Row-parallel element-wise ops: add, mul, affine, rope, gather_sum and the
+// Row-parallel element-wise ops: add, affine, rope, gather_sum and the
 // non-finite scan. Inputs of any dtype are widened row by row; outputs are f32.
 #include <algorithm>
 #include <atomic>
@@ -59,10 +59,6 @@ void binary(Context& c, const char* op, const Tensor& y, const Tensor& a, const 
 
 void add(Context& c, const Tensor& y, const Tensor& a, const Tensor& b) {
   binary(c, "add", y, a, b, [](float u, float v) { return u + v; });
-}
-
-void mul(Context& c, const Tensor& y, const Tensor& a, const Tensor& b) {
-  binary(c, "mul", y, a, b, [](float u, float v) { return u * v; });
 }
 
 void affine(Context& c, const Tensor& y, const Tensor& x, const Tensor* sub, const Tensor* mul, float scale,

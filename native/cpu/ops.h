@@ -39,7 +39,6 @@ void layer_norm(Context& c, const Tensor& y, const Tensor& x, const Tensor& gamm
 void rms_norm(Context& c, const Tensor& y, const Tensor& x, const Tensor* weight, int64_t group, float eps,
               const Tensor* residual);
 void add(Context& c, const Tensor& y, const Tensor& a, const Tensor& b);
-void mul(Context& c, const Tensor& y, const Tensor& a, const Tensor& b);
 void affine(Context& c, const Tensor& y, const Tensor& x, const Tensor* sub, const Tensor* mul, float scale,
             float shift);
 void rope(Context& c, const Tensor& x, const Tensor& cos, const Tensor& sin, int64_t heads, int64_t head_dim,

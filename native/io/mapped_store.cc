@@ -61,7 +61,7 @@ class MappedStore final : public WeightStore {
     return views_[n];
   }
   void release(size_t) override {}
-  WeightStoreStats stats() const override { return {}; }  // no reads, no memory of its own: the page cache's
+  WeightStoreStats stats() const override { return stats_; }
 
  private:
   void map_files() {
@@ -103,7 +103,26 @@ class MappedStore final : public WeightStore {
         }
         w.buf = backend_.wrap_host(maps_[size_t(w.file)].base + w.begin, w.end - w.begin);
       }
-      for (const auto& t : st.tensors) {
+      // Quantised tensors are widened now, once, into memory of the store's own: kernels read f32.
+      std::vector<uint64_t> at;
+      const uint64_t own = widened_stage_bytes(st, &at);
+      backend::Buffer* own_buf = nullptr;
+      if (own) {
+        own_.push_back({AlignedBuffer(own), nullptr});
+        Owned& o = own_.back();
+        for (size_t i = 0; i < st.tensors.size(); ++i)
+          if (dtype_quantised(st.tensors[i].dtype))
+            widen_tensor(st.tensors[i], maps_[size_t(st.tensors[i].file)].base + st.tensors[i].offset,
+                         reinterpret_cast<float*>(o.mem.as<char>() + at[i]));
+        own_buf = o.buf = backend_.wrap_host(o.mem.data(), o.mem.size());
+        stats_.resident_bytes += own;
+      }
+      for (size_t i = 0; i < st.tensors.size(); ++i) {
+        const TensorSpec& t = st.tensors[i];
+        if (dtype_quantised(t.dtype)) {
+          views_[n].set(t.role, tensor_view(t, own_buf, size_t(at[i])));
+          continue;
+        }
         auto it = std::find_if(wins.begin(), wins.end(), [&](const Window& w) { return w.file == t.file; });
         views_[n].set(t.role, tensor_view(t, it->buf, size_t(t.offset) - it->begin));
       }
@@ -111,6 +130,8 @@ class MappedStore final : public WeightStore {
   }
 
   void teardown() {
+    for (auto& o : own_)
+      if (o.buf) backend_.release(o.buf), o.buf = nullptr;
     for (auto& wins : windows_)
       for (auto& w : wins)
         if (w.buf) backend_.release(w.buf), w.buf = nullptr;
@@ -124,6 +145,12 @@ class MappedStore final : public WeightStore {
   std::vector<Mapping> maps_;
   std::vector<std::vector<Window>> windows_;
   std::vector<StageWeights> views_;
+  struct Owned {
+    AlignedBuffer mem;
+    backend::Buffer* buf = nullptr;
+  };
+  std::vector<Owned> own_;   // the widened quantised tensors, per stage that has any
+  WeightStoreStats stats_;   // resident_bytes: own_'s memory; no reads (the page cache's)
 };
 
 }  // namespace

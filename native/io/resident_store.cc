@@ -24,7 +24,7 @@ class ResidentStore final : public WeightStore {
       StageLayout layout = stage_layout(stage);
       AlignedBuffer mem(layout.bytes ? layout.bytes : 1);
       for (const auto& run : layout.runs) {  // one pread per contiguous file range
-        files.read(run.file, run.file_offset, run.length, mem.as<char>() + run.slot_offset);
+        read_run(files, run, mem.as<char>());
         stats_.bytes_read += run.length;
         ++stats_.reads;
       }

@@ -4,6 +4,7 @@
 
 #include "common/aligned.h"
 #include "common/error.h"
+#include "io/file_reader.h"
 #include "io/weight_alignment.h"
 #include "io/weight_store.h"
 
@@ -15,6 +16,22 @@ static constexpr uint64_t kRunAlign = kTensorAlignment;
 // Tensors of one file at most this far apart share a run: reading the gap costs less than a
 // second pread (GGUF pads tensors to 32 bytes; safetensors and packed stages have no gaps).
 static constexpr uint64_t kMaxGap = 64;
+
+static uint64_t elements_of(const TensorSpec& t) {
+  uint64_t n = 1;
+  for (int64_t d : t.shape) n *= uint64_t(d);
+  return n;
+}
+
+// The tensor's length must be what its shape takes in its stored type.
+static void check_length(const TensorSpec& t) {
+  uint64_t want = 0;
+  if (!dtype_bytes(t.dtype, elements_of(t), &want) || want != t.length)
+    fail(Code::WeightsCorrupt, "tensor '" + t.name + "': byte length " + std::to_string(t.length) +
+                                   " does not match its shape and dtype");
+}
+
+uint64_t widened_bytes(const TensorSpec& t) { return dtype_quantised(t.dtype) ? elements_of(t) * 4 : 0; }
 
 StageLayout stage_layout(const StageSpec& stage) {
   StageLayout l;
@@ -28,7 +45,15 @@ StageLayout stage_layout(const StageSpec& stage) {
   });
   for (size_t i : order) {
     const auto& t = stage.tensors[i];
-    StageRun* run = l.runs.empty() ? nullptr : &l.runs.back();
+    if (dtype_quantised(t.dtype)) {  // a run of its own, landing at the end of its f32 extent
+      check_length(t);  // the in-place widening trusts it
+      const uint64_t widened = round_up(l.bytes, kRunAlign), f32_bytes = widened_bytes(t);
+      l.runs.push_back({t.file, t.offset, t.length, widened + f32_bytes - t.length, t.dtype, f32_bytes / 4, widened});
+      l.offsets[i] = widened;
+      l.bytes = std::max(l.bytes, widened + f32_bytes);
+      continue;
+    }
+    StageRun* run = l.runs.empty() || l.runs.back().elements ? nullptr : &l.runs.back();
     // Sorted by offset, so t starts at or after the run's start; overlapping or duplicated
     // tensors simply become views into bytes the run already holds.
     if (!run || run->file != t.file || t.offset > run->file_offset + run->length + kMaxGap) {
@@ -44,6 +69,29 @@ StageLayout stage_layout(const StageSpec& stage) {
   return l;
 }
 
+uint64_t widened_stage_bytes(const StageSpec& stage, std::vector<uint64_t>* offsets) {
+  uint64_t bytes = 0;
+  if (offsets) offsets->assign(stage.tensors.size(), 0);
+  for (size_t i = 0; i < stage.tensors.size(); ++i) {
+    const TensorSpec& t = stage.tensors[i];
+    if (!dtype_quantised(t.dtype)) continue;
+    bytes = round_up(bytes, kRunAlign);
+    if (offsets) (*offsets)[i] = bytes;
+    bytes += widened_bytes(t);
+  }
+  return bytes;
+}
+
+void read_run(const FileSet& files, const StageRun& run, char* slot) {
+  files.read(run.file, run.file_offset, run.length, slot + run.slot_offset);
+  if (run.elements) widen_q8_0_in_place(reinterpret_cast<float*>(slot + run.widened), size_t(run.elements));
+}
+
+void widen_tensor(const TensorSpec& t, const void* src, float* dst) {
+  check_length(t);
+  widen_to_f32(src, t.dtype, dst, size_t(elements_of(t)));
+}
+
 backend::Tensor tensor_view(const TensorSpec& t, backend::Buffer* buf, size_t offset) {
   int64_t rows = 1, cols = 1;
   if (t.shape.size() == 1) {
@@ -52,10 +100,8 @@ backend::Tensor tensor_view(const TensorSpec& t, backend::Buffer* buf, size_t of
     rows = t.shape[0];
     for (size_t i = 1; i < t.shape.size(); ++i) cols *= t.shape[i];
   }
-  if (uint64_t(rows) * uint64_t(cols) * dtype_size(t.dtype) != t.length)
-    fail(Code::WeightsCorrupt, "tensor '" + t.name + "': byte length " + std::to_string(t.length) +
-                                   " does not match its shape and dtype");
-  return backend::make_tensor(buf, offset, t.dtype, rows, cols);
+  check_length(t);
+  return backend::make_tensor(buf, offset, dtype_computed(t.dtype), rows, cols);
 }
 
 void bind_stage(const StageSpec& stage, backend::Buffer* buf, size_t base, StageWeights& out) {

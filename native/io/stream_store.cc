@@ -131,7 +131,7 @@ void StreamStore::prefetch_loop() {
     uint64_t bytes = 0, reads = 0;
     try {
       for (const auto& run : layouts_[n].runs) {
-        files_.read(run.file, run.file_offset, run.length, s.mem.as<char>() + run.slot_offset);
+        read_run(files_, run, s.mem.as<char>());
         bytes += run.length;
         ++reads;
       }

@@ -44,20 +44,41 @@ backend::Tensor tensor_view(const TensorSpec& t, backend::Buffer* buf, size_t of
 // inside a run each tensor keeps its position relative to its neighbours; each run starts at a
 // slot offset congruent to its file offset modulo 64. So a tensor has the same alignment in a
 // slot as in its file (and in a mapping of it): all residencies hand kernels the same alignments.
-// A packed folder's stage is one run. The one formula for slot bytes (used by the allocator and
-// by TS's prediction through the addon).
+// A packed folder's stage is one run. A quantised (Q8_0) tensor is a run of its own: its file
+// bytes land at the end of the f32 extent it widens to, and read_run widens them in place, so a
+// slot holds what the kernels read (f32) while the bytes read stay the file's. The one formula
+// for slot bytes (used by the allocator and by TS's prediction through the addon).
 struct StageRun {
   int file = 0;
   uint64_t file_offset = 0;  // absolute, in that file
-  uint64_t length = 0;
-  uint64_t slot_offset = 0;  // where the run lands in the stage's memory
+  uint64_t length = 0;       // bytes read
+  uint64_t slot_offset = 0;  // where the run's bytes land in the stage's memory
+  // A quantised tensor's run: its stored type, its elements and where its f32 values start
+  // (slot_offset + length == widened + 4 * elements). F32 (and elements 0) for a plain run.
+  DType stored = DType::F32;
+  uint64_t elements = 0;
+  uint64_t widened = 0;
 };
 struct StageLayout {
-  std::vector<uint64_t> offsets;  // per tensor, in spec order
+  std::vector<uint64_t> offsets;  // per tensor, in spec order: where its (computed-type) values are
   std::vector<StageRun> runs;     // in file order
   uint64_t bytes = 0;
 };
 StageLayout stage_layout(const StageSpec& stage);
+
+class FileSet;
+// Reads one run into the stage memory `slot` (one pread) and, for a quantised tensor, widens it in
+// place: what every store that reads files does with each run.
+void read_run(const FileSet& files, const StageRun& run, char* slot);
+// Widens a quantised tensor from `src` (its stored bytes) to f32 at `dst`: the mapped store's
+// copy out of a mapping. Checks the tensor's length against its shape first.
+void widen_tensor(const TensorSpec& t, const void* src, float* dst);
+// Bytes of f32 a quantised tensor widens to (0 for the types used as stored).
+uint64_t widened_bytes(const TensorSpec& t);
+// The memory of its own the mapped store holds for a stage: its quantised tensors widened to f32
+// (a mapping cannot be computed with as stored), each at a 64-byte boundary; `offsets` (per tensor,
+// spec order; unused for the rest) says where. The one formula for the store and for weight_memory.
+uint64_t widened_stage_bytes(const StageSpec& stage, std::vector<uint64_t>* offsets = nullptr);
 
 struct WeightStoreStats {
   uint64_t bytes_read = 0;      // bytes read from files so far (pread / copies from mappings)

@@ -15,7 +15,7 @@ namespace {
 
 class MetalBackend final : public backend::Backend {
  public:
-  MetalBackend(std::unique_ptr<Executor> ex, std::string name) : ex_(std::move(ex)), name_(std::move(name)) {}
+  MetalBackend(std::unique_ptr<Executor> ex, std::string name, bool f16) : ex_(std::move(ex)), name_(std::move(name)), f16_(f16) {}
   ~MetalBackend() override {
     try {
       flush();
@@ -26,6 +26,10 @@ class MetalBackend final : public backend::Backend {
   }
 
   const char* name() const override { return name_.c_str(); }
+  const char* precision() const override { return f16_ ? "f16" : "f32"; }
+  DType activation_dtype(backend::ActRange range) const override {
+    return f16_ && range == backend::ActRange::Bounded ? DType::F16 : DType::F32;
+  }
 
   backend::Buffer* alloc(size_t bytes) override { return ex_->alloc(bytes); }
   backend::Buffer* wrap_host(void* host, size_t bytes) override { return ex_->wrap(host, bytes); }
@@ -43,6 +47,11 @@ class MetalBackend final : public backend::Backend {
   void download(void* dst, const backend::Tensor& src) override {
     detail::require_tensor(src, "download", "src");
     finish();
+    if (src.dtype == DType::F16) {  // an activation of precision 'f16': widened, as the contract says
+      float* out = static_cast<float*>(dst);
+      for (int64_t r = 0; r < src.rows; ++r) widen_to_f32(src.host_ptr<char>(r), DType::F16, out + size_t(r) * size_t(src.cols), size_t(src.cols));
+      return;
+    }
     const size_t row = size_t(src.cols) * dtype_size(src.dtype);
     for (int64_t r = 0; r < src.rows; ++r) std::memcpy(static_cast<char*>(dst) + size_t(r) * row, src.host_ptr<char>(r), row);
   }
@@ -56,7 +65,6 @@ class MetalBackend final : public backend::Backend {
     rec([&] { encode_rms_norm(*ex_, y, x, w, group, eps, residual); });
   }
   void add(const backend::Tensor& y, const backend::Tensor& a, const backend::Tensor& b) override { rec([&] { encode_add(*ex_, y, a, b); }); }
-  void mul(const backend::Tensor& y, const backend::Tensor& a, const backend::Tensor& b) override { rec([&] { encode_mul(*ex_, y, a, b); }); }
   void affine(const backend::Tensor& y, const backend::Tensor& x, const backend::Tensor* sub, const backend::Tensor* m, float scale,
               float shift) override {
     rec([&] { encode_affine(*ex_, y, x, sub, m, scale, shift); });
@@ -66,8 +74,8 @@ class MetalBackend final : public backend::Backend {
     rec([&] { encode_rope(*ex_, x, c, s, heads, hd, sections, norm); });
   }
   void attention(const backend::Tensor& out, const backend::Tensor& q, const backend::Tensor& k, const backend::Tensor& v, int64_t heads, int64_t hd, float scale,
-                 const std::vector<backend::Segment>& segments, backend::AttnProducts) override {
-    rec([&] { encode_attention(*ex_, out, q, k, v, heads, hd, scale, segments); });
+                 const std::vector<backend::Segment>& segments, backend::AttnProducts products) override {
+    rec([&] { encode_attention(*ex_, out, q, k, v, heads, hd, scale, segments, products); });
   }
   void gather_sum(const backend::Tensor& y, const backend::Tensor& table, backend::Buffer* lookup, int64_t taps, bool accumulate) override {
     rec([&] { encode_gather_sum(*ex_, y, table, lookup, taps, accumulate); });
@@ -76,7 +84,7 @@ class MetalBackend final : public backend::Backend {
   // The finite check without a wait: a count_nonfinite dispatch into the open batch, counting into the next
   // slot of counters_; the slots are read at the next wait (finish: download and every other wait end in it).
   void check_finite(const backend::Tensor& x, const std::string& stage) override {
-    detail::require_f32(x, "check_finite", "x");
+    detail::require_act(x, "check_finite", "x");
     if (x.rows == 0 || x.cols == 0) return;
     if (pending_.size() == kCounterSlots) finish();  // every slot awaits its wait (never with today's towers)
     if (!counters_) counters_ = ex_->alloc(kCounterSlots * 8);
@@ -90,13 +98,14 @@ class MetalBackend final : public backend::Backend {
 
   // Shared memory: the scan runs on the host once the GPU is done (N x D, next to a block's GEMMs).
   int64_t count_nonfinite(const backend::Tensor& x, int64_t* first) override {
-    detail::require_f32(x, "count_nonfinite", "x");
+    detail::require_act(x, "count_nonfinite", "x");
     finish();
     int64_t n = 0;
+    std::vector<float> row(size_t(x.cols));
     for (int64_t r = 0; r < x.rows; ++r) {
-      const float* row = x.host_ptr<float>(r);
+      widen_to_f32(x.host_ptr<char>(r), x.dtype, row.data(), row.size());
       for (int64_t c = 0; c < x.cols; ++c)
-        if (!std::isfinite(row[c])) {
+        if (!std::isfinite(row[size_t(c)])) {
           if (n == 0 && first) *first = r * x.cols + c;
           ++n;
         }
@@ -155,6 +164,7 @@ class MetalBackend final : public backend::Backend {
 
   std::unique_ptr<Executor> ex_;
   std::string name_;
+  bool f16_;  // precision 'f16': activations stored as half (activation_dtype)
   bool dirty_ = false;
   std::mutex mu_;
   std::string error_;
@@ -162,13 +172,13 @@ class MetalBackend final : public backend::Backend {
 
 }  // namespace
 
-std::unique_ptr<backend::Backend> make_metal_backend(std::unique_ptr<Executor> ex, const std::string& name) {
-  return std::make_unique<MetalBackend>(std::move(ex), name);
+std::unique_ptr<backend::Backend> make_metal_backend(std::unique_ptr<Executor> ex, const std::string& name, bool f16) {
+  return std::make_unique<MetalBackend>(std::move(ex), name, f16);
 }
 
-std::unique_ptr<backend::Backend> make_metal_backend(const std::string& name) {
-  if (name == "metal-emulated") return make_metal_backend(make_emu_executor(EmuOptions::from_env()), name);
-  if (name == "metal") return make_metal_backend(make_metal_executor(), name);
+std::unique_ptr<backend::Backend> make_metal_backend(const std::string& name, bool f16) {
+  if (name == "metal-emulated") return make_metal_backend(make_emu_executor(EmuOptions::from_env()), name, f16);
+  if (name == "metal") return make_metal_backend(make_metal_executor(), name, f16);
   fail(Code::BackendUnavailable, "unknown Metal backend '" + name + "'");
 }
 

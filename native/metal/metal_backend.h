@@ -11,9 +11,10 @@
 
 namespace tessera::mtl {
 
-// name: "metal" or "metal-emulated"; ERR_BACKEND_UNAVAILABLE (saying why) where it cannot run.
-std::unique_ptr<backend::Backend> make_metal_backend(const std::string& name);
+// name: "metal" or "metal-emulated"; ERR_BACKEND_UNAVAILABLE (saying why) where it cannot run. f16: precision
+// 'f16' (activations stored as half between ops, half tiles; docs/metal.md#half-precision).
+std::unique_ptr<backend::Backend> make_metal_backend(const std::string& name, bool f16 = false);
 // The backend over a given executor (tests: an EmuExecutor with chosen schedule and poison).
-std::unique_ptr<backend::Backend> make_metal_backend(std::unique_ptr<Executor> ex, const std::string& name);
+std::unique_ptr<backend::Backend> make_metal_backend(std::unique_ptr<Executor> ex, const std::string& name, bool f16 = false);
 
 }  // namespace tessera::mtl

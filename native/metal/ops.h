@@ -16,13 +16,13 @@ void encode_layer_norm(Executor& ex, const backend::Tensor& y, const backend::Te
 void encode_rms_norm(Executor& ex, const backend::Tensor& y, const backend::Tensor& x, const backend::Tensor* weight, int64_t group, float eps,
                      const backend::Tensor* residual);
 void encode_add(Executor& ex, const backend::Tensor& y, const backend::Tensor& a, const backend::Tensor& b);
-void encode_mul(Executor& ex, const backend::Tensor& y, const backend::Tensor& a, const backend::Tensor& b);
 void encode_affine(Executor& ex, const backend::Tensor& y, const backend::Tensor& x, const backend::Tensor* sub, const backend::Tensor* mul, float scale,
                    float shift);
 void encode_rope(Executor& ex, const backend::Tensor& x, const backend::Tensor& cos, const backend::Tensor& sin, int64_t heads, int64_t head_dim,
                  int64_t sections, const backend::HeadNorm* norm);
 void encode_attention(Executor& ex, const backend::Tensor& out, const backend::Tensor& q, const backend::Tensor& k, const backend::Tensor& v,
-                      int64_t heads, int64_t head_dim, float scale, const std::vector<backend::Segment>& segments);
+                      int64_t heads, int64_t head_dim, float scale, const std::vector<backend::Segment>& segments,
+                      backend::AttnProducts products = backend::AttnProducts::Bf16);
 // Adds x's non-finite values to the uint32 counters [count, first flat index] at `offset` in `counts`
 // (the caller sets them to 0 and 0xFFFFFFFF).
 void encode_count_nonfinite(Executor& ex, const backend::Tensor& x, backend::Buffer* counts, uint64_t offset);
@@ -34,6 +34,12 @@ namespace detail {
 void require(bool cond, const char* op, const std::string& what);
 void require_tensor(const backend::Tensor& t, const char* op, const char* name);            // bound, non-negative, ld >= cols
 void require_f32(const backend::Tensor& t, const char* op, const char* name);
+// An activation operand: f32, or f16 where the backend runs precision 'f16' (backend::Backend::activation_dtype).
+void require_act(const backend::Tensor& t, const char* op, const char* name);
+// An activation operand that must have the same type as `like` (one kernel variant per type).
+void require_act_like(const backend::Tensor& t, const backend::Tensor& like, const char* op, const char* name);
+// The kernel of `base` for activations of t's type: base for f32, base + "_h" for f16 (metal/*.metal).
+std::string act_kernel(const char* base, const backend::Tensor& t);
 void require_shape(const backend::Tensor& t, int64_t rows, int64_t cols, const char* op, const char* name);
 std::string shape(const backend::Tensor& t);
 uint32_t u32(int64_t v, const char* op, const char* what);                              // range-checked

@@ -4,16 +4,8 @@
 
 #include "common/aligned.h"
 #include "common/error.h"
-#include "models/gemma4_vision.h"
-#include "models/qwen_vision.h"
 
 namespace tessera {
-
-std::unique_ptr<VisionModel> make_model(const TowerSpec& spec, backend::Backend& backend, WeightStore& store) {
-  if (spec.family == "qwen3_5" || spec.family == "qwen3_vl") return make_qwen_vision(spec, backend, store);
-  if (spec.family == "gemma4") return make_gemma4_vision(spec, backend, store);
-  fail(Code::ModelFormat, "unknown tower family '" + spec.family + "'");
-}
 
 const char* row_kind_name(RowKind kind) { return kind == RowKind::Patch ? "patch" : "token"; }
 
@@ -25,15 +17,6 @@ Sizing VisionModel::sizing(int64_t patches) const {
   s.scratch_bytes = scratch_bytes(patches);
   s.io_bytes = 4 * (uint64_t(patches) * uint64_t(s.patch_width) + uint64_t(s.tokens) * uint64_t(s.width));
   return s;
-}
-
-size_t ScratchPlan::add(int64_t rows, int64_t cols) { return add_bytes(uint64_t(rows) * uint64_t(cols) * 4); }
-
-size_t ScratchPlan::add_bytes(uint64_t bytes) {
-  offsets_.push_back(top_);
-  top_ = round_up(top_ + bytes, 64);
-  total_ = std::max(total_, top_);
-  return offsets_.size() - 1;
 }
 
 int64_t chunk_rows(int64_t rows, int64_t max_chunk, int64_t multiple) {
@@ -51,7 +34,7 @@ std::vector<int64_t> chunk_sizes(int64_t rows, int64_t chunk) {
 }
 
 void walk_stages(const TowerSpec& spec, backend::Backend& backend, WeightStore& store, const EncodeControl& ctl,
-                 EncodeOutput& out, const StageOps& run, const StageSink& collect) {
+                 EncodeOutput& out, const StageOps& ops) {
   // The pass ends with the backend's wait: after the last stage (where a deferred finite check or a GPU error
   // surfaces), or here on the way out of an error (which is the one reported: a second is dropped).
   struct Pass {
@@ -70,18 +53,29 @@ void walk_stages(const TowerSpec& spec, backend::Backend& backend, WeightStore& 
   for (int si = 0; si < total; ++si) {
     const StageSpec& stage = spec.stages[size_t(si)];
     if (ctl.cancelled && ctl.cancelled()) fail(Code::Aborted, "encode aborted before stage '" + stage.name + "'");
-    const auto [result, kind] = run(stage, store.acquire(size_t(si)));
+    const StageOp* op = nullptr;
+    for (const auto& [kind, f] : ops.by_kind)
+      if (kind == stage.kind) op = &f;
+    if (!op) fail(Code::ModelFormat, "stage '" + stage.name + "' has a kind " + ops.tower + " does not know: " + stage.kind);
+    const StageResult r = (*op)(stage, store.acquire(size_t(si)));
     WeightStore* s = &store;
     backend.submit([s, si] { s->release(size_t(si)); });
-    if (ctl.check_finite) backend.check_finite(result, stage.name);
-    if (ctl.keep_stages) out.stages.push_back(download_stage(backend, result, stage.name, kind));
-    collect(stage, result);
+    if (ctl.check_finite) backend.check_finite(r.out, stage.name);
+    if (ctl.keep_stages) out.stages.push_back(download_stage(backend, r.out, stage.name, r.kind, r.order));
+    if (r.emit == Emit::Deepstack) out.deepstack.push_back(download_stage(backend, r.out, stage.name, r.kind, r.order).data);
+    if (r.emit == Emit::Embeddings) {
+      out.tokens = r.out.rows;
+      out.width = r.out.cols;
+      out.embeddings = download_stage(backend, r.out, stage.name, r.kind, r.order).data;
+    }
     if (ctl.progress) ctl.progress(si + 1, total);
   }
   backend.finish();
+  if (out.embeddings.empty()) fail(Code::ModelFormat, std::string("the tower spec has no final stage for ") + ops.tower);
 }
 
-StageOutput download_stage(backend::Backend& backend, const backend::Tensor& t, const std::string& name, RowKind kind) {
+StageOutput download_stage(backend::Backend& backend, const backend::Tensor& t, const std::string& name, RowKind kind,
+                           const std::vector<int64_t>* order) {
   StageOutput s;
   s.name = name;
   s.kind = kind;
@@ -89,6 +83,13 @@ StageOutput download_stage(backend::Backend& backend, const backend::Tensor& t, 
   s.cols = t.cols;
   s.data.resize(t.elements());
   backend.download(s.data.data(), t);
+  if (order) {
+    TESSERA_CHECK(int64_t(order->size()) == t.rows, "row order of stage '" + name + "' does not match its rows");
+    HostFloats tower_order(s.data.begin(), s.data.end());
+    const size_t cols = size_t(t.cols);
+    for (size_t i = 0; i < order->size(); ++i)
+      std::copy_n(tower_order.begin() + i * cols, cols, s.data.begin() + size_t((*order)[i]) * cols);
+  }
   return s;
 }
 

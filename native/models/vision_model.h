@@ -84,28 +84,12 @@ class VisionModel {
   virtual std::vector<std::string> linear_weight_roles() const = 0;
 };
 
-// Picks the family's model from spec.family; an unknown family is ERR_MODEL_FORMAT.
+// Picks the family's tower from spec.family in the registry (models/registry.cc); an unknown family is
+// ERR_MODEL_FORMAT. row_chunk: rows per chunk of the per-token work (kRowChunk; tests lower it to run
+// many chunks on small inputs).
+std::unique_ptr<VisionModel> make_model(const TowerSpec& spec, backend::Backend& backend, WeightStore& store,
+                                        int64_t row_chunk);
 std::unique_ptr<VisionModel> make_model(const TowerSpec& spec, backend::Backend& backend, WeightStore& store);
-
-// Shared by the models: a scratch arena carved from one backend buffer by a plan of named sizes,
-// so the bytes predicted (scratch_bytes) and the bytes allocated come from the same code.
-// Regions whose lives do not overlap share memory: after reuse(m), the regions added next are
-// laid out again from m (a mark() taken earlier), over those added since it. bytes() is the
-// furthest any of these alternatives reaches.
-class ScratchPlan {
- public:
-  // Adds an f32 [rows, cols] region (64-byte aligned) and returns its index.
-  size_t add(int64_t rows, int64_t cols);
-  size_t add_bytes(uint64_t bytes);
-  uint64_t mark() const { return top_; }
-  void reuse(uint64_t mark) { top_ = mark; }
-  uint64_t bytes() const { return total_; }
-  uint64_t offset(size_t i) const { return offsets_.at(i); }
-
- private:
-  std::vector<uint64_t> offsets_;
-  uint64_t top_ = 0, total_ = 0;
-};
 
 // Row chunking. Per-token work (norms, the MLP, projections into the residual stream) does not
 // mix rows, so the towers run it over row chunks and size its scratch for one chunk: at 4,096
@@ -150,20 +134,29 @@ class ScopedBuffer {
 };
 
 // The pass every tower makes over its stages, in spec order: check for cancellation, acquire the
-// stage's weights, let `run` issue its ops and return the stage's output, submit (the weights are
-// released when the device completes), scan the output for inf/NaN, keep it if asked, hand it to
-// `collect` (deepstack and final outputs), report progress.
+// stage's weights, run the tower's op for the stage's kind (which issues its ops and returns the
+// stage's output), submit (the weights are released when the device completes), scan the output for
+// inf/NaN, keep it if asked, hand deepstack and final outputs to `out`, report progress. A stage of a
+// kind the tower has no op for, or a spec with no final stage, is ERR_MODEL_FORMAT.
+enum class Emit { None, Deepstack, Embeddings };  // where a stage's output goes besides `stages`
 struct StageResult {
   backend::Tensor out;
   RowKind kind;
+  Emit emit = Emit::None;
+  // The tower's row order when it is not the processor's: out's row i is processor row order[i]
+  // (Qwen2.5-VL runs in window order). Downloads put the rows back in the processor's order.
+  const std::vector<int64_t>* order = nullptr;
 };
-using StageOps = std::function<StageResult(const StageSpec&, const StageWeights&)>;
-using StageSink = std::function<void(const StageSpec&, const backend::Tensor&)>;
+using StageOp = std::function<StageResult(const StageSpec&, const StageWeights&)>;
+struct StageOps {
+  const char* tower;                                      // for messages: "the Qwen tower"
+  std::vector<std::pair<std::string, StageOp>> by_kind;   // StageSpec::kind → its op
+};
 void walk_stages(const TowerSpec& spec, backend::Backend& backend, WeightStore& store, const EncodeControl& ctl,
-                 EncodeOutput& out, const StageOps& run, const StageSink& collect);
+                 EncodeOutput& out, const StageOps& ops);
 
 // Downloads a tensor into a StageOutput.
 StageOutput download_stage(backend::Backend& backend, const backend::Tensor& t, const std::string& name,
-                           RowKind kind = RowKind::Token);
+                           RowKind kind = RowKind::Token, const std::vector<int64_t>* order = nullptr);
 
 }  // namespace tessera

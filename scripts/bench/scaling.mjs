@@ -10,7 +10,7 @@ import { mkdirSync, readFileSync, readdirSync } from 'node:fs';
 import { cpus } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { addonCxxFlags } from '../../gyp/sources.mjs';
+import { addonCxxFlags, nativeSources } from '../../gyp/sources.mjs';
 import { fmaPeak } from './ort/fma-peak.mjs';
 import { waitQuiet } from './ort/quiet.mjs';
 
@@ -22,7 +22,7 @@ const BLOCKS = 4, RUNS = 3;
 function compile() {
   const out = join(root, 'scripts', 'bench', 'out');
   mkdirSync(out, { recursive: true });
-  const srcs = ['common', 'cpu', 'gpu'].flatMap((d) => readdirSync(join(root, 'native', d)).filter((f) => f.endsWith('.cc')).map((f) => join(root, 'native', d, f)));
+  const srcs = nativeSources({ addon: false }).map((f) => join(root, f));  // the towers' block and what it calls
   const bin = join(out, 'scaling-block');
   const cc = (args) => {
     const r = spawnSync('c++', args, { encoding: 'utf8' });

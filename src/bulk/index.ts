@@ -3,6 +3,7 @@
 // the manifest. A subpath of its own, so the main entry stays the tower's API.
 export { collectInputs, IMAGE_EXTENSIONS, type BulkInput, type CollectOptions } from './inputs.js';
 export {
+  OUTPUT_DTYPES,
   OUTPUT_FORMATS,
   OUTPUT_LAYOUT_VERSION,
   checkDistinctOutputs,
@@ -20,6 +21,7 @@ export {
   type InputStamp,
   type OutputState,
   type UpToDateOutput,
+  type OutputDtype,
   type OutputFormat,
   type OutputJob,
   type WrittenOutput,

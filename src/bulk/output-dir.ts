@@ -12,7 +12,8 @@
 //   vllm-encoder-cache  DIR/<sha256 of the input>/encoder_cache.safetensors + stem.tessera.json
 //                (vLLM's encoder-cache storage; the record names the identifier; inputs are hashed)
 //   sglang       stem.sglang.json                + stem.tessera.json
-// The record says what the output was made from: the model, the options, the format, the input's
+// Float tensors are written in the job's output dtype (f32, bf16 or f16; src/outputs/out-dtype.ts).
+// The record says what the output was made from: the model, the options, the format, the output dtype, the input's
 // size and mtime (and SHA-256 with hashInputs), and what was written: each file's byte size and the
 // SHA-256 of its bytes (safetensors: of its data section, since the record sits in its header). A
 // rerun skips an image whose record matches and whose files are still those bytes (checkOutputs:
@@ -39,9 +40,9 @@ import { toVllmContentPart, vllmUnsupported } from '../outputs/vllm.js';
 import { ENCODER_CACHE_FILE, encoderCacheBytes, encoderCacheIdentifier } from '../outputs/vllm-encoder-cache.js';
 import type { BulkInput } from './inputs.js';
 
-import { OUTPUT_FORMATS, type OutputFormat, type Precision } from '../options.js';
+import { OUTPUT_DTYPES, OUTPUT_FORMATS, outputDtypeUnsupported, type OutputDtype, type OutputFormat, type Precision } from '../options.js';
 
-export { OUTPUT_FORMATS, type OutputFormat };
+export { OUTPUT_DTYPES, OUTPUT_FORMATS, type OutputDtype, type OutputFormat };
 
 /** Version of the output layout and record; a different version is redone. */
 export const OUTPUT_LAYOUT_VERSION = '2';
@@ -58,6 +59,8 @@ export interface OutputJob {
   options: Record<string, number | boolean>;
   /** tower.info.precision: what the linears ran in (outputs of f32 and bf16 runs are never mixed). */
   precision: Precision;
+  /** What the float tensors are written in (--out-dtype; src/outputs/out-dtype.ts). */
+  outputDtype: OutputDtype;
   /** Also fingerprint each input by its SHA-256 (not only size and mtime). */
   hashInputs: boolean;
   /** Extra strings for the record (tessera's version, demo_random_weights); not compared. */
@@ -82,10 +85,15 @@ const OUTPUT_OPTION_DEFAULTS: Partial<Record<(typeof OUTPUT_OPTIONS)[number], nu
 /** The job for a run of `tower` with these encode options. Refuses a format the family cannot take. */
 export function outputJob(
   tower: VisionTower,
-  o: { dir: string; format: OutputFormat; model: string; options: EncodeOptions; hashInputs?: boolean; notes?: Record<string, string> },
+  o: { dir: string; format: OutputFormat; outputDtype?: OutputDtype; model: string; options: EncodeOptions; hashInputs?: boolean; notes?: Record<string, string> },
 ): OutputJob {
   if (!(OUTPUT_FORMATS as readonly string[]).includes(o.format))
     throw new TesseraError('ERR_INVALID_ARGUMENT', `output format must be one of ${OUTPUT_FORMATS.join(', ')} (got '${o.format}')`);
+  const outputDtype = o.outputDtype ?? 'f32';
+  if (!(OUTPUT_DTYPES as readonly string[]).includes(outputDtype))
+    throw new TesseraError('ERR_INVALID_ARGUMENT', `output dtype must be one of ${OUTPUT_DTYPES.join(', ')} (got '${String(outputDtype)}')`);
+  const unfit = outputDtypeUnsupported(o.format, outputDtype);
+  if (unfit) throw new TesseraError('ERR_INVALID_ARGUMENT', `--format ${o.format} --out-dtype ${outputDtype}: ${unfit}`);
   const why = o.format.startsWith('vllm') ? vllmUnsupported(tower.info.family) : undefined;
   if (why) throw new TesseraError('ERR_INVALID_ARGUMENT', `--format ${o.format}: ${why}`);
   const i = tower.info;
@@ -99,6 +107,7 @@ export function outputJob(
     family: i.family,
     options,
     precision: i.precision,
+    outputDtype,
     // vllm-encoder-cache names each image's folder by the SHA-256 of its bytes.
     hashInputs: (o.hashInputs ?? false) || o.format === 'vllm-encoder-cache',
     notes: o.notes ?? {},
@@ -149,6 +158,8 @@ function fingerprint(job: OutputJob, input: BulkInput, stamp: InputStamp): strin
     options: job.options,
     // f32 is recorded as absent: records written before precision existed (all f32) stay up to date
     ...(job.precision !== 'f32' ? { precision: job.precision } : {}),
+    // likewise: outputs written before the output dtype existed are f32
+    ...(job.outputDtype !== 'f32' ? { outputDtype: job.outputDtype } : {}),
     input: input.rel,
     size: stamp.size,
     mtimeMs: stamp.mtimeMs,
@@ -164,6 +175,7 @@ function record(job: OutputJob, input: BulkInput, stamp: InputStamp, r: EncodeRe
     model: job.model,
     family: job.family,
     format: job.format,
+    output_dtype: job.outputDtype,
     options: JSON.stringify(job.options),
     input_size: String(stamp.size),
     input_mtime_ms: String(stamp.mtimeMs),
@@ -396,7 +408,7 @@ export async function writeImageOutputs(job: OutputJob, input: BulkInput, result
   const meta = record(job, input, stamp, result);
   if (job.format === 'safetensors') {
     const path = stem + '.safetensors';
-    const tensors = resultTensors(result);
+    const tensors = resultTensors(result, job.outputDtype);
     // The data section is the tensors' bytes in order (safetensorsBytes); its size and checksum go in the header.
     const h = createHash('sha256');
     let bytes = 0;
@@ -412,10 +424,10 @@ export async function writeImageOutputs(job: OutputJob, input: BulkInput, result
   await unlink(recordFile).catch(() => undefined);
   const contents: { path: string; bytes: Uint8Array }[] = [];
   if (job.format === 'npy') {
-    for (const t of resultTensors(result)) contents.push({ path: `${stem}.${t.name}.npy`, bytes: npyBytes(t) });
+    for (const t of resultTensors(result, job.outputDtype)) contents.push({ path: `${stem}.${t.name}.npy`, bytes: npyBytes(t) });
   } else if (job.format === 'vllm' || job.format === 'vllm-torch') {
     const encoding = job.format === 'vllm' ? 'npy' : 'torch';
-    contents.push({ path: stem + '.vllm.json', bytes: Buffer.from(JSON.stringify(toVllmContentPart(result, job.family, { encoding }))) });
+    contents.push({ path: stem + '.vllm.json', bytes: Buffer.from(JSON.stringify(toVllmContentPart(result, job.family, { encoding, outputDtype: job.outputDtype }))) });
   } else if (job.format === 'vllm-encoder-cache') {
     const identifier = encoderCacheIdentifier(stamp.sha256, input.path);
     meta['identifier'] = identifier;
@@ -425,9 +437,9 @@ export async function writeImageOutputs(job: OutputJob, input: BulkInput, result
     } catch (e) {
       throw ioError(folder, 'cannot create folder', e);
     }
-    contents.push({ path: join(folder, ENCODER_CACHE_FILE), bytes: encoderCacheBytes(result, meta) });
+    contents.push({ path: join(folder, ENCODER_CACHE_FILE), bytes: encoderCacheBytes(result, meta, job.outputDtype) });
   } else {
-    contents.push({ path: stem + '.sglang.json', bytes: Buffer.from(toSglangItemJson(result)) });
+    contents.push({ path: stem + '.sglang.json', bytes: Buffer.from(toSglangItemJson(result, { outputDtype: job.outputDtype })) });
   }
   const files: RecordedFile[] = [];
   for (const c of contents) {

@@ -4,8 +4,8 @@
 // checked by the library's zod schemas (open: OpenOptionsSchema, encode: encodeManyOptionsSchema,
 // bulk: BulkOutputOptionsSchema, job: the fleet's JobOptionsSchema).
 import { GEMMA_SOFT_TOKEN_BUDGETS } from '../image/config.js';
-import { BACKENDS, DEFAULT_BATCH, OUTPUT_FORMATS, PRECISIONS, RESIDENCIES } from '../options.js';
-import { DTYPES } from '../spec/types.js';
+import { BACKENDS, DEFAULT_BATCH, OUTPUT_DTYPES, OUTPUT_FORMATS, PRECISIONS, RESIDENCIES } from '../options.js';
+import { COMPUTE_DTYPES } from '../spec/types.js';
 import { DEFAULT_ATTEMPTS, DEFAULT_BACKOFF_MS, MAX_GROUP_IMAGES } from '../fleet/job.js';
 import { DEFAULT_MAX_FETCH_BYTES } from '../fleet/fetch-input.js';
 import type { Command, Flag } from './flags.js';
@@ -13,7 +13,7 @@ import type { Command, Flag } from './flags.js';
 const open = {
   backend: { type: 'string', choices: BACKENDS, group: 'open', default: 'auto', help: 'where the tower runs: auto takes Metal on a Mac that has it, else the CPU' },
   residency: { type: 'string', choices: RESIDENCIES, group: 'open', default: 'auto', help: 'how the weights are held: streamed block by block, mapped from the file, or all resident (docs/design.md)' },
-  precision: { type: 'string', choices: PRECISIONS, group: 'open', default: 'f32', help: 'what the CPU linears compute in: bf16 operands with f32 sums where the CPU has bf16 units, else f32 (docs/bf16.md)' },
+  precision: { type: 'string', choices: PRECISIONS, group: 'open', default: 'f32', help: 'what the tower computes in: bf16 = the CPU linears in bf16 where the CPU has bf16 units (docs/bf16.md); f16 = Metal with half activations and tiles (docs/metal.md); elsewhere f32 runs and info.precision says so' },
 } satisfies Record<string, Flag>;
 
 /** The options that change an image's output (encode's, and a fleet job's): the sizing keys of both families and --stages. */
@@ -37,6 +37,7 @@ export const ENCODE: Command = {
     out: { type: 'string', value: 'file.safetensors', group: 'bulk', help: 'write every image of the run into one safetensors file (image.<i>.<tensor>)' },
     'out-dir': { type: 'string', value: 'DIR', group: 'bulk', help: 'write one output per image under DIR, mirroring the inputs, and skip those already up to date' },
     format: { type: 'string', choices: OUTPUT_FORMATS, group: 'bulk', default: 'safetensors', help: "--out-dir's file format (docs/downstream.md for vllm and sglang)" },
+    'out-dtype': { type: 'string', choices: OUTPUT_DTYPES, key: 'outputDtype', group: 'bulk', default: 'f32', help: 'write the float tensors in this dtype (rounded to nearest even, as torch does; bf16 halves the files, and the engines cast to bf16 anyway)' },
     force: { type: 'boolean', group: 'bulk', help: '--out-dir: encode again images whose output is up to date' },
     'hash-inputs': { type: 'boolean', group: 'bulk', help: "--out-dir: tell an input changed by its SHA-256, not only by its size and mtime" },
     exclude: { type: 'string', value: 'GLOB', multiple: true, group: 'bulk', help: "leave out inputs matching GLOB (a pattern without '/' matches a base name)" },
@@ -59,7 +60,7 @@ export const INSPECT: Command = {
 export const PACK: Command = {
   name: 'pack',
   args: '<model> <outdir>',
-  flags: { dtype: { type: 'string', choices: DTYPES, default: "the checkpoint's own", help: 'convert the weights to this dtype' } },
+  flags: { dtype: { type: 'string', choices: COMPUTE_DTYPES, default: "the checkpoint's own", help: 'convert the weights to this dtype' } },
 };
 
 export const WORKER: Command = {
@@ -93,6 +94,7 @@ export const ENQUEUE: Command = {
     wait: { type: 'boolean', help: 'wait for the jobs to finish, printing progress' },
     json: { type: 'boolean', help: 'print JSON Lines' },
     format: { type: 'string', choices: OUTPUT_FORMATS, group: 'job', detail: true, default: 'safetensors', help: 'the output format (as encode --format)' },
+    'out-dtype': { type: 'string', choices: OUTPUT_DTYPES, key: 'outputDtype', group: 'job', detail: true, default: 'f32', help: 'the float tensors\' dtype (as encode --out-dtype)' },
     exclude: { type: 'string', value: 'GLOB', multiple: true, detail: true, help: 'leave out inputs matching GLOB' },
     ...Object.fromEntries(Object.entries(sizing('job')).map(([k, f]) => [k, { ...f, detail: true }])),
     stages: { type: 'boolean', group: 'job', detail: true, help: "also write every stage's output" },

@@ -1,7 +1,7 @@
 // `tessera doctor [--json] [--backend B]...`: the library's runDoctor (src/doctor.ts) printed as a summary, or
 // as one JSON document (--json) to attach to a bug report. Exit 0 when every available backend agrees with
 // HF, 1 when one disagrees or fails, 2 on usage errors.
-import { runDoctor, type DoctorReport } from '../doctor.js';
+import { runDoctor, type DoctorReport, type DoctorRun } from '../doctor.js';
 import { toTesseraError } from '../errors.js';
 import { DOCTOR } from './commands.js';
 import { parseFlags, usageOf } from './flags.js';
@@ -10,6 +10,9 @@ import { EXIT_OK, EXIT_SOME_FAILED, EXIT_USAGE, formatBytes, table, type CliIo }
 export const DOCTOR_USAGE = usageOf(DOCTOR);
 
 const sci = (v: number | undefined) => (v === undefined ? '' : v.toExponential(1));
+
+// A run's name: its backend, and the precision where it is not f32 (Metal runs each fixture in f32 and f16).
+const label = (run: DoctorRun) => (run.precision === 'f32' ? run.backend : `${run.backend} (${run.precision})`);
 
 function summary(r: DoctorReport): string[] {
   const g = r.gpu;
@@ -26,10 +29,10 @@ function summary(r: DoctorReport): string[] {
     lines.push('', `${t.name} (${t.family}, ${t.patches} patches)`);
     for (const run of t.runs) {
       if (run.error && !run.stages.length) {
-        lines.push(`  ${run.backend}: FAILED: ${run.error}`);
+        lines.push(`  ${label(run)}: FAILED: ${run.error}`);
         continue;
       }
-      lines.push(`  ${run.backend}: ${run.ok ? 'ok' : 'DISAGREES'}, ${run.ms!.toFixed(1)} ms, max error vs HF ${sci(run.maxVsHf)} (tolerance ${run.tolerance})` +
+      lines.push(`  ${label(run)}: ${run.ok ? 'ok' : 'DISAGREES'}, ${run.ms!.toFixed(1)} ms, max error vs HF ${sci(run.maxVsHf)} (tolerance ${run.tolerance})` +
         (run.maxVsCpu !== undefined ? `, vs cpu ${sci(run.maxVsCpu)}` : ''));
       const m = run.costModel;
       if (m) lines.push(m.predictedMs !== undefined

@@ -10,7 +10,7 @@
 import { basename, relative } from 'node:path';
 import { toTesseraError } from '../errors.js';
 import { disableDecodeCache } from '../image/index.js';
-import { BulkOutputOptionsSchema, DEFAULT_BATCH, OpenOptionsSchema, encodeManyOptionsSchema, parseArgument, type BulkOutputOptions } from '../options.js';
+import { BulkOutputOptionsSchema, DEFAULT_BATCH, OpenOptionsSchema, encodeManyOptionsSchema, parseArgument, type BulkOutputOptions, type OutputDtype } from '../options.js';
 import { VisionTower, type EncodeOptions, type EncodeResult, type OpenOptions } from '../tower.js';
 import { collectInputs, type BulkInput } from '../bulk/inputs.js';
 import { checkDistinctOutputs, outputJob, type OutputJob } from '../bulk/output-dir.js';
@@ -72,8 +72,8 @@ function gridText(r: EncodeResult): string {
 }
 
 /** --out: one image's tensors under `image.<i>.` (names of src/outputs/tensors.ts). */
-async function addToRunFile(w: SafetensorsWriter, i: number, r: EncodeResult): Promise<void> {
-  for (const t of resultTensors(r)) await w.add(`image.${i}.${t.name}`, t.shape, t.data);
+async function addToRunFile(w: SafetensorsWriter, i: number, r: EncodeResult, dtype: OutputDtype): Promise<void> {
+  for (const t of resultTensors(r, dtype)) await w.add(`image.${i}.${t.name}`, t.shape, t.data, t.dtype);
 }
 
 /** The summary line's counts: "encoded 82 of 302 images (218 up to date, 2 failed)". */
@@ -138,6 +138,7 @@ export async function encodeCommand(args: readonly string[], io: CliIo): Promise
       job = outputJob(tower, {
         dir: o.bulk.outDir,
         format: o.bulk.format,
+        outputDtype: o.bulk.outputDtype,
         model: modelPath!,
         options: o.encode,
         hashInputs: o.bulk.hashInputs,
@@ -245,7 +246,7 @@ export async function encodeCommand(args: readonly string[], io: CliIo): Promise
         failedInputs.push(outcome.input.path);
       } else if (outcome.status === 'skipped') skipped++;
       else {
-        if (writer) await addToRunFile(writer, outcome.index, outcome.result);
+        if (writer) await addToRunFile(writer, outcome.index, outcome.result, o.bulk.outputDtype);
         encoded++;
         if (outcome.redone !== undefined) {
           redone++;
@@ -262,6 +263,7 @@ export async function encodeCommand(args: readonly string[], io: CliIo): Promise
         inputs: JSON.stringify(inputs.map((i) => i.path)),
         model: modelPath!,
         family: tower.info.family,
+        output_dtype: o.bulk.outputDtype,
         tessera_version: tesseraVersion(),
         demo_random_weights: String(demo),
         failed: JSON.stringify(failedInputs),

@@ -2,6 +2,7 @@
 // nothing is read beyond headers and pages touched): family, source, dimensions, dtypes, the
 // tensors of each kind of stage with their shapes, and the bytes each residency holds.
 import { toTesseraError } from '../errors.js';
+import { familyOf } from '../families/registry.js';
 import type { StageSpec } from '../spec/types.js';
 import { stageBytes } from '../tower-info.js';
 import { VisionTower } from '../tower.js';
@@ -63,18 +64,12 @@ export async function inspectCommand(args: readonly string[], io: CliIo): Promis
     const blocks = stages.filter((s) => s.kind === 'block');
     if (json) {
       const { memory, ...rest } = info;
-      io.out(JSON.stringify({ ...rest, memory: { residentBytes: memory.residentBytes, slotBytes: memory.slotBytes, streamBytes: memory.streamBytes, fileBytes: memory.fileBytes }, preprocessor: tower.preprocessorConfig ?? null, stages }, null, 2));
+      io.out(JSON.stringify({ ...rest, memory: { residentBytes: memory.residentBytes, slotBytes: memory.slotBytes, streamBytes: memory.streamBytes, mappedBytes: memory.mappedBytes, fileBytes: memory.fileBytes }, preprocessor: tower.preprocessorConfig ?? null, stages }, null, 2));
       return EXIT_OK;
     }
     const m = info.memory;
     const pre = tower.preprocessorConfig;
-    const budget =
-      info.family === 'gemma4'
-        ? `max ${tower.spec.dims['max_soft_tokens']} soft tokens`
-        : (() => {
-            const size = pre?.['size'] as { shortest_edge?: number; longest_edge?: number } | undefined;
-            return `min ${pre?.['min_pixels'] ?? size?.shortest_edge ?? '?'} / max ${pre?.['max_pixels'] ?? size?.longest_edge ?? '?'} pixels`;
-          })();
+    const budget = familyOf(info.family).images.describeSizing(tower.spec, pre);
     const lines = table(
       ['', ''],
       [
@@ -86,6 +81,7 @@ export async function inspectCommand(args: readonly string[], io: CliIo): Promis
         ['weights', `${formatBytes(info.bytes.total)} total; ${formatBytes(info.bytes.perBlock)} per block; ${formatBytes(info.bytes.nonBlock)} outside the blocks`],
         ['resident', `${formatBytes(m.residentBytes)} held (residency resident)`],
         ['stream', `${formatBytes(m.slotBytes)} per slot, ${formatBytes(m.streamBytes)} held with the default slots`],
+        ['mapped', `${formatBytes(m.fileBytes)} of files mapped${m.mappedBytes ? `; ${formatBytes(m.mappedBytes)} held (Q8_0 tensors widened to f32)` : ''}`],
         ['images', budget],
       ],
       [false, false],

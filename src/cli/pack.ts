@@ -3,7 +3,7 @@
 import { TesseraError, toTesseraError } from '../errors.js';
 import { loadModel } from '../load-model.js';
 import { packModel } from '../pack/pack.js';
-import type { DType } from '../spec/types.js';
+import type { ComputeDType } from '../spec/types.js';
 import { PACK } from './commands.js';
 import { parseFlags, usageOf, UsageError } from './flags.js';
 
@@ -12,7 +12,7 @@ export const PACK_USAGE = usageOf(PACK);
 export async function packCommand(args: readonly string[], print: (line: string) => void = (l) => process.stdout.write(l + '\n'),
   printError: (line: string) => void = (l) => process.stderr.write(l + '\n')): Promise<number> {
   let positional: string[];
-  let dtype: DType | undefined;
+  let dtype: ComputeDType | undefined;
   try {
     const parsed = parseFlags(PACK, args);
     if (parsed.help) {
@@ -20,7 +20,7 @@ export async function packCommand(args: readonly string[], print: (line: string)
       return 0;
     }
     positional = parsed.positionals;
-    dtype = parsed.groups['cli']?.['dtype'] as DType | undefined;
+    dtype = parsed.groups['cli']?.['dtype'] as ComputeDType | undefined;
     if (positional.length !== 2) throw new UsageError('expected a model path and an output folder');
   } catch (e) {
     printError(`tessera pack: ${(e as Error).message}\n${PACK_USAGE}`);

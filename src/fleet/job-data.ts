@@ -7,7 +7,7 @@
 // refused in one line without reading its entries.
 import { isAbsolute } from 'node:path';
 import { z } from 'zod';
-import { OUTPUT_FORMATS, type OutputFormat } from '../bulk/index.js';
+import { OUTPUT_DTYPES, OUTPUT_FORMATS, type OutputDtype, type OutputFormat } from '../bulk/index.js';
 import { TesseraError } from '../errors.js';
 import { SoftTokenBudgetSchema, type GemmaSoftTokenBudget } from '../image/config.js';
 import { describeValue } from '../options.js';
@@ -33,6 +33,8 @@ export const MAX_INPUT_LENGTH = 4096;
 export interface JobOptions {
   /** What the worker writes for the image (`encode --format`). Default 'safetensors'. */
   format?: OutputFormat;
+  /** What the float tensors are written in (`encode --out-dtype`). Default 'f32'. */
+  outputDtype?: OutputDtype;
   /** Qwen towers: the resized image's pixel-area bounds. Default: the checkpoint's. */
   minPixels?: number;
   maxPixels?: number;
@@ -48,6 +50,7 @@ export interface JobOptions {
 export const JobOptionsSchema = z
   .object({
     format: z.enum(OUTPUT_FORMATS).optional(),
+    outputDtype: z.enum(OUTPUT_DTYPES).optional(),
     minPixels: z.number().int().positive().optional(),
     maxPixels: z.number().int().positive().optional(),
     maxSoftTokens: SoftTokenBudgetSchema.optional(),

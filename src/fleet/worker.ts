@@ -110,8 +110,8 @@ export async function createWorker(opts: FleetWorkerOptions): Promise<FleetWorke
   // the up-to-date check) are the same whichever of the two wrote them (outputJob records an
   // option given as its default as absent, so stages: false and no stages match too).
   const outputFor = (options: JobOptions) => {
-    const { format = 'safetensors', ...encodeOptions } = options;
-    const out = outputJob(tower, { dir: outDir, format, model: modelName, options: encodeOptions, notes: { tessera_version: tesseraVersion(), demo_random_weights: 'false' } });
+    const { format = 'safetensors', outputDtype = 'f32', ...encodeOptions } = options;
+    const out = outputJob(tower, { dir: outDir, format, outputDtype, model: modelName, options: encodeOptions, notes: { tessera_version: tesseraVersion(), demo_random_weights: 'false' } });
     return { out, encodeOptions };
   };
 

@@ -8,6 +8,7 @@
 // we read" (magic, version, unknown tensor type), ERR_WEIGHTS_CORRUPT for a damaged one.
 import { TesseraError } from '../errors.js';
 import { openRegular } from '../io/open-regular.js';
+import { DTYPES, type DType } from '../spec/types.js';
 import type { TensorIndex } from './tensor-index.js';
 
 /** GGUF metadata value types (gguf_type). */
@@ -62,8 +63,16 @@ const GGML_TYPES: Record<number, { name: string; block: number; bytes: number }>
   39: { name: 'MXFP4', block: 32, bytes: 17 },
 };
 
-/** The ggml types tessera computes with, and their TowerSpec dtype. */
-const FLOAT_TYPES: Record<number, 'f32' | 'f16' | 'bf16'> = { 0: 'f32', 1: 'f16', 30: 'bf16' };
+/**
+ * The ggml types tessera reads, and their TowerSpec dtype: the float types it computes with, and
+ * Q8_0, which the native weight stores widen to f32 exactly as ggml's dequantize_row_q8_0 does.
+ */
+const READ_TYPES: Record<number, DType> = { 0: 'f32', 1: 'f16', 30: 'bf16', 8: 'q8_0' };
+const READ_TYPE_NAMES =
+  Object.entries(READ_TYPES)
+    .sort(([, a], [, b]) => DTYPES.indexOf(a) - DTYPES.indexOf(b))
+    .map(([id]) => GGML_TYPES[Number(id)]!.name)
+    .join(', ') + ' are';
 
 export interface GgufTensorInfo {
   name: string;
@@ -356,18 +365,17 @@ export async function readGgufHeader(path: string): Promise<GgufHeader> {
   }
 }
 
-/** The TowerSpec dtype of a tensor, or a refusal naming the tensor and its type (quantised, integer...). */
-export function ggufTensorDType(h: GgufHeader, t: GgufTensorInfo): 'f32' | 'f16' | 'bf16' {
-  const d = FLOAT_TYPES[t.type];
-  if (!d)
-    throw format(h.path, `tensor '${t.name}' has type ${t.typeName}: quantised or integer tensors are not supported (F32, F16, BF16 are)`);
+/** The TowerSpec dtype of a tensor, or a refusal naming the tensor and its type (other quantisations, integers...). */
+export function ggufTensorDType(h: GgufHeader, t: GgufTensorInfo): DType {
+  const d = READ_TYPES[t.type];
+  if (!d) throw format(h.path, `tensor '${t.name}' has type ${t.typeName}, which tessera does not read (${READ_TYPE_NAMES})`);
   return d;
 }
 
 /**
  * The header as a TensorIndex (the spec builders' common input): numpy-order shapes (ne reversed),
- * and a dtype only for the float types tessera computes with: a quantised tensor stays in the index
- * (an Ollama file's text model may be quantised) and is refused only if a builder asks for it.
+ * and a dtype only for the types tessera reads: any other tensor stays in the index (an Ollama
+ * file's text model may be quantised otherwise) and is refused only if a builder asks for it.
  */
 export function ggufTensorIndex(h: GgufHeader): TensorIndex {
   const index: TensorIndex = { files: [h.path], tensors: new Map() };
@@ -375,7 +383,7 @@ export function ggufTensorIndex(h: GgufHeader): TensorIndex {
     index.tensors.set(t.name, {
       name: t.name,
       storedType: t.typeName,
-      dtype: FLOAT_TYPES[t.type],
+      dtype: READ_TYPES[t.type],
       shape: [...t.ne].reverse(),
       file: 0,
       offset: t.offset,
@@ -399,6 +407,13 @@ export function ggufString(h: GgufHeader, key: string): string | undefined {
   if (v === undefined) return undefined;
   if (typeof v !== 'string') throw new TesseraError('ERR_CONFIG_INVALID', `${h.path}: metadata '${key}' should be a string, found ${describe(v)}`);
   return v;
+}
+
+/** What a GGUF file is: its general.architecture and, for a llama.cpp mmproj (architecture 'clip'), its projector type. */
+export function ggufKind(h: GgufHeader): { arch: string | undefined; projector: string | undefined } {
+  const arch = ggufString(h, 'general.architecture');
+  const projector = arch === 'clip' ? (ggufString(h, 'clip.projector_type') ?? ggufString(h, 'clip.vision.projector_type')) : undefined;
+  return { arch, projector };
 }
 
 export function ggufNumberArray(h: GgufHeader, key: string): number[] | undefined {

@@ -9,7 +9,7 @@ import { ioError } from '../io/io-error.js';
 import { safetensorsHeader } from './safetensors.js';
 import { AtomicFile, checkOutputTarget, createScratchFile } from '../io/atomic-file.js';
 
-type Dtype = 'F32' | 'I64' | 'I32';
+type Dtype = 'F32' | 'BF16' | 'F16' | 'I64' | 'I32';
 interface Entry {
   dtype: Dtype;
   shape: number[];
@@ -38,10 +38,12 @@ export class SafetensorsWriter {
     return new SafetensorsWriter(path, await createScratchFile(path, 'data'));
   }
 
-  async add(name: string, shape: number[], values: Float32Array | BigInt64Array | Int32Array): Promise<void> {
+  /** `dtype` names what a Uint16Array holds (BF16 or F16 bits); the other arrays say it themselves. */
+  async add(name: string, shape: number[], values: Float32Array | Uint16Array | BigInt64Array | Int32Array, dtype?: Dtype): Promise<void> {
     if (!this.#open) throw new TesseraError('ERR_INTERNAL', 'safetensors writer already finished');
     if (this.#entries.has(name)) throw new TesseraError('ERR_INTERNAL', `tensor ${name} written twice`);
-    const dtype: Dtype = values instanceof Float32Array ? 'F32' : values instanceof BigInt64Array ? 'I64' : 'I32';
+    if (values instanceof Uint16Array && dtype !== 'BF16' && dtype !== 'F16') throw new TesseraError('ERR_INTERNAL', `tensor ${name}: 16-bit values need their dtype (BF16 or F16)`);
+    dtype ??= values instanceof Float32Array ? 'F32' : values instanceof BigInt64Array ? 'I64' : 'I32';
     const bytes = new Uint8Array(values.buffer, values.byteOffset, values.byteLength);
     try {
       let done = 0;

@@ -11,7 +11,7 @@ import { openRegular } from '../io/open-regular.js';
 import { openOwnFile } from '../io/read-back.js';
 import type { DType } from '../spec/types.js';
 import { jsonStructureProblem } from './json-structure.js';
-import { DTYPE_BYTES, elementCount, type IndexedTensor } from './tensor-index.js';
+import { elementCount, type IndexedTensor } from './tensor-index.js';
 
 const STORED: Record<string, { dtype?: DType; bytes: number }> = {
   F32: { dtype: 'f32', bytes: 4 },
@@ -114,8 +114,6 @@ function parseHeader(path: string, text: string, dataStart: number, fileSize: nu
   }
   return { tensors, metadata };
 }
-
-export { DTYPE_BYTES };
 
 // ---- writing
 

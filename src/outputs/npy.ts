@@ -7,13 +7,17 @@ import type { OutputTensor } from './tensors.js';
 const MAGIC = Buffer.from([0x93, 0x4e, 0x55, 0x4d, 0x50, 0x59, 0x01, 0x00]);
 const ALIGN = 64;
 
-/** numpy's dtype string for each tensor dtype tessera writes (little-endian). */
-const DESCR: Record<OutputTensor['dtype'], string> = { F32: '<f4', I64: '<i8' };
+import { TesseraError } from '../errors.js';
+
+/** numpy's dtype string for each tensor dtype tessera writes (little-endian); numpy has no bfloat16. */
+const DESCR: Record<OutputTensor['dtype'], string | undefined> = { F32: '<f4', F16: '<f2', BF16: undefined, I64: '<i8' };
 
 /** The whole .npy file for one tensor. */
 export function npyBytes(t: OutputTensor): Buffer {
   const shape = t.shape.length === 1 ? `(${t.shape[0]},)` : `(${t.shape.join(', ')})`;
-  let header = `{'descr': '${DESCR[t.dtype]}', 'fortran_order': False, 'shape': ${shape}, }`;
+  const descr = DESCR[t.dtype];
+  if (!descr) throw new TesseraError('ERR_INVALID_ARGUMENT', `.npy: numpy has no dtype for ${t.dtype} (tensor ${t.name})`);
+  let header = `{'descr': '${descr}', 'fortran_order': False, 'shape': ${shape}, }`;
   const unpadded = MAGIC.length + 2 + header.length + 1;
   header += ' '.repeat((ALIGN - (unpadded % ALIGN)) % ALIGN) + '\n';
   const len = Buffer.alloc(2);

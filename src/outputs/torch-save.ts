@@ -18,7 +18,7 @@ import { TesseraError } from '../errors.js';
 import type { OutputTensor } from './tensors.js';
 
 /** torch's storage class for each tensor dtype tessera writes. */
-const STORAGE: Record<OutputTensor['dtype'], string> = { F32: 'FloatStorage', I64: 'LongStorage' };
+const STORAGE: Record<OutputTensor['dtype'], string> = { F32: 'FloatStorage', BF16: 'BFloat16Storage', F16: 'HalfStorage', I64: 'LongStorage' };
 
 /** torch aligns every member's data to this many bytes (PyTorchStreamWriter's kFieldAlignment). */
 const ALIGN = 64;

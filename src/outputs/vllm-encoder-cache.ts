@@ -15,6 +15,7 @@ import { TesseraError } from '../errors.js';
 import type { EncodeResult } from '../tower.js';
 import { engineRows } from './engine-rows.js';
 import { safetensorsBytes } from '../formats/safetensors.js';
+import { narrowTensor, type OutputDtype } from './out-dtype.js';
 
 /** The file vLLM's connector reads inside an item's folder, and the tensor it takes from it. */
 export const ENCODER_CACHE_FILE = 'encoder_cache.safetensors';
@@ -28,7 +29,7 @@ export function encoderCacheIdentifier(inputSha256: string | undefined, input: s
 }
 
 /** The safetensors file holding one image's encoder output under `ec_cache`. */
-export function encoderCacheBytes(r: EncodeResult, metadata: Record<string, string>): Buffer {
+export function encoderCacheBytes(r: EncodeResult, metadata: Record<string, string>, dtype: OutputDtype = 'f32'): Buffer {
   const rows = engineRows(r);
-  return safetensorsBytes([{ name: ENCODER_CACHE_TENSOR, dtype: 'F32', shape: [rows.rows, rows.cols], data: rows.data }], metadata);
+  return safetensorsBytes([narrowTensor({ name: ENCODER_CACHE_TENSOR, dtype: 'F32', shape: [rows.rows, rows.cols], data: rows.data }, dtype)], metadata);
 }

@@ -1,7 +1,7 @@
 // --format vllm / vllm-torch: the chat-completions content part vLLM's OpenAI server accepts for an
 // image's precomputed embeddings when started with --enable-mm-embeds (docs/downstream.md):
 //   { "type": "image_embeds",
-//     "image_embeds": { "image_embeds": <base64 tensor, f32 [tokens, cols]>,
+//     "image_embeds": { "image_embeds": <base64 tensor, f32 (or the output dtype) [tokens, cols]>,
 //                       "image_grid_thw": <base64 tensor, int64 [3]> } }
 // One part per image; vLLM's chat-content merge (_merge_embeds in vllm/entrypoints/chat_utils.py)
 // stacks the parts' grids into [images, 3] and concatenates their rows, which is what
@@ -9,13 +9,16 @@
 // per part would stack into [images, 1, 3] and fail it.
 // The tensors are base64 of either .npy bytes (vLLM 0.19 and later recognise numpy's magic and
 // np.load them) or torch.save bytes (what vLLM's own tensor2base64 writes; every release reads it).
-// Qwen3-VL's rows carry the deepstack features after the merged ones (engine-rows.ts). vLLM's
-// Gemma 4 model takes pixel values only (no image-embedding input), so Gemma 4 is refused here.
+// Qwen3-VL's rows carry the deepstack features after the merged ones (engine-rows.ts). A family whose
+// vLLM model takes pixel values only (no image-embedding input) says so in its registry entry
+// (outputs.vllmRefusal), and is refused here.
 import { TesseraError } from '../errors.js';
+import { familyOf } from '../families/registry.js';
 import type { Family } from '../spec/types.js';
 import type { EncodeResult } from '../tower.js';
 import { engineRows } from './engine-rows.js';
 import { npyBytes } from './npy.js';
+import { narrowTensor, type OutputDtype } from './out-dtype.js';
 import type { OutputTensor } from './tensors.js';
 import { torchSaveBytes } from './torch-save.js';
 
@@ -26,9 +29,7 @@ const ENCODERS: Record<VllmTensorEncoding, (t: OutputTensor) => Buffer> = { npy:
 
 /** Why a family cannot be written in this format, or undefined when it can. */
 export function vllmUnsupported(family: Family): string | undefined {
-  return family === 'gemma4'
-    ? "vLLM's Gemma 4 model (vllm/model_executor/models/gemma4_mm.py) takes pixel values only, no precomputed image embeddings; use --format sglang or safetensors"
-    : undefined;
+  return familyOf(family).outputs.vllmRefusal;
 }
 
 /** The grid of one image as vLLM takes it per content part: int64 of shape (3,). */
@@ -38,14 +39,14 @@ export function vllmGridTensor(r: EncodeResult): OutputTensor {
   return { name: 'image_grid_thw', dtype: 'I64', shape: [3], data: BigInt64Array.of(BigInt(g.t), BigInt(g.h), BigInt(g.w)) };
 }
 
-export function toVllmContentPart(r: EncodeResult, family: Family, options: { encoding?: VllmTensorEncoding } = {}): Record<string, unknown> {
+export function toVllmContentPart(r: EncodeResult, family: Family, options: { encoding?: VllmTensorEncoding; outputDtype?: OutputDtype } = {}): Record<string, unknown> {
   const why = vllmUnsupported(family);
   if (why) throw new TesseraError('ERR_INVALID_ARGUMENT', `--format vllm: ${why}`);
   const encode = ENCODERS[options.encoding ?? 'npy'];
   if (!encode) throw new TesseraError('ERR_INVALID_ARGUMENT', `vLLM tensor encoding must be npy or torch (got '${String(options.encoding)}')`);
   const grid = vllmGridTensor(r);
   const rows = engineRows(r);
-  const embeds = encode({ name: 'image_embeds', dtype: 'F32', shape: [rows.rows, rows.cols], data: rows.data });
+  const embeds = encode(narrowTensor({ name: 'image_embeds', dtype: 'F32', shape: [rows.rows, rows.cols], data: rows.data }, options.outputDtype ?? 'f32'));
   return {
     type: 'image_embeds',
     image_embeds: { image_embeds: embeds.toString('base64'), image_grid_thw: encode(grid).toString('base64') },

@@ -6,10 +6,11 @@
 // file or overlapping. Blocks may be listed in any order: each is placed by its own index.
 import { z } from 'zod';
 import { TesseraError } from '../errors.js';
-import { DTYPE_BYTES, elementCount } from '../formats/tensor-index.js';
+import { elementCount, storedBytes } from '../formats/tensor-index.js';
 import { addon } from '../native.js';
 import { configError } from '../spec/tensors.js';
-import { DTYPES, FAMILIES, STAGE_KINDS, type DType, type Family, type StageKind, type StageSpec, type TensorSpec, type TowerSpec } from '../spec/types.js';
+import { FAMILIES } from '../families/registry.js';
+import { COMPUTE_DTYPES, DTYPES, STAGE_KINDS, type ComputeDType, type DType, type Family, type StageKind, type StageSpec, type TensorSpec, type TowerSpec } from '../spec/types.js';
 import type { Assert, Equals } from '../type-equality.js';
 
 export const MANIFEST_FILE = 'tessera-pack.json';
@@ -64,7 +65,7 @@ export interface PackManifest {
   version: typeof PACK_VERSION;
   family: Family;
   /** What was packed: its source kind and path, and the dtype asked for (`pack --dtype`; null: each tensor kept as stored). */
-  packedFrom: { source: string; path: string; dtype: DType | null };
+  packedFrom: { source: string; path: string; dtype: ComputeDType | null };
   dims: Record<string, number>;
   lists: Record<string, number[]>;
   /** The source's preprocessor_config.json, kept for the packed tower's image pipeline. */
@@ -119,7 +120,7 @@ const PackManifestSchema = z
     format: z.literal(PACK_FORMAT),
     version: z.literal(PACK_VERSION),
     family: z.enum(FAMILIES),
-    packedFrom: z.object({ source: z.string(), path: z.string(), dtype: z.enum(DTYPES).nullable() }).strict(),
+    packedFrom: z.object({ source: z.string(), path: z.string(), dtype: z.enum(COMPUTE_DTYPES).nullable() }).strict(),
     dims: z.record(z.string(), z.number()),
     lists: z.record(z.string(), z.array(z.number())),
     preprocessorConfig: z.record(z.string(), z.unknown()).nullable(),
@@ -173,7 +174,7 @@ export function parseManifest(text: string, where: string): PackManifest {
 function checkTensors(where: string, tensors: PackedTensor[], room: number, what: string): number {
   let extent = 0;
   for (const t of tensors) {
-    const want = elementCount(t.shape) * DTYPE_BYTES[t.dtype];
+    const want = storedBytes(t.dtype, elementCount(t.shape));
     if (t.length !== want)
       throw new TesseraError('ERR_TENSOR_SHAPE', `${where}: tensor '${t.name}' is ${t.length} bytes but [${t.shape.join(', ')}] ${t.dtype} needs ${want}`);
     extent = Math.max(extent, t.offset + t.length);

@@ -6,9 +6,9 @@
 import { mkdir, open, readdir, rename, rm, stat, writeFile } from 'node:fs/promises';
 import { join, resolve } from 'node:path';
 import { TesseraError, toTesseraError } from '../errors.js';
-import { DTYPE_BYTES, elementCount } from '../formats/tensor-index.js';
+import { elementCount, storedBytes } from '../formats/tensor-index.js';
 import { addon } from '../native.js';
-import { DTYPES, type DType, type LoadedModel, type StageSpec, type TowerSpec } from '../spec/types.js';
+import { COMPUTE_DTYPES, type ComputeDType, type DType, type LoadedModel, type StageSpec, type TowerSpec } from '../spec/types.js';
 import { recordChecksums } from './checksum.js';
 import {
   MANIFEST_FILE,
@@ -22,7 +22,7 @@ import {
 export const WEIGHTS_FILE = 'weights.bin';
 
 export interface PackOptions {
-  dtype?: DType | undefined;
+  dtype?: ComputeDType | undefined;
 }
 
 export interface PackResult {
@@ -33,18 +33,18 @@ export interface PackResult {
 
 const roundUp = (n: number, a: number) => Math.ceil(n / a) * a;
 
-function packedDtype(t: { dtype: DType; shape: number[] }, dtype: DType | undefined): DType {
+function packedDtype(t: { dtype: DType; shape: number[] }, dtype: ComputeDType | undefined): DType {
   return dtype && t.shape.length >= 2 ? dtype : t.dtype;
 }
 
 /** Tensor offsets inside a stage (spec order, 64-byte aligned) and the stage's extent. */
-function stageTensors(stage: StageSpec, dtype: DType | undefined): { tensors: PackedTensor[]; extent: number } {
+function stageTensors(stage: StageSpec, dtype: ComputeDType | undefined): { tensors: PackedTensor[]; extent: number } {
   let at = 0;
   const align = packAlignment().tensor;
   const tensors = stage.tensors.map((t) => {
     const d = packedDtype(t, dtype);
     at = roundUp(at, align);
-    const p: PackedTensor = { role: t.role, name: t.name, dtype: d, shape: [...t.shape], offset: at, length: elementCount(t.shape) * DTYPE_BYTES[d] };
+    const p: PackedTensor = { role: t.role, name: t.name, dtype: d, shape: [...t.shape], offset: at, length: storedBytes(d, elementCount(t.shape))! };
     at += p.length;
     return p;
   });
@@ -52,7 +52,7 @@ function stageTensors(stage: StageSpec, dtype: DType | undefined): { tensors: Pa
 }
 
 /** The manifest for `spec` (pure): where each stage goes in the weights file. */
-export function planPack(spec: TowerSpec, source: { path: string; dtype: DType | undefined }, preprocessorConfig: Record<string, unknown> | undefined): PackManifest {
+export function planPack(spec: TowerSpec, source: { path: string; dtype: ComputeDType | undefined }, preprocessorConfig: Record<string, unknown> | undefined): PackManifest {
   const laid = spec.stages.map((s) => ({ stage: s, ...stageTensors(s, source.dtype) }));
   const blocks = laid.filter((l) => l.stage.kind === 'block');
   const stageAlign = packAlignment().stage;
@@ -90,8 +90,8 @@ export function planPack(spec: TowerSpec, source: { path: string; dtype: DType |
 
 /** Packs an opened tower (loadModel: any source tessera opens) into `outDir` (new or empty). */
 export async function packModel(model: LoadedModel, outDir: string, options: PackOptions = {}): Promise<PackResult> {
-  if (options.dtype !== undefined && !(DTYPES as readonly string[]).includes(options.dtype))
-    throw new TesseraError('ERR_INVALID_ARGUMENT', `--dtype must be one of ${DTYPES.join(', ')} (got '${options.dtype}')`);
+  if (options.dtype !== undefined && !(COMPUTE_DTYPES as readonly string[]).includes(options.dtype))
+    throw new TesseraError('ERR_INVALID_ARGUMENT', `--dtype must be one of ${COMPUTE_DTYPES.join(', ')} (got '${options.dtype}')`);
   const out = resolve(outDir);
   // Output problems (not a folder, not empty, no permission, disk full) are the caller's to fix:
   // ERR_INVALID_ARGUMENT naming the path, and nothing half-written is left behind.

@@ -14,6 +14,8 @@ export interface WeightMemory {
   slot: number;
   stream: number;
   fileBytes: number;
+  /** What `mapped` holds of its own: quantised tensors widened to f32 (0 for a float tower). */
+  mapped: number;
 }
 
 export interface PolicyInput {
@@ -78,9 +80,9 @@ export function chooseResidency(input: PolicyInput): PolicyDecision {
   };
 }
 
-/** The weight bytes a residency holds itself (mapped: none; the page cache holds the file). */
+/** The weight bytes a residency holds itself (mapped: its widened quantised tensors; the page cache holds the file). */
 export function heldWeightBytes(residency: Residency, weights: WeightMemory): number {
-  return residency === 'resident' ? weights.resident : residency === 'stream' ? weights.stream : 0;
+  return residency === 'resident' ? weights.resident : residency === 'stream' ? weights.stream : weights.mapped;
 }
 
 // Without a memoryBudget, one block-major batch may take this share of the memory free at the

@@ -1,9 +1,9 @@
 // Shared by the family builders: turn an indexed tensor into a TensorSpec, checking that it is
-// present, of the expected shape and of a dtype tessera computes with.
+// present, of the expected shape and of a dtype tessera reads.
 import { ZodError } from 'zod';
 import { TesseraError } from '../errors.js';
 import type { TensorIndex } from '../formats/tensor-index.js';
-import type { TensorSpec } from './types.js';
+import { DTYPES, type TensorSpec } from './types.js';
 
 export function towerTensor(
   index: TensorIndex,
@@ -20,7 +20,7 @@ export function towerTensor(
       `tensor '${name}' has shape [${t.shape.join(', ')}], expected [${shape.join(', ')}]`,
     );
   if (!t.dtype)
-    throw new TesseraError('ERR_MODEL_FORMAT', `tensor '${name}' has type ${t.storedType}, which tessera cannot compute with (f32, f16, bf16)`);
+    throw new TesseraError('ERR_MODEL_FORMAT', `tensor '${name}' has type ${t.storedType}, which tessera does not read (${DTYPES.join(', ')})`);
   return { role, name, dtype: t.dtype, shape: [...shape], file: t.file, offset: t.offset, length: t.length };
 }
 

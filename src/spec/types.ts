@@ -1,12 +1,20 @@
 // The TowerSpec: the single description of a tower (docs/design.md#the-towerspec), built from config files or GGUF
-// metadata by a family's builder (src/spec/<family>.ts), validated with zod, and passed to the
+// metadata by a family's builder (src/families/<family>/), validated with zod, and passed to the
 // addon as a plain object (native/io/tower_spec.h is its C++ twin). Dimensions are read from here
 // by native code, never from a model-specific default.
-/** The model families tessera runs. */
-export const FAMILIES = ['qwen3_5', 'qwen3_vl', 'gemma4'] as const;
-export type Family = (typeof FAMILIES)[number];
-/** The element types of tower weights tessera reads and packs. */
-export const DTYPES = ['f32', 'f16', 'bf16'] as const;
+import type { FamilyId } from '../families/registry.js';
+
+/** The model families tessera runs: every id of the family registry (src/families/registry.ts). */
+export type Family = FamilyId;
+/** The element types tessera computes with (and converts weights to: `tessera pack --dtype`). */
+export const COMPUTE_DTYPES = ['f32', 'f16', 'bf16'] as const;
+export type ComputeDType = (typeof COMPUTE_DTYPES)[number];
+/**
+ * The element types of tower weights tessera reads: the computed ones, and q8_0 (ggml's
+ * block_q8_0), which the native weight stores widen to f32 as they read it. native/common/dtype.h
+ * is the C++ twin.
+ */
+export const DTYPES = [...COMPUTE_DTYPES, 'q8_0'] as const;
 export type DType = (typeof DTYPES)[number];
 
 /** Where a tower was loaded from: tower.info.source. */

@@ -6,12 +6,15 @@ import { VisionTower } from '../../src/index.js';
 import { FIXTURES, readTensors, relErr } from './fixtures.js';
 
 // Every stage of one fixture case through `backend`; returns the worst error per stage.
-export async function towerCase(family: string, caseName: string, gemma: boolean, backend: 'metal' | 'metal-emulated'): Promise<Record<string, number>> {
+// precision 'f16': the half path (docs/metal.md#half-precision), which info.precision must report.
+export async function towerCase(family: string, caseName: string, gemma: boolean, backend: 'metal' | 'metal-emulated',
+  precision: 'f32' | 'f16' = 'f32'): Promise<Record<string, number>> {
   const dir = join(FIXTURES, family);
   const ref = readTensors(join(dir, 'expected', `${caseName}.safetensors`));
-  const tower = await VisionTower.open(join(dir, 'model'), { backend });
+  const tower = await VisionTower.open(join(dir, 'model'), { backend, precision });
   try {
     expect(tower.info.backend).toBe(backend);
+    expect(tower.info.precision).toBe(precision);
     const pixelValues = ref['pixel_values']!.f32();
     const input = gemma
       ? { pixelValues, positions: Int32Array.from(ref['positions']!.i64()) }

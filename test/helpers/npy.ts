@@ -3,7 +3,7 @@
 export interface Npy {
   descr: string;
   shape: number[];
-  data: Float32Array | BigInt64Array;
+  data: Float32Array | Uint16Array | BigInt64Array;
 }
 
 export function readNpy(buf: Uint8Array): Npy {
@@ -17,7 +17,7 @@ export function readNpy(buf: Uint8Array): Npy {
   if (!/'fortran_order':\s*False/.test(header)) throw new Error('fortran order');
   const shape = /'shape':\s*\(([^)]*)\)/.exec(header)![1]!.split(',').map((s) => s.trim()).filter(Boolean).map(Number);
   const bytes = new Uint8Array(b.subarray(10 + n)); // aligned copy
-  const data = descr === '<f4' ? new Float32Array(bytes.buffer) : descr === '<i8' ? new BigInt64Array(bytes.buffer) : undefined;
+  const data = descr === '<f4' ? new Float32Array(bytes.buffer) : descr === '<f2' ? new Uint16Array(bytes.buffer) : descr === '<i8' ? new BigInt64Array(bytes.buffer) : undefined;
   if (!data) throw new Error(`dtype ${descr}`);
   if (data.length !== shape.reduce((a, v) => a * v, 1)) throw new Error('npy size does not match its shape');
   return { descr, shape, data };

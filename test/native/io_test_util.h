@@ -36,7 +36,6 @@ class NoOpsBackend : public backend::Backend {
   void layer_norm(const backend::Tensor&, const backend::Tensor&, const backend::Tensor&, const backend::Tensor&, float) override {}
   void rms_norm(const backend::Tensor&, const backend::Tensor&, const backend::Tensor*, int64_t, float, const backend::Tensor*) override {}
   void add(const backend::Tensor&, const backend::Tensor&, const backend::Tensor&) override {}
-  void mul(const backend::Tensor&, const backend::Tensor&, const backend::Tensor&) override {}
   void affine(const backend::Tensor&, const backend::Tensor&, const backend::Tensor*, const backend::Tensor*, float, float) override {}
   void rope(const backend::Tensor&, const backend::Tensor&, const backend::Tensor&, int64_t, int64_t, int64_t, const backend::HeadNorm*) override {}
   void attention(const backend::Tensor&, const backend::Tensor&, const backend::Tensor&, const backend::Tensor&, int64_t, int64_t,

@@ -106,6 +106,9 @@ double ref_act(Act a, double v) {
     case Act::None: return v;
     case Act::GeluTanh: return 0.5 * v * (1 + std::tanh(std::sqrt(2 / std::numbers::pi) * (v + 0.044715 * v * v * v)));
     case Act::GeluErf: return 0.5 * v * (1 + std::erf(v / std::sqrt(2.0)));
+    // x · sigmoid(1.702 x) with 1.702 x rounded to f32 first, as torch (and the kernels) round it
+    case Act::QuickGelu: return v / (1 + std::exp(-double(1.702f * float(v))));
+    case Act::Silu: return v / (1 + std::exp(-v));
   }
   return v;
 }
@@ -157,7 +160,8 @@ TEST("cpu: linear matches a double loop (dtypes, ragged sizes, strides, bias, ac
     for (const Shape& s : shapes)
       for (DType wd : {DType::F32, DType::F16, DType::BF16}) {
         ++variant;
-        const Act act = Act(variant % 3);
+        // shifted every 6 variants: each activation with and without bias, mul and residual
+        const Act act = Act((variant + 3 * (variant / 6)) % 5);
         const bool with_bias = variant % 2 == 0, with_res = variant % 4 != 1, alias = variant % 4 == 2;
         const bool clamps = variant % 5 == 0;
         // the multiplier: in 2 of 3 variants, y itself in some (then also the residual where that aliases y)
@@ -199,6 +203,40 @@ TEST("cpu: linear matches a double loop (dtypes, ragged sizes, strides, bias, ac
                          std::to_string(variant) + (with_mul ? (mul_alias ? " mul=y" : " mul") : ""));
       }
   });
+}
+
+TEST("cpu: QuickGELU and SiLU in linear's epilogue, per element against the double forms (every level, |x| to 100, bias, mul, residual)") {
+  // The kernels' own inputs: edges (0, tiny, around e^-z's overflow at z ~ -88.4, ±90, ±100), then
+  // a sweep; 331 values, so that the last vector is ragged at every width.
+  std::vector<float> x = {0,     -0.0f,  1e-30f, -1e-30f, 1e-3f, -1e-3f, 0.5f,  -0.5f,  1,      -1,    5,    -5,
+                          20,    -20,    50,     -50,     51.9f, -51.9f, 87,    -87,    88.3f,  -88.3f, 88.5f, -88.5f,
+                          90,    -90,    100,    -100};
+  Rng rng(21);
+  while (x.size() < 231) x.push_back(rng.uniform(-10, 10));
+  while (x.size() < 331) x.push_back(rng.uniform(-100, 100));
+  const size_t n = x.size();
+  std::vector<float> bias(n), mul(n), res(n), y(n);
+  for (size_t i = 0; i < n; ++i) bias[i] = rng.uniform(), mul[i] = rng.uniform(0.5f, 1.5f), res[i] = rng.uniform();
+  for (Simd level : tessera::cpu::supported_simd())
+    for (Act act : {Act::QuickGelu, Act::Silu})
+      for (int with = 0; with < 8; ++with) {  // bit 0: bias, 1: mul, 2: residual
+        tessera::cpu::Epilogue e;
+        e.act = act;
+        tessera::cpu::kernels_for(level).epilogue(y.data(), x.data(), int64_t(n), with & 1 ? bias.data() : nullptr,
+                                                  with & 2 ? mul.data() : nullptr, with & 4 ? res.data() : nullptr, e);
+        for (size_t i = 0; i < n; ++i) {
+          const float v = with & 1 ? x[i] + bias[i] : x[i];  // the sum the kernel activates, rounded as it rounds it
+          const double t = ref_act(act, v) * (with & 2 ? mul[i] : 1.0), ref = t + (with & 4 ? res[i] : 0.0);
+          // the activation within 4e-7 (a few ulp), then one rounding each for mul and residual; results
+          // below 1e-36 may be 0 (e^-z overflows f32 there, as in torch)
+          const double bound = 4e-7 * std::fabs(t) + std::ldexp(std::fabs(t) + std::fabs(ref), -24) + 1e-36;
+          EXPECT_MSG(std::fabs(double(y[i]) - ref) <= bound,
+                     tessera::cpu::simd_name(level) << (act == Act::Silu ? " silu" : " quick_gelu") << " with " << with
+                                                    << ": x " << x[i] << " gives " << y[i] << ", reference " << ref
+                                                    << " (error " << std::fabs(double(y[i]) - ref) / std::max(std::fabs(t), 1e-300)
+                                                    << " of the activation)");
+        }
+      }
 }
 
 TEST("cpu: linear spanning several weight strips, and y aliasing x") {
@@ -506,21 +544,18 @@ TEST("cpu: add, mul, affine") {
       Mat x = env.make(rng, rows, cols, DType::F32, 1, -6, 6);
       Mat b = env.make(rng, rows, cols, DType::F32, 3), brow = env.make(rng, 1, cols, DType::BF16);
       Mat y = env.make(rng, rows, cols);
-      std::vector<double> ra(size_t(rows * cols)), rm(ra.size()), rb(ra.size()), rf(ra.size()), rs(ra.size());
+      std::vector<double> ra(size_t(rows * cols)), rb(ra.size()), rf(ra.size()), rs(ra.size());
       Mat sub = env.make(rng, 1, cols, DType::F16), mulv = env.make(rng, 1, cols);
       for (int64_t r = 0; r < rows; ++r)
         for (int64_t c = 0; c < cols; ++c) {
           size_t i = size_t(r * cols + c);
           ra[i] = x.at(r, c) + b.at(r, c);
-          rm[i] = x.at(r, c) * b.at(r, c);
           rb[i] = x.at(r, c) + brow.at(0, c);
           rf[i] = float(float(x.at(r, c) - sub.at(0, c)) * float(mulv.at(0, c))) * 0.5f;
           rs[i] = float(float(float(x.at(r, c)) - 0.5f) * 2.0f);  // Gemma's 2·(pixel − 0.5), exactly
         }
       env.b->add(y.t, x.t, b.t);
       expect_close(env.read(y.t), ra, 1e-7, "add");
-      env.b->mul(y.t, x.t, b.t);
-      expect_close(env.read(y.t), rm, 1e-7, "mul");
       env.b->add(y.t, x.t, brow.t);
       expect_close(env.read(y.t), rb, 1e-7, "add broadcast row");
       env.b->affine(y.t, x.t, &sub.t, &mulv.t, 0.5f, 0.0f);
@@ -696,7 +731,7 @@ TEST("cpu: property: linear at random shapes, dtypes, strides and epilogues") {
     for (int iter = 0; iter < 24; ++iter) {
       const int64_t m = rng.range(1, 150), k = rng.range(1, iter % 4 == 0 ? 700 : 120), n = rng.range(1, 150);
       const DType wd = DType(rng.range(0, 2));
-      const Act act = Act(rng.range(0, 2));
+      const Act act = Act(rng.range(0, 4));
       const bool with_bias = rng.range(0, 1), with_res = rng.range(0, 1), alias = rng.range(0, 1);
       Mat x = env.make(rng, m, k, DType::F32, rng.range(0, 5), -2, 2);
       Mat w = env.make(rng, n, k, wd, rng.range(0, 3));
@@ -1168,7 +1203,8 @@ TEST("cpu bf16: each bf16 level's linear is its instruction's scalar reference, 
         const DType wd = variant % 4 == 1 ? DType::F32 : variant % 4 == 2 ? DType::F16 : DType::BF16;
         const bool with_bias = variant % 2 == 0, with_res = variant % 3 != 1, with_mul = variant % 4 == 3;
         const bool clamps = variant % 5 == 0;
-        const Act act = variant % 7 == 6 ? Act::GeluErf : Act::None;
+        const Act acts[7] = {Act::None, Act::None, Act::QuickGelu, Act::None, Act::Silu, Act::None, Act::GeluErf};
+        const Act act = acts[variant % 7];
         Mat x = env.make(rng, s.m, s.k, DType::F32, variant % 3);
         Mat w = env.make(rng, s.n, s.k, wd);
         Mat bias = env.make(rng, 1, s.n);
@@ -1225,7 +1261,7 @@ TEST("cpu bf16: each bf16 level's linear is its instruction's scalar reference, 
           for (size_t i = 0; i < got.size(); ++i)
             EXPECT_MSG(std::fabs(double(got[i]) - ref[i]) <= bound[i],
                        what << ": element " << i << " " << got[i] << " vs " << ref[i] << ", bound " << bound[i]);
-        } else {  // the kernels' GELU is a polynomial, the reference's std::erf: close, not the same bits
+        } else {  // the kernels' activations are polynomials, the reference's std::erf / std::exp: close, not the same bits
           std::vector<double> refd(ref.begin(), ref.end());
           expect_close(got, refd, 3e-6, what);
         }

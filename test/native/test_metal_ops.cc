@@ -100,7 +100,35 @@ struct Case {
   std::function<void(Backend&, std::vector<Tensor>&)> op;
   int out;            // the tensor compared
   double tol = 2e-5;  // max |metal - cpu| / max |cpu|
+  // Precision 'f16' (docs/metal.md#half-precision): the inputs that are activations. When set, check() runs the
+  // case a second time on a Metal backend in f16 with these as half tensors, against the CPU given the same
+  // values (rounded to half) as f32, at kHalfTol.
+  std::vector<int> acts;
 };
+
+// Half storage rounds each activation (2^-11 relative) and the GEMM's W to half: a case's output moves by a few
+// units of half's last place of its largest value.
+constexpr double kHalfTol = 2e-3;
+
+// m's values rounded to half: as f16 storage (`store`), or as f32 holding the rounded values.
+HostMat through_half(const HostMat& m, bool store) {
+  if (m.dtype != DType::F32) return m;
+  HostMat h{m.rows, m.cols, m.ld, store ? DType::F16 : DType::F32, {}};
+  const size_t n = m.bytes.size() / 4;
+  h.bytes.assign(n * (store ? 2 : 4), 0);
+  for (size_t i = 0; i < n; i++) {
+    float x;
+    std::memcpy(&x, m.bytes.data() + i * 4, 4);
+    const uint16_t b = tessera::f32_to_f16(x);
+    if (store) std::memcpy(h.bytes.data() + i * 2, &b, 2);
+    else {
+      float r;
+      tessera::widen_to_f32(&b, DType::F16, &r, 1);
+      std::memcpy(h.bytes.data() + i * 4, &r, 4);
+    }
+  }
+  return h;
+}
 
 std::vector<float> run_on(Backend& b, const Case& c) {
   std::vector<Buffer*> bufs;
@@ -121,9 +149,24 @@ std::vector<float> run_on(Backend& b, const Case& c) {
   return out;
 }
 
+void check_one(const Case& c, bool half);
 void check(const Case& c) {
+  check_one(c, false);
+  if (!c.acts.empty()) check_one(c, true);
+}
+
+void check_one(const Case& c0, bool half) {
+  Case c = c0, cref = c0;
+  if (half) {
+    c.name += " [f16]";
+    for (int i : c0.acts) {
+      c.in[size_t(i)] = through_half(c0.in[size_t(i)], true);
+      cref.in[size_t(i)] = through_half(c0.in[size_t(i)], false);
+    }
+    c.tol = std::max(c0.tol, kHalfTol);
+  }
   auto cpu = tessera::cpu::make_cpu_backend(1);
-  const std::vector<float> ref = run_on(*cpu, c);
+  const std::vector<float> ref = run_on(*cpu, cref);
   const mtl::EmuOptions runs[4] = {emu(0, 0, 0xFF), emu(1, 0, 0xFF), emu(2, 1, 0xFF), emu(2, 2, 0x55)};
   const char* names[4] = {"forward/ff", "reverse/ff", "shuffled:1/ff", "shuffled:2/55"};
   const char* gpu_names[4] = {"GPU run 1", "GPU run 2", "", ""};
@@ -131,7 +174,7 @@ void check(const Case& c) {
   if (gpu) std::copy(gpu_names, gpu_names + 4, names);
   std::vector<float> first;
   for (int r = 0; r < (gpu ? 2 : 4); r++) {
-    auto mb = gpu ? mtl::make_metal_backend("metal") : mtl::make_metal_backend(mtl::make_emu_executor(runs[r]), "metal-emulated");
+    auto mb = gpu ? mtl::make_metal_backend("metal", half) : mtl::make_metal_backend(mtl::make_emu_executor(runs[r]), "metal-emulated", half);
     std::vector<float> got;
     try {
       got = run_on(*mb, c);
@@ -174,7 +217,7 @@ TEST("metal: linear vs cpu (matmul + matvec paths, 31/32/33 and 63/64/65 tails, 
   for (const S& s : shapes)
     for (DType wd : {DType::F32, DType::F16, DType::BF16}) {
       ++variant;
-      const Act act = Act(variant % 3);
+      const Act act = Act((variant + 3 * (variant / 6)) % 5);  // shifted every 6: each with and without bias, mul, residual
       const bool bias = variant % 2 == 0, res = variant % 4 != 1, alias = variant % 4 == 2, clamps = variant % 5 == 0;
       // the GEGLU multiplier (Gemma 4's up linear): a strided tensor of its own, or y itself
       const bool mul = variant % 3 != 2, mul_alias = mul && variant % 4 >= 2;
@@ -196,6 +239,27 @@ TEST("metal: linear vs cpu (matmul + matvec paths, 31/32/33 and 63/64/65 tails, 
         b.linear(t[4], t[0], t[1], a);
       };
       c.tol = wd == DType::F32 ? 2e-5 : 5e-5;
+      // f16: x half (the _h kernels) or f32 (the _fh kernels: the patch embedding's pixels)
+      c.acts = variant % 2 ? std::vector<int>{0, 3, 4, 5} : std::vector<int>{3, 4, 5};
+      check(c);
+    }
+}
+
+TEST("metal: linear's QuickGELU and SiLU vs cpu where e^-z overflows (x·W up to ±200; matvec and matmul paths)") {
+  if (!enabled()) return;
+  std::mt19937 g(13);
+  for (Act act : {Act::QuickGelu, Act::Silu})
+    for (int64_t rows : {3, 40}) {
+      Case c;
+      c.name = std::string("linear ") + (act == Act::Silu ? "silu" : "quick_gelu") + " rows=" + std::to_string(rows) + " |x·W| to 200";
+      c.in = {make(g, rows, 2, DType::F32, 0, -100, 100), make(g, 33, 2), make(g, 1, 33), make(g, rows, 33)};
+      c.out = 3;
+      c.op = [=](Backend& b, std::vector<Tensor>& t) {
+        LinearArgs a;
+        a.act = act;
+        a.bias = &t[2];
+        b.linear(t[3], t[0], t[1], a);
+      };
       check(c);
     }
 }
@@ -210,12 +274,14 @@ TEST("metal: layer_norm and rms_norm vs cpu (row and per-head groups, weight dty
       c.in = {make(g, 5, cols, DType::F32, 3, -2, 3), make(g, 1, cols, wd, 0, 0.5f, 1.5f), make(g, 1, cols, wd), make(g, 5, cols)};
       c.out = 3;
       c.op = [](Backend& b, std::vector<Tensor>& t) { b.layer_norm(t[3], t[0], t[1], t[2], 1e-6f); };
+      c.acts = {0, 3};
       check(c);
       Case r;
       r.name = "rms_norm row cols=" + std::to_string(cols) + " w=" + dn(wd) + " in place";
       r.in = {make(g, 4, cols, DType::F32, 0, -2, 3), make(g, 1, cols, wd, 0, 0.5f, 1.5f)};
       r.out = 0;
       r.op = [](Backend& b, std::vector<Tensor>& t) { b.rms_norm(t[0], t[0], &t[1], t[0].cols, 1e-6f, nullptr); };
+      r.acts = {0};
       check(r);
     }
   for (int64_t group : {16, 64, 72})
@@ -225,6 +291,7 @@ TEST("metal: layer_norm and rms_norm vs cpu (row and per-head groups, weight dty
       c.in = {make(g, 7, group * 5, DType::F32, 2, -2, 2), make(g, 1, group, DType::BF16, 0, 0.5f, 1.5f), make(g, 7, group * 5)};
       c.out = 2;
       c.op = [weighted](Backend& b, std::vector<Tensor>& t) { b.rms_norm(t[2], t[0], weighted ? &t[1] : nullptr, t[1].cols, 1e-6f, nullptr); };
+      c.acts = {0, 2};
       check(c);
     }
   // a residual added last (Gemma 4's post-norms x += N(h)): strided and apart, or the output itself
@@ -237,22 +304,21 @@ TEST("metal: layer_norm and rms_norm vs cpu (row and per-head groups, weight dty
               make(g, 6, cols)};
       c.out = alias ? 2 : 3;
       c.op = [alias](Backend& b, std::vector<Tensor>& t) { b.rms_norm(t[alias ? 2 : 3], t[0], &t[1], t[1].cols, 1e-6f, &t[2]); };
+      c.acts = {0, 2, 3};
       check(c);
     }
 }
 
-TEST("metal: element-wise ops vs cpu (add, mul, affine with any-dtype vectors and a scalar shift)") {
+TEST("metal: element-wise ops vs cpu (add, affine with any-dtype vectors and a scalar shift)") {
   if (!enabled()) return;
   std::mt19937 g(13);
-  for (int which = 0; which < 2; which++) {
+  {
     Case c;
-    c.name = which ? "mul (strided b, y = a)" : "add (strided b, y = a)";
+    c.name = "add (strided b, y = a)";
     c.in = {make(g, 32, 33), make(g, 32, 33, DType::F32, 5)};
     c.out = 0;
-    c.op = [which](Backend& b, std::vector<Tensor>& t) {
-      if (which) b.mul(t[0], t[0], t[1]);
-      else b.add(t[0], t[0], t[1]);
-    };
+    c.op = [](Backend& b, std::vector<Tensor>& t) { b.add(t[0], t[0], t[1]); };
+    c.acts = {0, 1};
     check(c);
   }
   for (DType sd : {DType::F32, DType::F16, DType::BF16})
@@ -264,6 +330,7 @@ TEST("metal: element-wise ops vs cpu (add, mul, affine with any-dtype vectors an
       c.op = [mask](Backend& b, std::vector<Tensor>& t) {
         b.affine(t[3], t[0], mask & 1 ? &t[1] : nullptr, mask & 2 ? &t[2] : nullptr, 1.75f, mask == 0 ? 0.5f : 0.0f);
       };
+      c.acts = {0, 3};
       check(c);
     }
 }
@@ -279,6 +346,7 @@ TEST("metal: rope vs cpu (Qwen 1 section, Gemma 2 sections; head_dim 16, 64, 72;
       c.in = {make(g, rows, 3 * heads * hd), make(g, rows, hd), make(g, rows, hd)};
       c.out = 0;
       c.op = [=](Backend& b, std::vector<Tensor>& t) { b.rope(t[0].cols_view(heads * hd, heads * hd), t[1], t[2], heads, hd, sections, nullptr); };
+      c.acts = {0};  // cos and sin stay f32
       check(c);
     }
   // each head RMS-normed first (Gemma 4's q and k): weighted (f32, bf16) and weightless; 9 heads: more heads
@@ -296,6 +364,7 @@ TEST("metal: rope vs cpu (Qwen 1 section, Gemma 2 sections; head_dim 16, 64, 72;
         const HeadNorm norm{weight ? &t[3] : nullptr, 1e-6f};
         b.rope(t[0].cols_view(heads * hd, heads * hd), t[1], t[2], heads, hd, sections, &norm);
       };
+      c.acts = {0};
       check(c);
     }
 }
@@ -311,18 +380,22 @@ TEST("metal: attention vs cpu (head_dim 12/16/64/72/80/96/128, segments incl. 1 
   // 12: the row kernel. 100 rows: several query blocks and key tiles, both ragged.
   const A cases[] = {{4, 16, {{0, 31}, {31, 33}}}, {2, 64, {{0, 1}, {1, 40}}}, {2, 72, {{0, 64}}}, {1, 128, {{0, 20}, {20, 17}}},
                      {2, 80, {{0, 100}}}, {1, 96, {{0, 45}}}, {3, 12, {{0, 33}}}};
-  for (const A& a : cases) {
+  // f16: q, k, v and out half; half K and V tiles (the _h kernels), and with AttnProducts::F32 float tiles (_hs)
+  for (const A& a : cases)
+    for (AttnProducts products : {AttnProducts::Bf16, AttnProducts::F32}) {
     int64_t rows = 0;
     for (auto& s : a.segs) rows = std::max(rows, s.begin + s.length);
     Case c;
-    c.name = "attention heads=" + std::to_string(a.heads) + " hd=" + std::to_string(a.hd) + " segments=" + std::to_string(a.segs.size());
+    c.name = "attention heads=" + std::to_string(a.heads) + " hd=" + std::to_string(a.hd) + " segments=" + std::to_string(a.segs.size()) +
+             (products == AttnProducts::F32 ? " products f32" : "");
     const int64_t w = a.heads * a.hd;
     c.in = {make(g, rows, 3 * w, DType::F32, 0, -2, 2), make(g, rows, w, DType::F32, 3)};
     c.out = 1;
     const float scale = float(1.0 / std::sqrt(double(a.hd)));
     c.op = [=](Backend& b, std::vector<Tensor>& t) {
-      b.attention(t[1], t[0].cols_view(0, w), t[0].cols_view(w, w), t[0].cols_view(2 * w, w), a.heads, a.hd, scale, a.segs);
+      b.attention(t[1], t[0].cols_view(0, w), t[0].cols_view(w, w), t[0].cols_view(2 * w, w), a.heads, a.hd, scale, a.segs, products);
     };
+    c.acts = {0, 1};
     check(c);
   }
   // The cross form (Gemma's query chunks): nq query rows against all 45 keys of one segment, out
@@ -339,6 +412,7 @@ TEST("metal: attention vs cpu (head_dim 12/16/64/72/80/96/128, segments incl. 1 
       const Tensor q = t[0].cols_view(0, w).rows_view(25, nq);
       b.attention(q, q, k, v, heads, hd, 0.3f, {{0, rows}});
     };
+    c.acts = {0, 1};
     check(c);
   }
 }
@@ -364,6 +438,7 @@ TEST("metal: gather_sum vs cpu (1/4/9 taps, table dtypes, accumulate, negative i
         c.in = {make(g, rows, cols), make(g, trows, cols, td, 2), raw(lookup.data(), lookup.size())};
         c.out = 0;
         c.op = [=](Backend& b, std::vector<Tensor>& t) { b.gather_sum(t[0], t[1], t[2].buf, taps, acc); };
+        c.acts = {0};
         check(c);
       }
 }

@@ -20,8 +20,8 @@
 #include "harness.h"
 #include "io/resident_store.h"
 #include "io_test_util.h"
-#include "models/gemma4_vision.h"
-#include "models/qwen_vision.h"
+#include "models/qwen2/windows.h"
+#include "models/vision_model.h"
 
 using namespace tessera;
 
@@ -113,6 +113,46 @@ TowerFile qwen_tower(DType dt) {
   return f;
 }
 
+// Qwen2-VL (LayerNorm, QuickGELU MLP) or Qwen2.5-VL shaped (RMSNorm, gated SiLU MLP, windows of 2x2
+// merged tokens, block 1 attending over whole frames): 2 blocks and the merger. D 32 = 2 heads of 16.
+TowerFile qwen2_tower(DType dt, bool v25, std::vector<double> full = {1}) {
+  TowerFile f;
+  f.dt = dt;
+  const int64_t D = 32, I = 48, O = 24, C = 3, T = 2, P = 2, W = 4 * D;
+  f.spec.family = v25 ? "qwen2_5_vl" : "qwen2_vl";
+  f.spec.dims = {{"hidden", D},      {"heads", 2},          {"head_dim", 16},          {"intermediate", I},
+                 {"out_hidden", O},  {"in_channels", C},    {"temporal_patch_size", T}, {"patch_size", P},
+                 {"merge_size", 2},  {"eps", 1e-6},          {"rope_theta", 10000},     {"window", v25 ? 2 : 0}};
+  f.spec.lists = {{"fullatt_blocks", v25 ? full : std::vector<double>{}}};
+  StageSpec* st = &f.stage("embed", "embed");
+  f.add(*st, "patch_embed.proj.weight", {D, C * T * P * P});
+  for (int l = 0; l < 2; ++l) {
+    st = &f.stage("block." + std::to_string(l), "block", l);
+    f.add(*st, "norm1.weight", {D}, 1.0f);
+    f.add(*st, "norm2.weight", {D}, 1.0f);
+    if (!v25) f.add(*st, "norm1.bias", {D}), f.add(*st, "norm2.bias", {D});
+    f.add(*st, "attn.qkv.weight", {3 * D, D});
+    f.add(*st, "attn.qkv.bias", {3 * D});
+    f.add(*st, "attn.proj.weight", {D, D});
+    f.add(*st, "attn.proj.bias", {D});
+    for (const char* lin : v25 ? std::vector<const char*>{"mlp.gate_proj", "mlp.up_proj"} : std::vector<const char*>{"mlp.fc1"}) {
+      f.add(*st, std::string(lin) + ".weight", {I, D});
+      f.add(*st, std::string(lin) + ".bias", {I});
+    }
+    const std::string down = v25 ? "mlp.down_proj" : "mlp.fc2";
+    f.add(*st, down + ".weight", {D, I});
+    f.add(*st, down + ".bias", {D});
+  }
+  st = &f.stage("merged", "merger");
+  f.add(*st, "ln_q.weight", {D}, 1.0f);
+  if (!v25) f.add(*st, "ln_q.bias", {D});
+  f.add(*st, "mlp.0.weight", {W, W});
+  f.add(*st, "mlp.0.bias", {W});
+  f.add(*st, "mlp.2.weight", {O, W});
+  f.add(*st, "mlp.2.bias", {O});
+  return f;
+}
+
 // Gemma 4 shaped: 2 blocks, pooler (standardised), projector. D 32 = 2 heads of 16.
 TowerFile gemma_tower(DType dt) {
   TowerFile f;
@@ -189,7 +229,6 @@ class CountingBackend final : public backend::Backend {
     in->rms_norm(y, x, w, g, eps, residual);
   }
   void add(const backend::Tensor& y, const backend::Tensor& a, const backend::Tensor& b) override { in->add(y, a, b); }
-  void mul(const backend::Tensor& y, const backend::Tensor& a, const backend::Tensor& b) override { in->mul(y, a, b); }
   void affine(const backend::Tensor& y, const backend::Tensor& x, const backend::Tensor* s, const backend::Tensor* m, float k,
               float shift) override {
     in->affine(y, x, s, m, k, shift);
@@ -286,8 +325,8 @@ TEST("models: a Qwen encode in many row chunks equals one chunk bit for bit; scr
     in.grids = grids;
     for (auto [dt, packed] : kVariants) {
       TowerFile f = qwen_tower(dt);
-      Run whole = encode(f, make_qwen_vision, kRowChunk, in, packed);
-      Run chunked = encode(f, make_qwen_vision, 36, in, packed);
+      Run whole = encode(f, make_model, kRowChunk, in, packed);
+      Run chunked = encode(f, make_model, 36, in, packed);
       EXPECT(whole.out.stages.size() == 5 && whole.out.deepstack.size() == 1);
       expect_same_outputs(whole, chunked);
       for (const Run* r : {&whole, &chunked}) {
@@ -302,6 +341,57 @@ TEST("models: a Qwen encode in many row chunks equals one chunk bit for bit; scr
       EXPECT(chunked.allocated < whole.allocated);  // the chunk buffers shrink with the chunk
     }
   }
+}
+
+TEST("models: a Qwen2 encode in many row chunks equals one chunk bit for bit; scratch_bytes is what it allocates") {
+  const int64_t cols = 3 * 2 * 2 * 2;
+  // A 10 x 14 grid (5 x 7 merged tokens: windows of 2 x 2 leave a partial row and column) and a 4 x 6 one.
+  const std::vector<std::array<int64_t, 3>> grids{{1, 10, 14}, {1, 4, 6}};
+  const int64_t rows = 10 * 14 + 4 * 6;
+  std::vector<float> px = random_pixels(rows, cols, 5);
+  PixelInput in;
+  in.pixels = px.data();
+  in.rows = rows;
+  in.cols = cols;
+  in.grids = grids;
+  for (bool v25 : {false, true})
+    for (auto [dt, packed] : kVariants) {
+      TowerFile f = qwen2_tower(dt, v25);
+      Run whole = encode(f, make_model, kRowChunk, in, packed);
+      Run chunked = encode(f, make_model, 36, in, packed);
+      EXPECT(whole.out.stages.size() == 4 && whole.out.tokens == rows / 4);
+      expect_same_outputs(whole, chunked);
+      for (const Run* r : {&whole, &chunked}) EXPECT(r->predicted >= r->allocated + r->workspace);
+    }
+}
+
+TEST("models: Qwen2.5-VL's windows: edge windows cut short, rows contiguous per window, and they change the result") {
+  PixelInput in;
+  in.grids = {{1, 14, 14}, {2, 4, 6}};  // 7 x 7 merged tokens in 4 x 4 windows; then two frames of 2 x 3
+  const qwen2::WindowOrder o = qwen2::window_order(in, 2, 4);
+  std::vector<int64_t> sizes;
+  for (const backend::Segment& s : o.windows) sizes.push_back(s.length / 4);
+  EXPECT((sizes == std::vector<int64_t>{16, 12, 12, 9, 6, 6}));
+  // The first window is the top-left 4 x 4 merged tokens, row by row; the second starts at column 4.
+  EXPECT(o.tokens[0] == 0 && o.tokens[3] == 3 && o.tokens[4] == 7 && o.tokens[15] == 24 && o.tokens[16] == 4);
+  std::vector<int64_t> sorted = o.tokens;
+  std::sort(sorted.begin(), sorted.end());
+  for (size_t i = 0; i < sorted.size(); ++i) EXPECT(sorted[i] == int64_t(i));  // a permutation
+  EXPECT(o.rows.size() == o.tokens.size() * 4 && o.rows[5] == o.tokens[1] * 4 + 1);
+
+  // Windowed blocks differ from the same tower attending over whole frames everywhere; block 1 attends
+  // over whole frames in both, so only block 0's windows tell them apart.
+  const int64_t cols = 3 * 2 * 2 * 2, rows = 10 * 14;
+  std::vector<float> px = random_pixels(rows, cols, 9);
+  PixelInput one;
+  one.pixels = px.data();
+  one.rows = rows;
+  one.cols = cols;
+  one.grids = {{1, 10, 14}};
+  TowerFile windowed = qwen2_tower(DType::F32, true), full = qwen2_tower(DType::F32, true, {0, 1});
+  Run a = encode(windowed, make_model, kRowChunk, one, false), b = encode(full, make_model, kRowChunk, one, false);
+  EXPECT(same_bits(a.out.stages[0].data, b.out.stages[0].data));     // embed
+  EXPECT(!same_bits(a.out.stages[1].data, b.out.stages[1].data));    // block.0
 }
 
 TEST("models: a Gemma 4 encode in many row chunks equals one chunk bit for bit; scratch_bytes is what it allocates") {
@@ -335,8 +425,8 @@ TEST("models: a Gemma 4 encode in many row chunks equals one chunk bit for bit; 
     in.image_rows = image_rows;
     for (auto [dt, packed] : kVariants) {
       TowerFile f = gemma_tower(dt);
-      Run whole = encode(f, make_gemma4_vision, kRowChunk, in, packed);
-      Run chunked = encode(f, make_gemma4_vision, 30, in, packed);
+      Run whole = encode(f, make_model, kRowChunk, in, packed);
+      Run chunked = encode(f, make_model, 30, in, packed);
       EXPECT(whole.out.stages.size() == 5 && whole.out.tokens == (two ? 16 : 12));
       expect_same_outputs(whole, chunked);
       for (const Run* r : {&whole, &chunked}) {
@@ -396,8 +486,8 @@ TEST("models: Qwen and Gemma 4 towers in precision bf16 stay within HF's own bf1
       in.grids = grids;
       for (bool packed : {false, true}) {
         TowerFile f = qwen_tower(DType::BF16);
-        Run ref = encode(f, make_qwen_vision, kRowChunk, in, packed, cpu::make_cpu_backend(2, level, cpu::Precision::F32));
-        Run bf = encode(f, make_qwen_vision, kRowChunk, in, packed, cpu::make_cpu_backend(2, level, cpu::Precision::Bf16));
+        Run ref = encode(f, make_model, kRowChunk, in, packed, cpu::make_cpu_backend(2, level, cpu::Precision::F32));
+        Run bf = encode(f, make_model, kRowChunk, in, packed, cpu::make_cpu_backend(2, level, cpu::Precision::Bf16));
         expect_bf16_close(ref, bf, kQwenBf16Bound, (name + " qwen" + (packed ? " packed" : "")).c_str());
       }
     }
@@ -413,8 +503,8 @@ TEST("models: Qwen and Gemma 4 towers in precision bf16 stay within HF's own bf1
       in.positions = pos.data();
       in.image_rows = {108};
       TowerFile f = gemma_tower(DType::BF16);
-      Run ref = encode(f, make_gemma4_vision, kRowChunk, in, true, cpu::make_cpu_backend(2, level, cpu::Precision::F32));
-      Run bf = encode(f, make_gemma4_vision, kRowChunk, in, true, cpu::make_cpu_backend(2, level, cpu::Precision::Bf16));
+      Run ref = encode(f, make_model, kRowChunk, in, true, cpu::make_cpu_backend(2, level, cpu::Precision::F32));
+      Run bf = encode(f, make_model, kRowChunk, in, true, cpu::make_cpu_backend(2, level, cpu::Precision::Bf16));
       expect_bf16_close(ref, bf, kGemmaBf16Bound, (name + " gemma4").c_str());
     }
   }

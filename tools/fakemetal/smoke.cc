@@ -65,7 +65,20 @@ struct Case {
   std::vector<In> in;
   std::function<void(Backend&, std::vector<Tensor>&)> op;
   int out;
+  std::vector<int> acts = {};  // the activation inputs: half in the precision 'f16' pass
 };
+
+// An f32 input as half (precision 'f16' activations).
+static In as_half(const In& m) {
+  In h{m.rows, m.cols, DType::F16, std::vector<char>(size_t(m.rows * m.cols) * 2)};
+  for (int64_t i = 0; i < m.rows * m.cols; i++) {
+    float x;
+    std::memcpy(&x, m.bytes.data() + i * 4, 4);
+    const uint16_t b = f32_to_f16(x);
+    std::memcpy(h.bytes.data() + i * 2, &b, 2);
+  }
+  return h;
+}
 
 static std::vector<float> run(Backend& b, const Case& c) {
   std::vector<Buffer*> bufs;
@@ -87,12 +100,14 @@ static std::vector<float> run(Backend& b, const Case& c) {
 }
 
 int main() {
-  std::unique_ptr<Backend> gpu, emu;
+  std::unique_ptr<Backend> gpu, emu, gpu16, emu16;
   try {
     gpu = mtl::make_metal_backend(mtl::make_metal_executor(), "metal");
     mtl::EmuOptions o;
     o.schedule = 0, o.poison = 0xFF, o.workers = 1;
     emu = mtl::make_metal_backend(mtl::make_emu_executor(o), "metal-emulated");
+    gpu16 = mtl::make_metal_backend(mtl::make_metal_executor(), "metal", true);  // precision 'f16': the half kernels
+    emu16 = mtl::make_metal_backend(mtl::make_emu_executor(o), "metal-emulated", true);
   } catch (const std::exception& e) {
     std::printf("[FAIL] setup: %s\n0 passed, 1 failed\n", e.what());
     return 1;
@@ -110,19 +125,20 @@ int main() {
         a.act = Act::GeluErf;
         b.linear(t[3], t[0], t[1], a);
       };
+      c.acts = {0, 3};
       cases.push_back(c);
     }
-  cases.push_back({"layer_norm", {make(g, 5, 70), make(g, 1, 70, DType::BF16), make(g, 1, 70, DType::F16)}, [](Backend& b, std::vector<Tensor>& t) { b.layer_norm(t[0], t[0], t[1], t[2], 1e-6f); }, 0});
+  cases.push_back({"layer_norm", {make(g, 5, 70), make(g, 1, 70, DType::BF16), make(g, 1, 70, DType::F16)}, [](Backend& b, std::vector<Tensor>& t) { b.layer_norm(t[0], t[0], t[1], t[2], 1e-6f); }, 0, {0}});
   cases.push_back({"rms_norm row + per-head adding a residual", {make(g, 5, 64), make(g, 1, 64), make(g, 1, 16)}, [](Backend& b, std::vector<Tensor>& t) {
                      b.rms_norm(t[0], t[0], &t[1], 64, 1e-6f, nullptr);
                      b.rms_norm(t[0], t[0], &t[2], 16, 1e-6f, &t[0]);
-                   }, 0});
+                   }, 0, {0}});
   cases.push_back({"add, mul, affine", {make(g, 9, 33), make(g, 9, 33), make(g, 1, 33, DType::F16)}, [](Backend& b, std::vector<Tensor>& t) {
                      b.affine(t[0], t[0], nullptr, nullptr, 2.0f, 0.5f);
                      b.add(t[0], t[0], t[1]);
                      b.mul(t[0], t[0], t[1]);
                      b.affine(t[0], t[0], &t[2], &t[2], 1.5f, 0.0f);
-                   }, 0});
+                   }, 0, {0, 1}});
   cases.push_back({"rope (2 sections; k with a head norm) + attention (2 segments)",
                    {make(g, 20, 3 * 64), make(g, 20, 32), make(g, 20, 32), make(g, 20, 64), make(g, 1, 32)},
                    [](Backend& b, std::vector<Tensor>& t) {
@@ -131,7 +147,8 @@ int main() {
                      b.rope(q, t[1], t[2], 2, 32, 2, nullptr);
                      b.rope(k, t[1], t[2], 2, 32, 2, &k_norm);
                      b.attention(t[3], q, k, v, 2, 32, 0.2f, {{0, 7}, {7, 13}});
-                   }, 3});
+                     b.attention(t[3], q, k, v, 2, 32, 0.2f, {{0, 7}, {7, 13}}, AttnProducts::F32);  // f16: float tiles
+                   }, 3, {0, 3}});
   {
     std::vector<int32_t> idx(12 * 4);
     std::vector<float> w(12 * 4);
@@ -140,7 +157,7 @@ int main() {
     std::memcpy(lk.bytes.data(), idx.data(), idx.size() * 4);
     std::memcpy(lk.bytes.data() + idx.size() * 4, w.data(), w.size() * 4);
     cases.push_back({"gather_sum (bf16 table)", {make(g, 12, 40), make(g, 9, 40, DType::BF16), lk},
-                     [](Backend& b, std::vector<Tensor>& t) { b.gather_sum(t[0], t[1], t[2].buf, 4, true); }, 0});
+                     [](Backend& b, std::vector<Tensor>& t) { b.gather_sum(t[0], t[1], t[2].buf, 4, true); }, 0, {0}});
   }
   for (const Case& c : cases) {
     try {
@@ -151,6 +168,19 @@ int main() {
       verdict(same && finite, c.name, same ? (finite ? "bit-identical through device.mm" : "non-finite output") : "device.mm path differs from metal-emulated");
     } catch (const std::exception& ex) {
       verdict(false, c.name, ex.what());
+    }
+    if (c.acts.empty()) continue;
+    Case h = c;  // precision 'f16': the activations half, the same op through device.mm and the emulator
+    h.name += " [f16]";
+    for (int i : c.acts) h.in[size_t(i)] = as_half(c.in[size_t(i)]);
+    try {
+      const std::vector<float> a = run(*gpu16, h), e = run(*emu16, h);
+      bool finite = true;
+      for (float v : a) finite &= std::isfinite(v);
+      const bool same = a.size() == e.size() && std::memcmp(a.data(), e.data(), a.size() * 4) == 0;
+      verdict(same && finite, h.name, same ? (finite ? "bit-identical through device.mm" : "non-finite output") : "device.mm path differs from metal-emulated");
+    } catch (const std::exception& ex) {
+      verdict(false, h.name, ex.what());
     }
   }
   {  // wrapped host memory that is not page aligned: device.mm wraps the whole pages around it

@@ -6,6 +6,8 @@
 //   fastmath/libtessera_mslemu.so   the same with every kernel compiled under -ffast-math: the assumptions
 //                          Metal's fast math lets its compiler make (no infinities or NaNs, reassociation,
 //                          contraction, reciprocals); the op and tower tests run on it too
+//   fastmath/selftest      the self-test over test kernels compiled the same way; `--half` runs its half
+//                          rounding case (half must round per operation under fast math too)
 //   status.json            { available, cxx, reason }
 // Options: --asan (also build asan/ variants with -fsanitize=address,undefined), --require (exit 1
 // without clang), --quiet.
@@ -119,8 +121,8 @@ async function buildUnlocked({ asan = false, quiet: q = quiet } = {}) {
       return obj;
     };
     for (const c of kcpp) o.kernels.push(addCounted(c, [...HEADERS, ...metalHeaders]));
-    if (v.kernelsOnly) { objs[v.dir] = { ...objs[OUT], kernels: o.kernels, kernelsOnly: true }; continue; }
     for (const c of tcpp) o.tests[path.basename(c, '.cpp')] = add(c, RUN_FLAGS, [...HEADERS, ...metalHeaders]);
+    if (v.kernelsOnly) { objs[v.dir] = { ...objs[OUT], kernels: o.kernels, tests: o.tests, kernelsOnly: true }; continue; }
     for (const c of RUNTIME) o.runtime.push(add(c, HOST_FLAGS, HEADERS));
     o.capi = add(path.join(ROOT, 'tools/mslemu/src/capi.cpp'), HOST_FLAGS, HEADERS);
     o.selftest = add(path.join(ROOT, 'tools/mslemu/tests/selftest.cpp'), HOST_FLAGS, HEADERS);
@@ -134,10 +136,9 @@ async function buildUnlocked({ asan = false, quiet: q = quiet } = {}) {
     const lib = path.join(v.dir, 'libtessera_mslemu.so');
     const libIn = [...o.runtime, o.capi, ...o.kernels];
     if (stale(lib, libIn)) links.push({ cmd: cxx, args: ['-shared', ...(o.kernelsOnly ? [] : v.extra), '-o', lib, ...libIn, '-lpthread'], what: `link ${path.relative(OUT, lib)}` });
-    if (o.kernelsOnly) continue;
     const st = path.join(v.dir, 'selftest');
     const stIn = [...o.runtime, o.selftest, ...Object.values(o.tests)];
-    if (stale(st, stIn)) links.push({ cmd: cxx, args: [...v.extra, '-o', st, ...stIn, '-lpthread'], what: 'link selftest' });
+    if (stale(st, stIn)) links.push({ cmd: cxx, args: [...(o.kernelsOnly ? [] : v.extra), '-o', st, ...stIn, '-lpthread'], what: `link ${path.relative(OUT, st)}` });
   }
   await pool(links, 2);
   const status = { available: true, cxx, version: tc.version, lib: path.join(OUT, 'libtessera_mslemu.so'), fastMathLib: FAST_MATH_LIB, kernels: kernelFiles };

@@ -11,7 +11,7 @@
 //           between int and float (address arithmetic in getelementptr and casts that are free are not counted)
 //       [2] special functions: exp, log, tanh, sqrt, sin, cos, pow, division
 //     Vector operations count one per element.
-// The shim's collective bodies (metal::detail::matops / simd_ops, namespace mslemu) run once per SIMD-group on
+// The shim's collective bodies (metal::detail::matops / mixed_mad / simd_ops, namespace mslemu) run once per SIMD-group on
 // the scheduler's stack: their memory accesses are counted (a simdgroup_load reads its 8x8 once for the whole
 // SIMD-group, as the hardware does) but not their arithmetic (simdgroup multiply-accumulates are counted by
 // the shim itself, mslemu::count_mma).
@@ -54,7 +54,7 @@ const ALU_CALLS = /^@llvm\.(maxnum|minnum|maximum|minimum|fabs|floor|ceil|trunc|
 const SPECIAL_CALLS = /^@(llvm\.(exp|exp2|log|log2|log10|sqrt|sin|cos|pow|powi|tanh)\.|(expf|exp2f|exp10f|logf|log2f|log10f|sqrtf|sinf|cosf|tanf|tanhf|powf|asinf|acosf|atanf|atan2f|sinhf|coshf|fmodf)$)/;
 const FMA_CALLS = /^@llvm\.(fma|fmuladd)\./;
 // Functions whose arithmetic is the emulator's, not the kernel's.
-const SKIP_ALU = /^@"?(_ZN5metal6detail6matops|_ZN5metal6detail8simd_ops|_ZN6mslemu|_ZNK?St|_ZSt)/;
+const SKIP_ALU = /^@"?(_ZN5metal6detail6matops|_ZN5metal6detail9mixed_mad|_ZN5metal6detail8simd_ops|_ZN6mslemu|_ZNK?St|_ZSt)/;
 
 export function instrument(ir) {
   const lines = ir.split('\n');

@@ -12,14 +12,16 @@ using namespace detail;
 
 // Threadgroup memory of each kernel (metal/shared/args.h), rounded to 16 bytes.
 static uint32_t round16(uint32_t b) { return (b + 15) / 16 * 16; }
-static uint32_t flash_tg_bytes(uint32_t kblock, uint32_t hd) { return round16(kargs::attn_flash_tg_floats(hd, kblock) * 4); }
+static uint32_t flash_tg_bytes(uint32_t kblock, uint32_t hd, uint32_t tile_bytes) { return round16(kargs::attn_flash_tg_bytes(hd, kblock, tile_bytes)); }
 static uint32_t rows_tg_bytes(uint32_t kblock, uint32_t hd) { return round16(kargs::attn_rows_tg_floats(hd, kblock) * 4); }
 
 void encode_attention(Executor& ex, const backend::Tensor& out, const backend::Tensor& q, const backend::Tensor& k, const backend::Tensor& v,
-                      int64_t heads, int64_t head_dim, float scale, const std::vector<backend::Segment>& segments) {
+                      int64_t heads, int64_t head_dim, float scale, const std::vector<backend::Segment>& segments,
+                      backend::AttnProducts products) {
   const char* op = "attention";
+  require_act(q, op, "q");
   for (auto [t, name] : {std::pair{&out, "out"}, std::pair{&q, "q"}, std::pair{&k, "k"}, std::pair{&v, "v"}}) {
-    require_f32(*t, op, name);
+    require_act_like(*t, q, op, name);
     const int64_t rows = (t == &out || t == &q) ? q.rows : k.rows;
     require(t->cols == heads * head_dim && t->rows == rows, op,
             std::string(name) + " is " + shape(*t) + ", expected [" + std::to_string(rows) + ", " + std::to_string(heads * head_dim) + "]");
@@ -31,11 +33,14 @@ void encode_attention(Executor& ex, const backend::Tensor& out, const backend::T
   require(heads > 0 && head_dim > 0 && head_dim <= max_hd, op, "head_dim " + std::to_string(head_dim) + " outside 1.." + std::to_string(max_hd));
   const uint32_t hd = uint32_t(head_dim);
   const bool flash = hd % 8 == 0;
-  auto bytes = [&](uint32_t kb) { return flash ? flash_tg_bytes(kb, hd) : rows_tg_bytes(kb, hd); };
+  // f16 storage (precision 'f16'): half K and V tiles, unless the tower keeps attention's products f32
+  const bool half = q.dtype == DType::F16, half_tiles = half && products != backend::AttnProducts::F32;
+  auto bytes = [&](uint32_t kb) { return flash ? flash_tg_bytes(kb, hd, half_tiles ? 2 : 4) : rows_tg_bytes(kb, hd); };
   uint32_t kblock = kargs::kAttnBK;
   if (bytes(kblock) > ex.limits().max_tg_memory) kblock = kargs::kAttnBKSmall;
   const uint32_t tg = bytes(kblock);
-  const char* kernel = !flash ? "attention_segment" : hd == 64 ? "attention_flash_64" : hd == 72 ? "attention_flash_72" : hd == 80 ? "attention_flash_80" : "attention_flash";
+  const std::string kernel = std::string(!flash ? "attention_segment" : hd == 64 ? "attention_flash_64" : hd == 72 ? "attention_flash_72" : hd == 80 ? "attention_flash_80" : "attention_flash") +
+                             (!half ? "" : !flash ? "_h" : half_tiles ? "_h" : "_hs");
   const uint32_t rows_per_group = flash ? kargs::kAttnBQ : kargs::kAttnRowsPerGroup;
   int64_t covered = 0;
   for (const backend::Segment& s : segments) {

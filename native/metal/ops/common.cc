@@ -21,6 +21,15 @@ void require_f32(const backend::Tensor& t, const char* op, const char* name) {
   require_tensor(t, op, name);
   require(t.dtype == DType::F32, op, std::string(name) + " must be f32, is " + dtype_name(t.dtype));
 }
+void require_act(const backend::Tensor& t, const char* op, const char* name) {
+  require_tensor(t, op, name);
+  require(t.dtype == DType::F32 || t.dtype == DType::F16, op, std::string(name) + " must be f32 or f16, is " + dtype_name(t.dtype));
+}
+void require_act_like(const backend::Tensor& t, const backend::Tensor& like, const char* op, const char* name) {
+  require_act(t, op, name);
+  require(t.dtype == like.dtype, op, std::string(name) + " is " + dtype_name(t.dtype) + " but the op's other activations are " + dtype_name(like.dtype));
+}
+std::string act_kernel(const char* base, const backend::Tensor& t) { return std::string(base) + (t.dtype == DType::F16 ? "_h" : ""); }
 void require_shape(const backend::Tensor& t, int64_t rows, int64_t cols, const char* op, const char* name) {
   require(t.rows == rows && t.cols == cols, op,
           std::string(name) + " is " + shape(t) + ", expected [" + std::to_string(rows) + ", " + std::to_string(cols) + "]");

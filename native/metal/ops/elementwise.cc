@@ -1,4 +1,4 @@
-// add, mul, affine: one thread per element, threadgroups of 64 x 1.
+// add, affine: one thread per element, threadgroups of 64 x 1.
 #include "metal/ops.h"
 #include "tessera_kargs.h"  // metal/shared/args.h (build/metal, generated)
 
@@ -10,10 +10,11 @@ static void grid2d(Dispatch& d, uint32_t cols, uint32_t rows) {
   d.groups = {div_up(cols, 64), rows, 1};
 }
 
-static void binary(Executor& ex, const char* op, const backend::Tensor& y, const backend::Tensor& a, const backend::Tensor& b, uint32_t code) {
-  require_f32(a, op, "a");
-  require_f32(b, op, "b");
-  require_f32(y, op, "y");
+void encode_add(Executor& ex, const backend::Tensor& y, const backend::Tensor& a, const backend::Tensor& b) {
+  const char* op = "add";
+  require_act(a, op, "a");
+  require_act_like(b, a, op, "b");
+  require_act_like(y, a, op, "y");
   require_shape(b, a.rows, a.cols, op, "b");
   require_shape(y, a.rows, a.cols, op, "y");
   if (a.rows == 0 || a.cols == 0) return;
@@ -23,8 +24,7 @@ static void binary(Executor& ex, const char* op, const backend::Tensor& y, const
   p.lda = u32(a.ld, op, "a.ld");
   p.ldb = u32(b.ld, op, "b.ld");
   p.ldy = u32(y.ld, op, "y.ld");
-  p.op = code;
-  Dispatch d("ew_binary");
+  Dispatch d(act_kernel("ew_binary", a));
   d.bind(0, a, Access::Read);
   d.bind(1, b, Access::Read);
   d.bind(2, y, Access::Write);
@@ -33,14 +33,12 @@ static void binary(Executor& ex, const char* op, const backend::Tensor& y, const
   submit(ex, d);
 }
 
-void encode_add(Executor& ex, const backend::Tensor& y, const backend::Tensor& a, const backend::Tensor& b) { binary(ex, "add", y, a, b, kargs::kAdd); }
-void encode_mul(Executor& ex, const backend::Tensor& y, const backend::Tensor& a, const backend::Tensor& b) { binary(ex, "mul", y, a, b, kargs::kMul); }
 
 void encode_affine(Executor& ex, const backend::Tensor& y, const backend::Tensor& x, const backend::Tensor* sub, const backend::Tensor* mul, float scale,
                    float shift) {
   const char* op = "affine";
-  require_f32(x, op, "x");
-  require_f32(y, op, "y");
+  require_act(x, op, "x");
+  require_act_like(y, x, op, "y");
   require_shape(y, x.rows, x.cols, op, "y");
   for (auto [t, name] : {std::pair{sub, "sub"}, std::pair{mul, "mul"}})
     if (t) {
@@ -59,7 +57,7 @@ void encode_affine(Executor& ex, const backend::Tensor& y, const backend::Tensor
   p.mul_type = mul ? uint32_t(mul->dtype) : 0;
   p.scale = scale;
   p.shift = shift;
-  Dispatch d("ew_affine");
+  Dispatch d(act_kernel("ew_affine", x));
   d.bind(0, x, Access::Read);
   d.bind(1, y, Access::Write);
   d.bind(2, sub ? *sub : x, Access::Read);  // placeholders when absent: never read

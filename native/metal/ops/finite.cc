@@ -8,7 +8,7 @@ using namespace detail;
 
 void encode_count_nonfinite(Executor& ex, const backend::Tensor& x, backend::Buffer* counts, uint64_t offset) {
   const char* op = "check_finite";
-  require_f32(x, op, "x");
+  require_act(x, op, "x");
   require(counts && offset + 8 <= counts->bytes, op, "the counter slot passes the end of its buffer");
   if (x.rows == 0 || x.cols == 0) return;
   kargs::Finite p{};
@@ -16,7 +16,7 @@ void encode_count_nonfinite(Executor& ex, const backend::Tensor& x, backend::Buf
   p.cols = u32(x.cols, op, "cols");
   p.ldx = u32(x.ld, op, "x.ld");
   u32(uint64_t(x.rows) * uint64_t(x.cols), op, "elements");  // the first bad value's flat index is a uint
-  Dispatch d("count_nonfinite");
+  Dispatch d(act_kernel("count_nonfinite", x));
   d.bind(0, x, Access::Read);
   d.bind_raw(1, counts, offset, 8, Access::ReadWrite, 4);
   d.args(2, p);

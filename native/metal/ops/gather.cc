@@ -9,7 +9,7 @@ using namespace detail;
 
 void encode_gather_sum(Executor& ex, const backend::Tensor& y, const backend::Tensor& table, backend::Buffer* lookup, int64_t taps, bool accumulate) {
   const char* op = "gather_sum";
-  require_f32(y, op, "y");
+  require_act(y, op, "y");
   require_tensor(table, op, "table");
   require(table.cols == y.cols, op, "table is " + shape(table) + " but y is " + shape(y));
   require(taps >= 0, op, "taps must be >= 0");
@@ -30,7 +30,7 @@ void encode_gather_sum(Executor& ex, const backend::Tensor& y, const backend::Te
   p.table_type = uint32_t(table.dtype);
   p.accumulate = accumulate;
   p.table_rows = u32(table.rows, op, "table rows");
-  Dispatch d("gather_sum");
+  Dispatch d(act_kernel("gather_sum", y));
   d.bind(0, y, accumulate ? Access::ReadWrite : Access::Write);
   d.bind_raw(1, table.buf, table.offset, table.rows ? (uint64_t(table.rows - 1) * table.ld + table.cols) * dtype_size(table.dtype) : 0,
              Access::Read, uint32_t(dtype_size(table.dtype)));

@@ -22,12 +22,25 @@ float finite_bound(float b) {
   constexpr float kMax = std::numeric_limits<float>::max();
   return std::clamp(b, -kMax, kMax);
 }
+// The kernels' code for an activation (kargs::Activation).
+uint32_t activation(backend::Act act) {
+  switch (act) {
+    case backend::Act::None: return kargs::kCopy;
+    case backend::Act::GeluTanh: return kargs::kGeluTanh;
+    case backend::Act::GeluErf: return kargs::kGeluErf;
+    case backend::Act::QuickGelu: return kargs::kQuickGelu;
+    case backend::Act::Silu: return kargs::kSilu;
+  }
+  fail(Code::InvalidArgument, "linear: unknown activation " + std::to_string(int(act)));
+}
 }  // namespace
 
 void encode_linear(Executor& ex, const backend::Tensor& y, const backend::Tensor& x, const backend::Tensor& w, const backend::LinearArgs& a) {
   const char* op = "linear";
-  require_f32(x, op, "x");
-  require_f32(y, op, "y");
+  require_act(x, op, "x");
+  require_act(y, op, "y");
+  // f16 output (precision 'f16'): x half, or f32 (the patch embedding's pixels); an f16 x into an f32 y has no kernel
+  require(y.dtype == DType::F16 || x.dtype == DType::F32, op, "x is f16 but y is f32");
   require_tensor(w, op, "weight");
   require(w.contiguous(), op, "weight must be contiguous, is " + shape(w) + " with ld " + std::to_string(w.ld));
   require(w.cols == x.cols, op, "weight is " + shape(w) + " but x is " + shape(x) + " (weight is [out, in])");
@@ -38,7 +51,7 @@ void encode_linear(Executor& ex, const backend::Tensor& y, const backend::Tensor
   }
   for (const auto& [t, name] : {std::pair{a.mul, "mul"}, std::pair{a.residual, "residual"}})
     if (t) {
-      require_f32(*t, op, name);
+      require_act_like(*t, y, op, name);
       require_shape(*t, y.rows, y.cols, op, name);
     }
   if (x.rows == 0 || w.rows == 0) return;
@@ -49,7 +62,7 @@ void encode_linear(Executor& ex, const backend::Tensor& y, const backend::Tensor
   p.ldx = u32(x.ld, op, "x.ld");
   p.ldy = u32(y.ld, op, "y.ld");
   p.ldr = a.residual ? u32(a.residual->ld, op, "residual.ld") : 0;
-  p.act = a.act == backend::Act::GeluTanh ? kargs::kGeluTanh : a.act == backend::Act::GeluErf ? kargs::kGeluErf : kargs::kCopy;
+  p.act = activation(a.act);
   p.has_bias = a.bias != nullptr;
   p.bias_type = a.bias ? uint32_t(a.bias->dtype) : 0;
   p.has_residual = a.residual != nullptr;
@@ -63,7 +76,9 @@ void encode_linear(Executor& ex, const backend::Tensor& y, const backend::Tensor
   p.has_out_clamp = clamps(a.out_min, a.out_max);
   const bool vec = x.rows <= int64_t(kargs::kMatvecMaxRows);
   const char* suffix = w.dtype == DType::F16 ? "f16" : w.dtype == DType::BF16 ? "bf16" : "f32";
-  Dispatch d(std::string(vec ? "matvec_" : "matmul_") + suffix);
+  // precision 'f16' (metal/matmul.metal): _h reads x as half, _fh as float; both write half
+  const char* act = y.dtype == DType::F32 ? "" : x.dtype == DType::F16 ? "_h" : "_fh";
+  Dispatch d(std::string(vec ? "matvec_" : "matmul_") + suffix + act);
   d.bind(0, x, Access::Read);
   d.bind(1, w, Access::Read);
   d.bind(2, a.bias ? *a.bias : x, Access::Read);          // placeholder when absent: never read

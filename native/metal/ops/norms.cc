@@ -28,8 +28,8 @@ static void require_vector(const backend::Tensor& t, int64_t n, const char* op, 
 
 void encode_layer_norm(Executor& ex, const backend::Tensor& y, const backend::Tensor& x, const backend::Tensor& gamma, const backend::Tensor& beta, float eps) {
   const char* op = "layer_norm";
-  require_f32(x, op, "x");
-  require_f32(y, op, "y");
+  require_act(x, op, "x");
+  require_act_like(y, x, op, "y");
   require_shape(y, x.rows, x.cols, op, "y");
   require_vector(gamma, x.cols, op, "gamma");
   require_vector(beta, x.cols, op, "beta");
@@ -44,7 +44,7 @@ void encode_layer_norm(Executor& ex, const backend::Tensor& y, const backend::Te
   p.has_bias = 1;
   p.bias_type = uint32_t(beta.dtype);
   p.eps = eps;
-  Dispatch d("norm_layer");
+  Dispatch d(act_kernel("norm_layer", x));
   d.bind(0, x, Access::Read);
   d.bind(1, y, Access::Write);
   d.bind(2, gamma, Access::Read);
@@ -58,13 +58,13 @@ void encode_layer_norm(Executor& ex, const backend::Tensor& y, const backend::Te
 void encode_rms_norm(Executor& ex, const backend::Tensor& y, const backend::Tensor& x, const backend::Tensor* weight, int64_t group, float eps,
                      const backend::Tensor* residual) {
   const char* op = "rms_norm";
-  require_f32(x, op, "x");
-  require_f32(y, op, "y");
+  require_act(x, op, "x");
+  require_act_like(y, x, op, "y");
   require_shape(y, x.rows, x.cols, op, "y");
   require(group > 0 && x.cols % group == 0, op, "group " + std::to_string(group) + " does not divide the " + std::to_string(x.cols) + " columns");
   if (weight) require_vector(*weight, group, op, "weight");
   if (residual) {
-    require_f32(*residual, op, "residual");
+    require_act_like(*residual, x, op, "residual");
     require_shape(*residual, x.rows, x.cols, op, "residual");
   }
   if (x.rows == 0 || x.cols == 0) return;
@@ -80,7 +80,7 @@ void encode_rms_norm(Executor& ex, const backend::Tensor& y, const backend::Tens
   p.has_residual = residual != nullptr;
   p.ldr = residual ? u32(residual->ld, op, "residual.ld") : 0;
   const bool row = group == x.cols;
-  Dispatch d(row ? "norm_rms_row" : "norm_rms_group");
+  Dispatch d(act_kernel(row ? "norm_rms_row" : "norm_rms_group", x));
   d.bind(0, x, Access::Read);
   d.bind(1, y, Access::Write);
   d.bind(2, weight ? *weight : x, Access::Read);  // placeholder when weightless: never read

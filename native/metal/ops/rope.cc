@@ -11,7 +11,7 @@ using namespace detail;
 void encode_rope(Executor& ex, const backend::Tensor& x, const backend::Tensor& cos, const backend::Tensor& sin, int64_t heads, int64_t head_dim,
                  int64_t sections, const backend::HeadNorm* norm) {
   const char* op = "rope";
-  require_f32(x, op, "x");
+  require_act(x, op, "x");
   require_f32(cos, op, "cos");
   require_f32(sin, op, "sin");
   require(heads > 0 && head_dim > 0 && sections > 0 && head_dim % (2 * sections) == 0, op,
@@ -37,7 +37,7 @@ void encode_rope(Executor& ex, const backend::Tensor& x, const backend::Tensor& 
   p.has_weight = nw != nullptr;
   p.weight_type = nw ? uint32_t(nw->dtype) : 0;
   p.eps = norm ? norm->eps : 0.0f;
-  Dispatch d(norm ? "rope_norm" : "rope_apply");
+  Dispatch d(act_kernel(norm ? "rope_norm" : "rope_apply", x));
   d.bind(0, x, Access::ReadWrite);
   d.bind(1, cos, Access::Read);
   d.bind(2, sin, Access::Read);

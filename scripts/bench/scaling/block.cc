@@ -1,11 +1,12 @@
-// Thread scaling of the CPU backend on Qwen3.5-size blocks, without Node: the op sequence of one
-// block (native/models/qwen_vision.cc run_block: LayerNorm, qkv, rope, attention, proj + residual,
-// LayerNorm, fc1 + tanh-GELU, fc2 + residual) through backend::Backend, over `blocks` distinct blocks
+// Thread scaling of the CPU backend on Qwen3.5-size blocks, without Node: the towers' own block
+// (native/models/vit/block.cc, as the Qwen3 tower configures it: LayerNorm, qkv, rope, attention,
+// proj + residual, LayerNorm, fc1 + tanh-GELU, fc2 + residual, in the tower's row chunks) on the
+// CPU backend, over `blocks` distinct blocks
 // of random bf16 weights packed as the resident store packs them (so every block's weights come
 // from memory, as in a real tower), at each thread count given. Built and run by
 // scripts/bench/scaling.mjs; it is also how the figures for machines without Node were taken:
 //   c++ -O3 -std=c++20 -ffp-contract=off -pthread -Inative scripts/bench/scaling/block.cc
-//       native/common/*.cc native/cpu/*.cc native/backend/*.cc -o block        (one command line)
+//       $(node gyp/sources.mjs --no-addon) -o block        (one command line)
 //   ./block N blocks runs threads...      -> one JSON line per thread count
 #include <algorithm>
 #include <chrono>
@@ -18,6 +19,8 @@
 
 #include "common/dtype.h"
 #include "cpu/cpu_backend.h"
+#include "models/vision_model.h"
+#include "models/vit/block.h"
 
 using namespace tessera;
 using backend::Tensor;
@@ -26,9 +29,10 @@ namespace {
 
 constexpr int64_t D = 1152, HEADS = 16, HD = 72, INTER = 4304;
 
-struct Block {
-  Tensor qkv, proj, fc1, fc2, qkv_b, proj_b, fc1_b, fc2_b, n1g, n1b, n2g, n2b;
-};
+const vit::BlockConfig kQwen35{.hidden = D, .heads = HEADS, .head_dim = HD, .inter = INTER, .eps = 1e-6f,
+                               .norm = vit::Norm::Layer, .mlp = vit::Mlp::Plain, .act = backend::Act::GeluTanh,
+                               .norm1 = "norm1", .norm2 = "norm2", .qkv = "attn.qkv", .proj = "attn.proj",
+                               .up = "mlp.linear_fc1", .gate = "", .down = "mlp.linear_fc2"};
 
 Tensor random_tensor(backend::Backend& b, std::mt19937& rng, int64_t rows, int64_t cols, DType dt, float scale) {
   std::uniform_real_distribution<float> u(-scale, scale);
@@ -64,51 +68,37 @@ int main(int argc, char** argv) {
     auto be = cpu::make_cpu_backend(threads);
     backend::Backend& b = *be;
     std::mt19937 rng(7);
-    std::vector<Block> blocks(static_cast<size_t>(nblocks));
+    std::vector<StageWeights> blocks(static_cast<size_t>(nblocks));
     const float ws = 1.0f / std::sqrt(float(D));
-    for (Block& k : blocks) {
-      k.qkv = random_tensor(b, rng, 3 * D, D, DType::BF16, ws);
-      k.proj = random_tensor(b, rng, D, D, DType::BF16, ws);
-      k.fc1 = random_tensor(b, rng, INTER, D, DType::BF16, ws);
-      k.fc2 = random_tensor(b, rng, D, INTER, DType::BF16, 1.0f / std::sqrt(float(INTER)));
-      for (Tensor* w : {&k.qkv, &k.proj, &k.fc1, &k.fc2}) b.pack_weight(*w);
-      k.qkv_b = random_tensor(b, rng, 1, 3 * D, DType::BF16, 0.1f);
-      k.proj_b = random_tensor(b, rng, 1, D, DType::BF16, 0.1f);
-      k.fc1_b = random_tensor(b, rng, 1, INTER, DType::BF16, 0.1f);
-      k.fc2_b = random_tensor(b, rng, 1, D, DType::BF16, 0.1f);
-      k.n1g = random_tensor(b, rng, 1, D, DType::BF16, 1.0f);
-      k.n1b = random_tensor(b, rng, 1, D, DType::BF16, 0.1f);
-      k.n2g = random_tensor(b, rng, 1, D, DType::BF16, 1.0f);
-      k.n2b = random_tensor(b, rng, 1, D, DType::BF16, 0.1f);
+    for (StageWeights& w : blocks) {
+      auto linear = [&](const std::string& role, int64_t out, int64_t in, float scale) {
+        Tensor t = random_tensor(b, rng, out, in, DType::BF16, scale);
+        b.pack_weight(t);  // as the resident store packs them
+        w.set(role + ".weight", t);
+        w.set(role + ".bias", random_tensor(b, rng, 1, out, DType::BF16, 0.1f));
+      };
+      linear(kQwen35.qkv, 3 * D, D, ws);
+      linear(kQwen35.proj, D, D, ws);
+      linear(kQwen35.up, INTER, D, ws);
+      linear(kQwen35.down, D, INTER, 1.0f / std::sqrt(float(INTER)));
+      for (const std::string& norm : {kQwen35.norm1, kQwen35.norm2}) {
+        w.set(norm + ".weight", random_tensor(b, rng, 1, D, DType::BF16, 1.0f));
+        w.set(norm + ".bias", random_tensor(b, rng, 1, D, DType::BF16, 0.1f));
+      }
     }
-    Tensor x = random_tensor(b, rng, n, D, DType::F32, 1.0f), h = random_tensor(b, rng, n, D, DType::F32, 1.0f);
-    Tensor qkv = random_tensor(b, rng, n, 3 * D, DType::F32, 1.0f), attn = random_tensor(b, rng, n, D, DType::F32, 1.0f);
-    Tensor mlp = random_tensor(b, rng, n, INTER, DType::F32, 1.0f);
-    Tensor cs = random_tensor(b, rng, n, HD, DType::F32, 1.0f), sn = random_tensor(b, rng, n, HD, DType::F32, 1.0f);
+    const int64_t chunk = std::min(n, chunk_rows(n, kRowChunk, 4));  // the Qwen3 tower's row chunk
+    vit::BlockTensors t;
+    t.x = random_tensor(b, rng, n, D, DType::F32, 1.0f);
+    t.cos = random_tensor(b, rng, n, HD, DType::F32, 1.0f);
+    t.sin = random_tensor(b, rng, n, HD, DType::F32, 1.0f);
+    t.qkv = random_tensor(b, rng, n, 3 * D, DType::F32, 1.0f);
+    t.h = random_tensor(b, rng, chunk, D, DType::F32, 1.0f);
+    t.up = random_tensor(b, rng, chunk, INTER, DType::F32, 1.0f);
     const std::vector<backend::Segment> seg = {{0, n}};
     auto pass = [&] {
-      for (const Block& k : blocks) {
-        b.layer_norm(h, x, k.n1g, k.n1b, 1e-6f);
-        backend::LinearArgs a;
-        a.bias = &k.qkv_b;
-        b.linear(qkv, h, k.qkv, a);
-        Tensor q = qkv.cols_view(0, D), kk = qkv.cols_view(D, D), v = qkv.cols_view(2 * D, D);
-        b.rope(qkv.cols_view(0, 2 * D), cs, sn, 2 * HEADS, HD, 1, nullptr);  // q and k in one, as the tower
-        b.attention(attn, q, kk, v, HEADS, HD, float(1.0 / std::sqrt(double(HD))), seg);
-        backend::LinearArgs p;
-        p.bias = &k.proj_b;
-        p.residual = &x;
-        b.linear(x, attn, k.proj, p);
-        b.layer_norm(h, x, k.n2g, k.n2b, 1e-6f);
-        backend::LinearArgs up;
-        up.bias = &k.fc1_b;
-        up.act = backend::Act::GeluTanh;
-        b.linear(mlp, h, k.fc1, up);
-        backend::LinearArgs down;
-        down.bias = &k.fc2_b;
-        down.residual = &x;
-        b.linear(x, mlp, k.fc2, down);
-        b.layer_norm(x, x, k.n1g, k.n1b, 1e-6f);  // keeps x bounded over many passes (not in the model)
+      for (const StageWeights& w : blocks) {
+        vit::run_block(b, kQwen35, w, t, seg);
+        vit::norm(b, vit::Norm::Layer, t.x, t.x, w, kQwen35.norm1, 1e-6f);  // keeps x bounded over many passes (not in the model)
       }
     };
     pass();  // warm-up

@@ -142,7 +142,25 @@ static double rel(double got, double want) {
   return std::fabs(got - want) / std::fmax(1.0, std::fabs(want));
 }
 
+// shim_half_rounding (tests/shim.metal): every half operation rounds, as on the GPU; also run by the
+// fast-math build's selftest (--half), whose kernels were compiled with -ffast-math.
+static void half_rounding_tests() {
+  std::vector<uint16_t> x{f2h(1), f2h(0.00048828125f), f2h(3), f2h(2048), f2h(1), f2h(1.0009765625f), f2h(3)};
+  Case c{"shim_half_rounding", {bytes_of(x), Bytes(5 * 2)}, {1, 1, 1}, {1, 1, 1}, {1}};
+  const Outcome r = quad(c);
+  const auto y = as<uint16_t>(r.out[1]);
+  const std::vector<float> want{3.0f, 6144.0f, 3.005859375f, 3.0f, 6144.0f};
+  std::string m;
+  bool ok = r.error.empty() && r.differs.empty();
+  for (size_t i = 0; i < want.size(); i++) {
+    ok = ok && y[i] == f2h(want[i]);
+    m += std::to_string(h2f(y[i])) + (i + 1 < want.size() ? "," : "");
+  }
+  verdict(ok, "shim half rounds every operation to binary16 (no excess precision)", r.error.empty() ? "got (" + m + ")" : r.error + r.differs);
+}
+
 static void shim_tests() {
+  half_rounding_tests();
   const uint32_t n = 61;
   std::vector<float> x(n), p(n);
   for (uint32_t i = 0; i < n; i++) {
@@ -252,7 +270,7 @@ static void shim_tests() {
     eq("float4(float2, s, s) concatenates", {y[4], y[5], y[6], y[7]}, {1, -2, 0.5, 1});
     eq("float4(s) splats", {y[8], y[9], y[10], y[11]}, {2.5, 2.5, 2.5, 2.5});
     eq("swizzle .wzyx and lvalue .xy", {y[12], y[13], y[14], y[15]}, {3, 40000, -2, 1});
-    eq("half rounds per operation; literals; overflow; half3", {y[16], y[17], y[18], y[19]},
+    eq("half sums; literals; overflow; half3", {y[16], y[17], y[18], y[19]},
        {1.001953125, (double)h2f(f2h(0.1f)), INFINITY, 3});
     eq("half4(float4)", {(double)yh[0], (double)yh[1], (double)yh[2], (double)yh[3]}, {(double)f2h(1), (double)f2h(-2), (double)f2h(3), (double)f2h(40000)});
     eq("half4 rounding to nearest", {(double)yh[4], (double)yh[5], (double)yh[6], (double)yh[7]},
@@ -618,6 +636,11 @@ static int abort_case(const char* which) {
 int main(int argc, char** argv) {
   if (argc == 3 && !std::strcmp(argv[1], "--oob")) return oob(argv[2]);
   if (argc == 3 && !std::strcmp(argv[1], "--abort")) return abort_case(argv[2]);
+  if (argc == 2 && !std::strcmp(argv[1], "--half")) {
+    half_rounding_tests();
+    std::printf("%d passed, %d failed\n", n_passed, n_failed);
+    return n_failed ? 1 : 0;
+  }
   shim_tests();
   sample_tests();
   const Stats s = stats();

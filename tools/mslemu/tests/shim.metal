@@ -50,7 +50,7 @@ kernel void shim_vectors(device const int4* xi [[buffer(0)]], device float4* y [
     float4 s = float4(a.wzyx);               // swizzle then convert
     s.xy = s.yx;                             // lvalue swizzle
     y[3] = s;
-    const half b = 0.0009765625h;            // 2^-10: 1 + b + b rounds per op in MSL half arithmetic
+    const half b = 0.0009765625h;            // 2^-10: 1 + b + b (exact either way; shim_half_rounding tests rounding)
     half acc = 1.0h;
     acc = acc + b;
     acc = acc + b;
@@ -75,6 +75,22 @@ kernel void shim_builtins(device uint* y [[buffer(0)]],
     r[0] = tpig.x; r[1] = tpig.y; r[2] = tpig.z; r[3] = tpitg.x; r[4] = tpitg.y; r[5] = tiitg; r[6] = tgpig.x;
     r[7] = tgpig.y; r[8] = tptg.x * 100 + tptg.y; r[9] = tgpg.x * 100 + tgpg.y; r[10] = tpg.x * 100 + tpg.y;
     r[11] = lane; r[12] = sg; r[13] = tpsg; r[14] = nsg; r[15] = tew;
+}
+
+// half arithmetic rounds to binary16 after every operation, as an Apple GPU computes it, not once at the end
+// of an expression evaluated in float (clang's default excess precision for _Float16 on x86-64). Each
+// expression's first operation rounds (a tie to even, or a carry below half's last bit) before the second
+// uses it; none can be changed by reassociation or contraction, so the fast-math build must give the same.
+// x = (1, 2^-11, 3, 2048, 1, 1 + 2^-10, 3).
+kernel void shim_half_rounding(device const half* x [[buffer(0)]], device half* y [[buffer(1)]], uint i [[thread_position_in_grid]])
+{
+    if (i != 0) return;
+    y[0] = (x[0] + x[1]) * x[2];  // 1 + 2^-11 ties to 1, times 3: 3 (excess precision: 3.001953125)
+    y[1] = (x[3] + x[4]) * x[2];  // 2048 + 1 ties to 2048, times 3: 6144 (excess: 6147 -> 6148)
+    y[2] = (x[5] * x[5]) * x[6];  // (1 + 2^-10)^2 = 1 + 2^-9 + 2^-20 rounds to 1 + 2^-9, times 3: 3.005859375 (excess: 3.0078125)
+    const half2 v = half2(x[0], x[3]) + half2(x[1], x[4]);  // vectors round per lane: (1, 2048)
+    y[3] = v.x * x[2];
+    y[4] = v.y * x[2];
 }
 
 // SIMD-group functions, each on a full simdgroup and (where it makes sense) on a divergent half.

@@ -1,0 +1,213 @@
+// Qwen3.5 / Qwen3-VL: config.json → TowerSpec (docs/models/qwen-vision.md#config, #tensors). Defaults are HF's
+// class defaults, so a config that omits a field means what it means to transformers.
+import { z } from 'zod';
+import { TesseraError } from '../../errors.js';
+import type { HfFolder } from '../../formats/hf-folder.js';
+import { configError, towerTensor } from '../../spec/tensors.js';
+import { headSplitProblem } from '../../spec/rules.js';
+import { QWEN_PREFIXES } from '../qwen-common.js';
+import type { StageSpec, TowerSpec } from '../../spec/types.js';
+import type { Assert, Equals } from '../../type-equality.js';
+
+const int = (min: number, max: number) => z.number().int().min(min).max(max);
+
+/** The vision activations Qwen's configs name (both the tanh GELU's spellings). */
+export const QWEN_ACTIVATIONS = ['gelu_pytorch_tanh', 'gelu'] as const;
+
+/** config.json's vision_config as parsed: HF's class defaults filled in, `heads` resolved. */
+export interface QwenVisionConfig {
+  /** Blocks (27). */
+  depth: number;
+  /** Width of a patch row inside the blocks (1152). */
+  hidden_size: number;
+  /** Attention heads, under either of the two names configs use; `heads` is the one that counts. */
+  num_heads?: number;
+  num_attention_heads?: number;
+  /** Width of a block's MLP (4304). */
+  intermediate_size: number;
+  hidden_act: (typeof QWEN_ACTIVATIONS)[number];
+  in_channels: number;
+  /** Side of a square patch in pixels (16), frames per patch (2), patches merged per side (2). */
+  patch_size: number;
+  temporal_patch_size: number;
+  spatial_merge_size: number;
+  /** Width of an output token: the text model's hidden size (3584). */
+  out_hidden_size: number;
+  /** Rows of the learned position table (2304). */
+  num_position_embeddings: number;
+  /** Blocks whose output a deepstack merger also takes (Qwen3-VL). */
+  deepstack_visual_indexes?: number[];
+  rope_parameters?: { rope_type?: string; rope_theta?: number };
+  /** Attention heads: num_heads, else num_attention_heads, else 16. */
+  heads: number;
+}
+
+/** @internal */
+export const QwenVisionConfigSchema = z
+  .object({
+    depth: int(1, 256).default(27),
+    hidden_size: int(8, 16384).default(1152),
+    num_heads: int(1, 256).optional(),
+    num_attention_heads: int(1, 256).optional(),
+    intermediate_size: int(1, 131072).default(4304),
+    hidden_act: z.enum(QWEN_ACTIVATIONS).default('gelu_pytorch_tanh'),
+    in_channels: int(1, 16).default(3),
+    patch_size: int(1, 128).default(16),
+    temporal_patch_size: int(1, 16).default(2),
+    spatial_merge_size: int(1, 8).default(2),
+    out_hidden_size: int(1, 65536).default(3584),
+    num_position_embeddings: int(1, 1 << 20).default(2304),
+    deepstack_visual_indexes: z.array(int(0, 255)).optional(),
+    rope_parameters: z
+      .object({ rope_type: z.string().default('axial'), rope_theta: z.number().positive().default(10000) })
+      .partial()
+      .optional(),
+  })
+  .transform((c, ctx) => {
+    const heads = c.num_heads ?? c.num_attention_heads ?? 16;
+    const split = headSplitProblem(c.hidden_size, heads);
+    if (split) ctx.addIssue({ code: 'custom', path: ['num_heads'], message: `hidden_size ${split}` });
+    if ((c.rope_parameters?.rope_type ?? 'axial') !== 'axial')
+      ctx.addIssue({ code: 'custom', path: ['rope_parameters', 'rope_type'], message: 'only "axial" vision rope exists' });
+    return { ...c, heads };
+  });
+
+type _QwenVisionConfigAgrees = Assert<Equals<z.output<typeof QwenVisionConfigSchema>, QwenVisionConfig>>;
+
+/** The TowerSpec.family values this folder serves: Qwen3.5 (and its MoE's tower) has no deepstack, Qwen3-VL has. */
+export const QWEN3_IDS = ['qwen3_5', 'qwen3_vl'] as const;
+export type Qwen3Id = (typeof QWEN3_IDS)[number];
+
+/** config.json model_type → family: the full model's, and the tower's saved on its own (config = vision_config). */
+const FULL_MODEL_TYPES: Record<string, Qwen3Id> = { qwen3_5: 'qwen3_5', qwen3_5_moe: 'qwen3_5', qwen3_vl: 'qwen3_vl' };
+const TOWER_MODEL_TYPES: Record<string, Qwen3Id> = {
+  qwen3_5_vision: 'qwen3_5',
+  qwen3_5_moe_vision: 'qwen3_5',
+  qwen3_vl_vision: 'qwen3_vl',
+};
+export const QWEN3_MODEL_TYPES = [...Object.keys(FULL_MODEL_TYPES), ...Object.keys(TOWER_MODEL_TYPES)];
+
+
+
+/** A stage of the tower as HF lays it out: a tensor's name is the checkpoint prefix, `base` and its role. */
+export interface QwenStageLayout {
+  name: string;
+  kind: StageSpec['kind'];
+  index: number;
+  base: string;
+  tensors: [role: string, shape: number[]][];
+}
+
+/** The tower's tensors, stage by stage in execution order (docs/models/qwen-vision.md#tensors). */
+export function qwenTowerLayout(c: QwenVisionConfig, deepstack: readonly number[]): QwenStageLayout[] {
+  const D = c.hidden_size, I = c.intermediate_size, O = c.out_hidden_size, W = D * c.spatial_merge_size ** 2;
+  const P = c.patch_size, T = c.temporal_patch_size;
+  const mergerTensors = (normWidth: number): [string, number[]][] => [
+    ['norm.weight', [normWidth]],
+    ['norm.bias', [normWidth]],
+    ['linear_fc1.weight', [W, W]],
+    ['linear_fc1.bias', [W]],
+    ['linear_fc2.weight', [O, W]],
+    ['linear_fc2.bias', [O]],
+  ];
+  const stages: QwenStageLayout[] = [
+    {
+      name: 'embed', kind: 'embed', index: 0, base: '',
+      tensors: [
+        ['patch_embed.proj.weight', [D, c.in_channels, T, P, P]],
+        ['patch_embed.proj.bias', [D]],
+        ['pos_embed.weight', [c.num_position_embeddings, D]],
+      ],
+    },
+  ];
+  for (let l = 0; l < c.depth; l++) {
+    stages.push({
+      name: `block.${l}`, kind: 'block', index: l, base: `blocks.${l}.`,
+      tensors: [
+        ['norm1.weight', [D]],
+        ['norm1.bias', [D]],
+        ['attn.qkv.weight', [3 * D, D]],
+        ['attn.qkv.bias', [3 * D]],
+        ['attn.proj.weight', [D, D]],
+        ['attn.proj.bias', [D]],
+        ['norm2.weight', [D]],
+        ['norm2.bias', [D]],
+        ['mlp.linear_fc1.weight', [I, D]],
+        ['mlp.linear_fc1.bias', [I]],
+        ['mlp.linear_fc2.weight', [D, I]],
+        ['mlp.linear_fc2.bias', [D]],
+      ],
+    });
+    deepstack.forEach((at, k) => {
+      if (at === l) stages.push({ name: `deepstack.${k}`, kind: 'deepstack', index: k, base: `deepstack_merger_list.${k}.`, tensors: mergerTensors(W) });
+    });
+  }
+  stages.push({ name: 'merged', kind: 'merger', index: 0, base: 'merger.', tensors: mergerTensors(D) });
+  return stages;
+}
+
+export function buildQwenSpec(folder: HfFolder): TowerSpec {
+  const { config, index } = folder;
+  const modelType = config['model_type'] as string;
+  const family = FULL_MODEL_TYPES[modelType] ?? TOWER_MODEL_TYPES[modelType]!;
+  const standalone = modelType in TOWER_MODEL_TYPES;
+  const raw = standalone ? config : config['vision_config'];
+  if (typeof raw !== 'object' || raw === null)
+    throw new TesseraError('ERR_CONFIG_INVALID', `${folder.dir}/config.json: field 'vision_config': required for model_type ${modelType}`);
+  const parsed = QwenVisionConfigSchema.safeParse(raw);
+  if (!parsed.success) throw configError(`${folder.dir}/config.json (vision_config)`, parsed.error);
+  const c = parsed.data;
+
+  const textHidden = (config['text_config'] as Record<string, unknown> | undefined)?.['hidden_size'];
+  if (typeof textHidden === 'number' && textHidden !== c.out_hidden_size)
+    throw new TesseraError(
+      'ERR_CONFIG_INVALID',
+      `${folder.dir}/config.json: field 'vision_config.out_hidden_size': ${c.out_hidden_size} differs from text_config.hidden_size ${textHidden}`,
+    );
+
+  // Qwen3-VL's towers feed deepstack mergers (HF's default levels when the config states none); Qwen3.5's do not.
+  const deepstack = family === 'qwen3_vl' ? (c.deepstack_visual_indexes ?? [8, 16, 24]) : [];
+  deepstack.forEach((l, k) => {
+    if (l >= c.depth || deepstack.indexOf(l) !== k)
+      throw new TesseraError(
+        'ERR_CONFIG_INVALID',
+        `${folder.dir}/config.json: field 'vision_config.deepstack_visual_indexes': ${l} is out of range or repeated (depth ${c.depth})`,
+      );
+  });
+
+  const prefix = QWEN_PREFIXES.find((p) => index.tensors.has(`${p}patch_embed.proj.weight`));
+  if (prefix === undefined)
+    throw new TesseraError('ERR_TENSOR_MISSING', `tower tensor 'model.visual.patch_embed.proj.weight' is missing from the weights`);
+
+  const D = c.hidden_size, P = c.patch_size, T = c.temporal_patch_size;
+  const stages: StageSpec[] = qwenTowerLayout(c, deepstack).map((s) => ({
+    name: s.name,
+    kind: s.kind,
+    index: s.index,
+    tensors: s.tensors.map(([role, shape]) => towerTensor(index, `${prefix}${s.base}${role}`, role, shape)),
+  }));
+
+  return {
+    family,
+    source: 'hf-folder',
+    dims: {
+      depth: c.depth,
+      hidden: D,
+      heads: c.heads,
+      head_dim: D / c.heads,
+      intermediate: c.intermediate_size,
+      out_hidden: c.out_hidden_size,
+      in_channels: c.in_channels,
+      patch_size: P,
+      temporal_patch_size: T,
+      merge_size: c.spatial_merge_size,
+      pos_side: Math.floor(Math.sqrt(c.num_position_embeddings)),
+      eps: 1e-6,
+      rope_theta: c.rope_parameters?.rope_theta ?? 10000,
+      mlp_act_erf: c.hidden_act === 'gelu' ? 1 : 0,
+    },
+    lists: { deepstack_indexes: deepstack },
+    files: index.files,
+    stages,
+  };
+}
