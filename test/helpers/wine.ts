@@ -48,14 +48,32 @@ export function nodeExe(): string {
 
 export const wineEnv = (env: NodeJS.ProcessEnv = {}): NodeJS.ProcessEnv => ({ ...process.env, WINEPREFIX: PREFIX, WINEDEBUG: '-all', ...env });
 
-/** The prefix, made once: Windows 10, as Node 22 requires. */
+/**
+ * The prefix, made once: Windows 10, as Node 22 requires. Test files run in parallel processes, so one
+ * makes it (holding a lock folder) while the others wait.
+ */
 export function winePrefix(): string {
   const marker = join(PREFIX, '.tessera-win10');
-  if (existsSync(marker)) return PREFIX;
-  mkdirSync(PREFIX, { recursive: true });
-  const r = spawnSync('wine', ['winecfg', '-v', 'win10'], { env: wineEnv(), stdio: 'ignore', timeout: 300_000 });
-  if (r.status !== 0) throw new Error(`wine winecfg -v win10 failed (${r.status ?? r.signal})`);
-  writeFileSync(marker, '');
+  const lock = `${PREFIX}.lock`;
+  mkdirSync(CACHE, { recursive: true });
+  for (const t0 = Date.now(); !existsSync(marker); ) {
+    try {
+      mkdirSync(lock);
+    } catch {
+      if (Date.now() - t0 > 600_000) throw new Error(`the Wine prefix ${PREFIX} is still being made by another process (${lock})`);
+      spawnSync('sleep', ['1']);
+      continue;
+    }
+    try {
+      if (existsSync(marker)) break;
+      mkdirSync(PREFIX, { recursive: true });
+      const r = spawnSync('wine', ['winecfg', '-v', 'win10'], { env: wineEnv(), stdio: 'ignore', timeout: 300_000 });
+      if (r.status !== 0) throw new Error(`wine winecfg -v win10 failed (${r.status ?? r.signal})`);
+      writeFileSync(marker, '');
+    } finally {
+      rmSync(lock, { recursive: true, force: true });
+    }
+  }
   return PREFIX;
 }
 
