@@ -1,7 +1,7 @@
 // A small GGUF writer for tests (docs/models/gemma4-vision.md#format): builds Ollama-layout files and
 // deliberately broken ones. It writes exactly what it is given; no validation, so tests can lie.
 export const T = { U8: 0, I8: 1, U16: 2, I16: 3, U32: 4, I32: 5, F32: 6, BOOL: 7, STRING: 8, ARRAY: 9, U64: 10, I64: 11, F64: 12 } as const;
-export const GGML = { F32: 0, F16: 1, Q8_0: 8, Q4_K: 12, BF16: 30 } as const;
+export const GGML = { F32: 0, F16: 1, Q4_0: 2, Q8_0: 8, Q4_K: 12, BF16: 30 } as const;
 
 export type KV =
   | { key: string; type: number; value: number | bigint | boolean | string }
