@@ -8,13 +8,14 @@ import type { PixelInput } from '../options.js';
 import type { Preprocessor } from '../prepare.js';
 import type { TowerSpec } from '../spec/types.js';
 
-/** The family's reading of an HF reference file's input tensors (doctor, tools): encodePixels' input. */
+/** The family's reading of an HF reference file's input tensors (doctor, tools): encodePixels' input. @internal */
 export interface ReferenceInput {
   input: PixelInput;
   /** Patch rows of the input. */
   patches: number;
 }
 
+/** @internal */
 export interface TowerFamily<Id extends string = string> {
   /** The TowerSpec.family values this family's builder writes (one folder may serve several close towers). */
   readonly ids: readonly Id[];

@@ -12,10 +12,10 @@ import type { TowerSpec } from '../spec/types.js';
 import { checkGeometry } from './geometry.js';
 import type { ReferenceInput, TowerFamily } from './family.js';
 
-/** Where the tower's tensors sit in a checkpoint: transformers 5, older Hub layouts, a tower saved alone. */
+/** Where the tower's tensors sit in a checkpoint: transformers 5, older Hub layouts, a tower saved alone. @internal */
 export const QWEN_PREFIXES = ['model.visual.', 'visual.', ''];
 
-/** The sizing options: the resized image's pixel-area bounds. */
+/** The sizing options: the resized image's pixel-area bounds. @internal */
 export const QWEN_SIZING_KEYS = {
   minPixels: positiveInt.optional(),
   maxPixels: positiveInt.optional(),
@@ -24,10 +24,10 @@ export const QWEN_SIZING_KEYS = {
 const gridSide = z.number().int().min(1).max(MAX_INT32);
 const GridSchema = z.union([z.object({ t: gridSide, h: gridSide, w: gridSide }).strict(), z.tuple([gridSide, gridSide, gridSide])]);
 
-/** encodePixels' input: { pixelValues, grid } (one grid or one per image). */
+/** encodePixels' input: { pixelValues, grid } (one grid or one per image). @internal */
 export const QWEN_PIXEL_INPUT = z.object({ pixelValues: float32Array, grid: z.union([GridSchema, z.array(GridSchema).min(1)]) }).strict();
 
-/** One grid or a list, each { t, h, w } or [t, h, w] (sides already checked by the schema), as a list of { t, h, w }. */
+/** One grid or a list, each { t, h, w } or [t, h, w] (sides already checked by the schema), as a list of { t, h, w }. @internal */
 export function normaliseGrid(grid: QwenPixelInput['grid']): Grid[] {
   const list: (Grid | GridTriple)[] =
     Array.isArray(grid) && !(grid.length === 3 && grid.every((v) => typeof v === 'number')) ? (grid as (Grid | GridTriple)[]) : [grid as Grid];
@@ -85,7 +85,7 @@ function qwenReferenceInput(tensor: (name: string) => Uint8Array): ReferenceInpu
   return { input, patches: t! * h! * w! };
 }
 
-/** The image side of a Qwen-processor family, as TowerFamily.images. */
+/** The image side of a Qwen-processor family, as TowerFamily.images. @internal */
 export const QWEN_IMAGES = {
   preprocessor: qwenPreprocessor,
   // Qwen's processor defaults are Qwen2-VL's; a checkpoint always states its own, and sizing by another
@@ -95,4 +95,5 @@ export const QWEN_IMAGES = {
   describeSizing: describeQwenSizing,
 } satisfies TowerFamily['images'];
 
+/** @internal */
 export const QWEN_PIXEL_INPUTS = { schema: QWEN_PIXEL_INPUT, check: checkQwenGrids, fromReference: qwenReferenceInput } satisfies TowerFamily['pixelInput'];

@@ -2,10 +2,10 @@
 // metadata by a family's builder (src/families/<family>/), validated with zod, and passed to the
 // addon as a plain object (native/io/tower_spec.h is its C++ twin). Dimensions are read from here
 // by native code, never from a model-specific default.
-import type { FamilyId } from '../families/registry.js';
+import type { Family } from '../families/registry.js';
 
 /** The model families tessera runs: every id of the family registry (src/families/registry.ts). */
-export type Family = FamilyId;
+export type { Family };
 /** The element types tessera computes with (and converts weights to: `tessera pack --dtype`). */
 export const COMPUTE_DTYPES = ['f32', 'f16', 'bf16'] as const;
 export type ComputeDType = (typeof COMPUTE_DTYPES)[number];

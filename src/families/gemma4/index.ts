@@ -52,6 +52,7 @@ function gemmaReferenceInput(tensor: (name: string) => Uint8Array): ReferenceInp
   return { input, patches: positions.length / 2 };
 }
 
+/** @internal */
 export const gemma4 = {
   ids: GEMMA4_IDS,
   modelTypes: GEMMA4_MODEL_TYPES,

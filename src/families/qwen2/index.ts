@@ -6,6 +6,7 @@ import type { TowerFamily } from '../family.js';
 import { QWEN_IMAGES, QWEN_PIXEL_INPUTS } from '../qwen-common.js';
 import { buildQwen2Spec, QWEN2_IDS, QWEN2_MODEL_TYPES, type Qwen2Id } from './spec.js';
 
+/** @internal */
 export const qwen2 = {
   ids: QWEN2_IDS,
   modelTypes: QWEN2_MODEL_TYPES,

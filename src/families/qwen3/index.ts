@@ -5,6 +5,7 @@ import type { TowerFamily } from '../family.js';
 import { QWEN_IMAGES, QWEN_PIXEL_INPUTS } from '../qwen-common.js';
 import { buildQwenSpec, QWEN3_IDS, QWEN3_MODEL_TYPES, type Qwen3Id } from './spec.js';
 
+/** @internal */
 export const qwen3 = {
   ids: QWEN3_IDS,
   modelTypes: QWEN3_MODEL_TYPES,
