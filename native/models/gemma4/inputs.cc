@@ -1,4 +1,4 @@
-// The host side of a Gemma 4 encode's inputs (gemma4_inputs.h); the #anchors are
+// The host side of a Gemma 4 encode's inputs (inputs.h); the #anchors are
 // docs/models/gemma4-vision.md's.
 #include "models/gemma4/inputs.h"
 

@@ -1,7 +1,7 @@
 // Gemma 4 vision tower + projector → TowerSpec, from its three sources (docs/models/gemma4-vision.md):
 // an HF folder (#config, #tensors), a llama.cpp mmproj GGUF (#llamacpp-mmproj) and an Ollama
 // single-file GGUF (#ollama-single-file). All three become the same spec, so
-// native/models/gemma4_vision.cc runs HF's forward pass (#forward-pass) whatever the file's origin
+// native/models/gemma4/tower.cc runs HF's forward pass (#forward-pass) whatever the file's origin
 // (never llama.cpp's GELU_QUICK or Ollama's projector order).
 //
 // The spec the native model reads (every layout difference is stated here, never guessed there).
