@@ -4,16 +4,189 @@
 // preprocessor is the Qwen pipeline (src/image/) with the checkpoint's preprocessor_config.json.
 import { z } from 'zod';
 import { TesseraError } from '../errors.js';
+import { type GgufHeader, ggufKind, ggufNumber, ggufNumberArray, ggufTensorIndex } from '../formats/gguf.js';
+import type { TensorIndex } from '../formats/tensor-index.js';
 import { parseQwenPreprocessConfig, planQwen, preprocessQwen } from '../image/index.js';
 import { MAX_INT32, float32Array, positiveInt } from '../limits.js';
 import type { Grid, GridTriple, PixelInput, QwenPixelInput } from '../options.js';
 import type { Preprocessor } from '../prepare.js';
-import type { TowerSpec } from '../spec/types.js';
+import { headSplitProblem } from '../spec/rules.js';
+import { assembledTensor, towerTensor } from '../spec/tensors.js';
+import type { StageSpec, TensorSpec, TowerSpec } from '../spec/types.js';
 import { checkGeometry } from './geometry.js';
 import type { ReferenceInput, TowerFamily } from './family.js';
 
 /** Where the tower's tensors sit in a checkpoint: transformers 5, older Hub layouts, a tower saved alone. @internal */
 export const QWEN_PREFIXES = ['model.visual.', 'visual.', ''];
+
+// ---------------------------------------------------------------- the stages, whatever the source
+
+/** A stage as HF lays it out: a tensor's name is the checkpoint prefix, `base` and its role. @internal */
+export interface QwenStageLayout {
+  name: string;
+  kind: StageSpec['kind'];
+  index: number;
+  base: string;
+  tensors: [role: string, shape: number[]][];
+}
+
+/** Finds a stage's tensor by its HF role: a source's names and layout → TensorSpec. @internal */
+export type QwenPicker = (stage: QwenStageLayout, role: string, shape: number[]) => TensorSpec;
+
+/** The family's layout → the TowerSpec's stages, each tensor found by `pick`. @internal */
+export function qwenStages(layout: readonly QwenStageLayout[], pick: QwenPicker): StageSpec[] {
+  return layout.map((s) => ({ name: s.name, kind: s.kind, index: s.index, tensors: s.tensors.map(([role, shape]) => pick(s, role, shape)) }));
+}
+
+/** An HF checkpoint's tensors: the prefix the tower sits under (QWEN_PREFIXES), then each stage's base and role. @internal */
+export function hfPicker(index: TensorIndex): QwenPicker {
+  const prefix = QWEN_PREFIXES.find((p) => index.tensors.has(`${p}patch_embed.proj.weight`));
+  if (prefix === undefined) throw new TesseraError('ERR_TENSOR_MISSING', `tower tensor 'model.visual.patch_embed.proj.weight' is missing from the weights`);
+  return (s, role, shape) => towerTensor(index, `${prefix}${s.base}${role}`, role, shape);
+}
+
+// ---------------------------------------------------------------- llama.cpp mmproj files
+
+/** The llama.cpp projector types of the Qwen towers (clip.projector_type), by family folder. @internal */
+export const QWEN2_PROJECTORS = ['qwen2vl_merger', 'qwen2.5vl_merger'] as const;
+export const QWEN3_PROJECTORS = ['qwen3vl_merger'] as const;
+
+/**
+ * GGUF names of HF's modules (docs/models/qwen-vision.md#llamacpp-mmproj), by stage kind: a role is the
+ * module and `.weight` or `.bias`. Blocks sit under `v.blk.N.`, deepstack mergers under `v.deepstack.L.`
+ * (L the block they follow), the rest at the top.
+ */
+const GGUF_MODULES: Record<string, Record<string, string>> = {
+  embed: { 'patch_embed.proj': 'v.patch_embd', pos_embed: 'v.position_embd' },
+  block: {
+    norm1: 'ln1', norm2: 'ln2', 'attn.qkv': 'attn_qkv', 'attn.proj': 'attn_out',
+    'mlp.linear_fc1': 'ffn_up', 'mlp.linear_fc2': 'ffn_down', // Qwen3-VL, Qwen3.5
+    'mlp.fc1': 'ffn_up', 'mlp.fc2': 'ffn_down', // Qwen2-VL
+    'mlp.gate_proj': 'ffn_gate', 'mlp.up_proj': 'ffn_up', 'mlp.down_proj': 'ffn_down', // Qwen2.5-VL
+  },
+  deepstack: { norm: 'norm', linear_fc1: 'fc1', linear_fc2: 'fc2' },
+  merger: { ln_q: 'v.post_ln', norm: 'v.post_ln', 'mlp.0': 'mm.0', 'mlp.2': 'mm.2', linear_fc1: 'mm.0', linear_fc2: 'mm.2' },
+};
+
+/** What a Qwen mmproj states and its tensors' shapes say, read the same for every Qwen projector. @internal */
+export interface QwenGguf {
+  h: GgufHeader;
+  index: TensorIndex;
+  projector: string;
+  depth: number;
+  hidden: number;
+  heads: number;
+  /** The blocks' MLP width (ffn_up's rows: Qwen2-VL's feed_forward_length is the merger's output width). */
+  intermediate: number;
+  /** The output width (mm.2's rows). */
+  outHidden: number;
+  /** Patches merged per side (mm.0's width over the blocks'). */
+  merge: number;
+  inChannels: number;
+  patchSize: number;
+  eps: number;
+}
+
+/**
+ * A Qwen mmproj's common reading: the projector is one of `projectors`, the sizes come from the metadata
+ * and the tensors' shapes (each refusal names the key or tensor). The converter writes the Conv3d patch
+ * kernel as two Conv2d tensors (its two time steps), so temporal_patch_size is 2.
+ * @internal
+ */
+export function readQwenGguf(h: GgufHeader, projectors: readonly string[]): QwenGguf {
+  const { projector } = ggufKind(h);
+  if (projector === undefined || !projectors.includes(projector))
+    throw new TesseraError('ERR_MODEL_FORMAT', `${h.path}: mmproj projector type '${projector ?? '(none)'}' is not a Qwen one (${projectors.join(', ')})`);
+  const where = h.path;
+  const index = ggufTensorIndex(h);
+  const key = (k: string, max = 1 << 20): number => {
+    const v = ggufNumber(h, `clip.vision.${k}`);
+    if (v === undefined) throw new TesseraError('ERR_CONFIG_INVALID', `${where}: metadata 'clip.vision.${k}' is missing`);
+    if (!Number.isInteger(v) || v < 1 || v > max) throw new TesseraError('ERR_CONFIG_INVALID', `${where}: metadata 'clip.vision.${k}' = ${v} is out of range`);
+    return v;
+  };
+  /** A tensor's numpy shape, or a refusal naming it and what it should hold. */
+  const shapeOf = (name: string, rank: number, what: string): number[] => {
+    const t = index.tensors.get(name);
+    if (!t) throw new TesseraError('ERR_TENSOR_MISSING', `${where}: tower tensor '${name}' is missing (${what})`);
+    if (t.shape.length !== rank) throw new TesseraError('ERR_TENSOR_SHAPE', `${where}: tensor '${name}' has shape [${t.shape.join(', ')}], expected ${rank} dimensions (${what})`);
+    return t.shape;
+  };
+  const hidden = key('embedding_length', 16384);
+  const heads = key('attention.head_count', 256);
+  const depth = key('block_count', 256);
+  const split = headSplitProblem(hidden, heads);
+  if (split) throw new TesseraError('ERR_CONFIG_INVALID', `${where}: clip.vision.embedding_length ${split} (clip.vision.attention.head_count)`);
+  const patch = shapeOf('v.patch_embd.weight', 4, `[${hidden}, 3, patch, patch]`);
+  const [, inChannels, patchSize] = patch as [number, number, number, number];
+  const stated = ggufNumber(h, 'clip.vision.patch_size');
+  if (stated !== undefined && stated !== patchSize)
+    throw new TesseraError('ERR_TENSOR_SHAPE', `${where}: tensor 'v.patch_embd.weight' has shape [${patch.join(', ')}], expected [${hidden}, ${inChannels}, ${stated}, ${stated}] (clip.vision.patch_size ${stated})`);
+  const intermediate = shapeOf('v.blk.0.ffn_up.weight', 2, `[mlp width, ${hidden}]`)[0]!;
+  const w = shapeOf('mm.0.weight', 2, `[${hidden} x merge², ${hidden} x merge²]`)[1]!;
+  const merge = Math.round(Math.sqrt(w / hidden));
+  if (merge < 1 || merge * merge * hidden !== w)
+    throw new TesseraError('ERR_TENSOR_SHAPE', `${where}: tensor 'mm.0.weight' is ${w} wide, expected ${hidden} x merge² (a whole merge of ${hidden}-wide patches)`);
+  const statedMerge = ggufNumber(h, 'clip.vision.spatial_merge_size');
+  if (statedMerge !== undefined && statedMerge !== merge)
+    throw new TesseraError('ERR_TENSOR_SHAPE', `${where}: tensor 'mm.0.weight' merges ${merge}x${merge} patches, but clip.vision.spatial_merge_size is ${statedMerge}`);
+  const outHidden = shapeOf('mm.2.weight', 2, `[output width, ${w}]`)[0]!;
+  const eps = ggufNumber(h, 'clip.vision.attention.layer_norm_epsilon') ?? 1e-6;
+  if (!(eps > 0 && eps < 1e-2)) throw new TesseraError('ERR_CONFIG_INVALID', `${where}: clip.vision.attention.layer_norm_epsilon ${eps} is out of range`);
+  return { h, index, projector, depth, hidden, heads, intermediate, outHidden, merge, inChannels, patchSize, eps };
+}
+
+/**
+ * A llama.cpp mmproj's tensors by HF role (GGUF_MODULES), with the two the converter splits assembled
+ * (assembledTensor): the patch kernel from its two time steps (`v.patch_embd.weight`, `.weight.1`,
+ * interleaved per channel as HF's rows (c, t, py, px)), and a block's qkv from attn_q, attn_k and attn_v
+ * (stacked rows) where the file has no attn_qkv. `deepstack` lists the block each deepstack merger follows.
+ * @internal
+ */
+export function ggufPicker(g: QwenGguf, deepstack: readonly number[] = []): QwenPicker {
+  const { index, h } = g;
+  return (s, role, shape) => {
+    const dot = role.lastIndexOf('.');
+    const module = role.slice(0, dot), suffix = role.slice(dot);
+    const stem = GGUF_MODULES[s.kind]?.[module];
+    if (stem === undefined) throw new TesseraError('ERR_INTERNAL', `${h.path}: no GGUF name for ${s.kind} role '${role}'`);
+    const base = s.kind === 'block' ? `v.blk.${s.index}.` : s.kind === 'deepstack' ? `v.deepstack.${deepstack[s.index]}.` : '';
+    const name = `${base}${stem}${suffix}`;
+    if (role === 'patch_embed.proj.weight') {
+      const [D, C, , P] = shape as [number, number, number, number, number];
+      return assembledTensor(index, [name, `${name}.1`], role, [D, C, P, P], shape, P * P);
+    }
+    if (module === 'attn.qkv' && !index.tensors.has(name)) {
+      const part = [shape[0]! / 3, ...shape.slice(1)];
+      const names = ['attn_q', 'attn_k', 'attn_v'].map((q) => `${base}${q}${suffix}`);
+      return assembledTensor(index, names, role, part, shape, part.reduce((a, b) => a * b, 1));
+    }
+    return towerTensor(index, name, role, shape);
+  };
+}
+
+/**
+ * The processor settings a Qwen mmproj implies (it carries none but the normalisation): the tower's patch,
+ * merge and temporal sizes, its image_mean / image_std, and the Qwen processor's class defaults for the
+ * rest (min / max pixels 56² / 28²·1280, as transformers' Qwen2VLImageProcessor).
+ * @internal
+ */
+export function qwenGgufProcessor(h: GgufHeader, spec: TowerSpec): Record<string, unknown> {
+  const defaults = parseQwenPreprocessConfig({}, h.path);
+  const triple = (k: string, fallback: number[]): number[] => {
+    const v = ggufNumberArray(h, `clip.vision.${k}`) ?? fallback;
+    if (v.length !== 3) throw new TesseraError('ERR_CONFIG_INVALID', `${h.path}: metadata 'clip.vision.${k}' has ${v.length} values, expected 3`);
+    return v;
+  };
+  return {
+    patch_size: spec.dims['patch_size'],
+    temporal_patch_size: spec.dims['temporal_patch_size'],
+    merge_size: spec.dims['merge_size'],
+    size: { shortest_edge: defaults.minPixels, longest_edge: defaults.maxPixels },
+    image_mean: triple('image_mean', defaults.imageMean),
+    image_std: triple('image_std', defaults.imageStd),
+  };
+}
 
 /** The sizing options: the resized image's pixel-area bounds. @internal */
 export const QWEN_SIZING_KEYS = {

@@ -12,11 +12,11 @@
 //           (kind merger, base merger.): see QWEN2_TOWERS for each family's roles.
 import { z } from 'zod';
 import { TesseraError } from '../../errors.js';
+import { type GgufHeader, ggufBool, ggufKind, ggufNumber, ggufNumberArray } from '../../formats/gguf.js';
 import type { HfFolder } from '../../formats/hf-folder.js';
 import { headSplitProblem } from '../../spec/rules.js';
-import { towerTensor } from '../../spec/tensors.js';
-import type { StageSpec, TowerSpec } from '../../spec/types.js';
-import { QWEN_PREFIXES } from '../qwen-common.js';
+import type { SourceKind, StageSpec, TowerSpec } from '../../spec/types.js';
+import { ggufPicker, hfPicker, QWEN2_PROJECTORS, type QwenPicker, qwenStages, type QwenStageLayout, readQwenGguf } from '../qwen-common.js';
 
 /** The TowerSpec.family values this folder serves. */
 export const QWEN2_IDS = ['qwen2_vl', 'qwen2_5_vl'] as const;
@@ -128,20 +128,11 @@ function attention(D: number): Roles {
   ];
 }
 
-/** A stage as HF lays it out: a tensor's name is the checkpoint prefix, `base` and its role. */
-export interface Qwen2StageLayout {
-  name: string;
-  kind: StageSpec['kind'];
-  index: number;
-  base: string;
-  tensors: Roles;
-}
-
 /** The tower's tensors, stage by stage in execution order (docs/models/qwen2-vision.md#tensors). */
-export function qwen2TowerLayout(family: Qwen2Id, d: Qwen2Dims): Qwen2StageLayout[] {
+export function qwen2TowerLayout(family: Qwen2Id, d: Qwen2Dims): QwenStageLayout[] {
   const D = d.hidden, W = D * d.merge_size ** 2, P = d.patch_size;
   const tower = QWEN2_TOWERS[family];
-  const stages: Qwen2StageLayout[] = [
+  const stages: QwenStageLayout[] = [
     { name: 'embed', kind: 'embed', index: 0, base: '', tensors: [['patch_embed.proj.weight', [D, d.in_channels, d.temporal_patch_size, P, P]]] },
   ];
   for (let l = 0; l < d.depth; l++) stages.push({ name: `block.${l}`, kind: 'block', index: l, base: `blocks.${l}.`, tensors: tower.block(d) });
@@ -226,18 +217,14 @@ export function buildQwen2Spec(folder: HfFolder): TowerSpec {
       throw new TesseraError('ERR_CONFIG_INVALID', `${where}: field '${outField}': ${d.out_hidden} differs from the text model's hidden_size ${textHidden}`);
   }
 
-  const prefix = QWEN_PREFIXES.find((p) => index.tensors.has(`${p}patch_embed.proj.weight`));
-  if (prefix === undefined) throw new TesseraError('ERR_TENSOR_MISSING', `tower tensor 'model.visual.patch_embed.proj.weight' is missing from the weights`);
-  const stages: StageSpec[] = qwen2TowerLayout(family, d).map((s) => ({
-    name: s.name,
-    kind: s.kind,
-    index: s.index,
-    tensors: s.tensors.map(([role, shape]) => towerTensor(index, `${prefix}${s.base}${role}`, role, shape)),
-  }));
+  return qwen2Spec(family, 'hf-folder', d, 1e-6, fullatt, index.files, hfPicker(index));
+}
 
+/** The TowerSpec of a Qwen2 tower: its dimensions, full-attention blocks, and each stage's tensors found by `pick`. */
+function qwen2Spec(family: Qwen2Id, source: SourceKind, d: Qwen2Dims, eps: number, fullatt: number[], files: string[], pick: QwenPicker): TowerSpec {
   return {
     family,
-    source: 'hf-folder',
+    source,
     dims: {
       depth: d.depth,
       hidden: d.hidden,
@@ -249,12 +236,73 @@ export function buildQwen2Spec(folder: HfFolder): TowerSpec {
       patch_size: d.patch_size,
       temporal_patch_size: d.temporal_patch_size,
       merge_size: d.merge_size,
-      eps: 1e-6,
+      eps,
       rope_theta: d.rope_theta,
       window: d.window,
     },
     lists: { fullatt_blocks: fullatt },
-    files: index.files,
-    stages,
+    files,
+    stages: qwenStages(qwen2TowerLayout(family, d), pick),
   };
+}
+
+// ---------------------------------------------------------------- llama.cpp mmproj
+
+/**
+ * What llama.cpp assumes of every Qwen2.5-VL tower and its converter never writes (docs/models/qwen2-vision.md#llamacpp-mmproj):
+ * the attention window, in pixels.
+ */
+const GGUF_WINDOW_PX = 112;
+
+/** Whether a GGUF file is a Qwen2-VL or Qwen2.5-VL mmproj. */
+export function isQwen2Gguf(h: GgufHeader): boolean {
+  const { arch, projector } = ggufKind(h);
+  return arch === 'clip' && (QWEN2_PROJECTORS as readonly string[]).includes(projector ?? '');
+}
+
+/** Older Qwen2.5-VL mmprojs say qwen2vl_merger and mark the tower with these keys (clip. or clip.vision.). */
+function legacyKey<T>(h: GgufHeader, read: (h: GgufHeader, k: string) => T | undefined, k: string): T | undefined {
+  return read(h, `clip.vision.${k}`) ?? read(h, `clip.${k}`);
+}
+
+/**
+ * A Qwen2-VL / Qwen2.5-VL mmproj → TowerSpec. Qwen2.5-VL is the projector qwen2.5vl_merger, or an older
+ * file's qwen2vl_merger with a gated MLP (ffn_gate) or the keys use_glu_mlp / use_rms_norm /
+ * fullatt_block_indexes. Sizes come from tensor shapes; the window (112 px) is llama.cpp's assumption, and
+ * the full-attention blocks are every n_wa_pattern-th (an older file's fullatt_block_indexes as stated).
+ */
+export function buildQwen2FromGguf(h: GgufHeader): TowerSpec {
+  const g = readQwenGguf(h, QWEN2_PROJECTORS);
+  const where = h.path;
+  const legacy25 =
+    g.index.tensors.has('v.blk.0.ffn_gate.weight') ||
+    legacyKey(h, ggufBool, 'use_glu_mlp') === true ||
+    legacyKey(h, ggufBool, 'use_rms_norm') === true ||
+    legacyKey(h, ggufNumberArray, 'fullatt_block_indexes') !== undefined;
+  const family: Qwen2Id = g.projector === 'qwen2.5vl_merger' || legacy25 ? 'qwen2_5_vl' : 'qwen2_vl';
+  let window = 0;
+  let fullatt: number[] = [];
+  if (family === 'qwen2_5_vl') {
+    const side = g.patchSize * g.merge;
+    const px = legacyKey(h, ggufNumber, 'window_size') ?? GGUF_WINDOW_PX;
+    if (!Number.isInteger(px) || px < side || px % side !== 0)
+      throw new TesseraError('ERR_CONFIG_INVALID', `${where}: an attention window of ${px} px is not a whole number of ${side}-px merge windows (patch ${g.patchSize} x merge ${g.merge})`);
+    window = px / side;
+    const stated = legacyKey(h, ggufNumberArray, 'fullatt_block_indexes');
+    const every = ggufNumber(h, 'clip.vision.n_wa_pattern');
+    if (stated) fullatt = [...stated];
+    else if (every !== undefined) {
+      if (!Number.isInteger(every) || every < 1) throw new TesseraError('ERR_CONFIG_INVALID', `${where}: metadata 'clip.vision.n_wa_pattern' = ${every} is out of range`);
+      for (let l = every - 1; l < g.depth; l += every) fullatt.push(l);
+    } else throw new TesseraError('ERR_CONFIG_INVALID', `${where}: metadata 'clip.vision.n_wa_pattern' is missing (which blocks attend over the whole image)`);
+    fullatt.forEach((b, k) => {
+      if (!Number.isInteger(b) || b < 0 || b >= g.depth || fullatt.indexOf(b) !== k)
+        throw new TesseraError('ERR_CONFIG_INVALID', `${where}: full-attention block ${b} is ${b >= g.depth ? `not a block (depth ${g.depth})` : 'repeated'}`);
+    });
+  }
+  const d: Qwen2Dims = {
+    depth: g.depth, hidden: g.hidden, heads: g.heads, intermediate: g.intermediate, out_hidden: g.outHidden, in_channels: g.inChannels,
+    patch_size: g.patchSize, temporal_patch_size: 2, merge_size: g.merge, rope_theta: ROPE_THETA, window,
+  };
+  return qwen2Spec(family, 'gguf-llama.cpp', d, g.eps, fullatt, [h.path], ggufPicker(g));
 }
