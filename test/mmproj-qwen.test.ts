@@ -20,6 +20,7 @@ import { readGgufHeader, type GgufHeader } from '../src/formats/gguf.js';
 import { VisionTower, type EncodeResult } from '../src/index.js';
 import { loadModel } from '../src/load-model.js';
 import { addon } from '../src/native.js';
+import { packModel } from '../src/pack/index.js';
 import type { TowerSpec } from '../src/spec/types.js';
 import { FIXTURES, qwenInput, relErr } from './helpers/fixtures.js';
 import { GGML, T, writeGguf } from './helpers/gguf-writer.js';
@@ -196,6 +197,23 @@ describe.each(TOWERS)('$fixture: llama.cpp mmproj files', (t) => {
         }
       }
       for (const r of runs.slice(1)) expect(same(r, runs[0]!), `${dtype}`).toBe(true);
+    }
+  });
+
+  it('a packed copy of the q8_0 file (its split tensors joined) encodes with the same bits', async () => {
+    const g = await VisionTower.open(ggufPath(t, 'q8_0'), { backend: 'cpu' });
+    const out = join(tmp, 'packed');
+    try {
+      await packModel(await loadModel(ggufPath(t, 'q8_0')), out);
+      const p = await VisionTower.open(out, { backend: 'cpu' });
+      try {
+        expect(same((await p.encodePixels(input)).embeddings, (await g.encodePixels(input)).embeddings)).toBe(true);
+      } finally {
+        await p.close();
+      }
+    } finally {
+      await g.close();
+      rmSync(out, { recursive: true, force: true });
     }
   });
 
