@@ -319,6 +319,19 @@ describe('refusals', () => {
     const spec = buildQwen2FromGguf(old);
     expect(spec.family).toBe('qwen2_5_vl');
     expect(spec.lists['fullatt_blocks']).toEqual([1]);
+    // Its full-attention list as stated (in place of n_wa_pattern), checked against the depth.
+    const list = (values: number[]) => ({ kind: 'array' as const, elementType: T.I32, length: values.length, values });
+    const stated = await edited(TOWERS[1]!, (h) => {
+      h.metadata.set('clip.projector_type', 'qwen2vl_merger');
+      h.metadata.delete('clip.vision.n_wa_pattern');
+      h.metadata.set('clip.vision.fullatt_block_indexes', list([0, 2]));
+    });
+    expect(buildQwen2FromGguf(stated).lists['fullatt_blocks']).toEqual([0, 2]);
+    stated.metadata.set('clip.vision.fullatt_block_indexes', list([0, 3]));
+    expect(() => buildQwen2FromGguf(stated)).toThrow(expect.objectContaining({ code: 'ERR_CONFIG_INVALID', message: expect.stringContaining('not a block (depth 3)') }));
+    // A Qwen2-VL file (no gate, no such keys) stays Qwen2-VL: no window, every block over the whole image.
+    const v2 = buildQwen2FromGguf(await readGgufHeader(ggufPath(TOWERS[0]!, 'f16')));
+    expect([v2.family, v2.dims['window'], v2.lists['fullatt_blocks']]).toEqual(['qwen2_vl', 0, []]);
   });
 });
 

@@ -1,7 +1,8 @@
-// Qwen2-VL and Qwen2.5-VL: config.json → TowerSpec (docs/models/qwen2-vision.md#config, #tensors). Both towers
-// share the patch embedding, the 2D rope and the 2x2 merger; they differ in the block (LayerNorm + QuickGELU
-// MLP, or RMSNorm + gated SiLU MLP with window attention) and in the merger's norm. Defaults are HF's class
-// defaults (transformers 5.17), so a config that omits a field means what it means to transformers.
+// Qwen2-VL and Qwen2.5-VL: config.json or a llama.cpp mmproj → TowerSpec (docs/models/qwen2-vision.md#config,
+// #tensors, #llamacpp-mmproj). Both towers share the patch embedding, the 2D rope and the 2x2 merger; they
+// differ in the block (LayerNorm + QuickGELU MLP, or RMSNorm + gated SiLU MLP with window attention) and in the
+// merger's norm. Defaults are HF's class defaults (transformers 5.17), so a config that omits a field means what
+// it means to transformers.
 //
 // The spec the native towers read:
 //   dims: depth, hidden D, heads, head_dim, intermediate I, out_hidden O, in_channels C, patch_size P,
@@ -15,7 +16,7 @@ import { TesseraError } from '../../errors.js';
 import { type GgufHeader, ggufBool, ggufKind, ggufNumber, ggufNumberArray } from '../../formats/gguf.js';
 import type { HfFolder } from '../../formats/hf-folder.js';
 import { headSplitProblem } from '../../spec/rules.js';
-import type { SourceKind, StageSpec, TowerSpec } from '../../spec/types.js';
+import type { SourceKind, TowerSpec } from '../../spec/types.js';
 import { ggufPicker, hfPicker, QWEN2_PROJECTORS, type QwenPicker, qwenStages, type QwenStageLayout, readQwenGguf } from '../qwen-common.js';
 
 /** The TowerSpec.family values this folder serves. */

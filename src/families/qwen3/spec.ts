@@ -1,5 +1,6 @@
-// Qwen3.5 / Qwen3-VL: config.json → TowerSpec (docs/models/qwen-vision.md#config, #tensors). Defaults are HF's
-// class defaults, so a config that omits a field means what it means to transformers.
+// Qwen3.5 / Qwen3-VL: config.json or a llama.cpp mmproj → TowerSpec (docs/models/qwen-vision.md#config, #tensors,
+// #llamacpp-mmproj). Defaults are HF's class defaults, so a config that omits a field means what it means to
+// transformers.
 import { z } from 'zod';
 import { TesseraError } from '../../errors.js';
 import { type GgufHeader, ggufBoolArray, ggufKind } from '../../formats/gguf.js';
