@@ -6,7 +6,8 @@
 //   - q8_0 files: every stage within 1e-4 of the HF-layout tower holding the file's dequantised weights (the
 //     dequantisation itself is gguf-py's, bit for bit: test/format-q8_0.test.ts);
 //   - every residency bit-identical, CPU bf16 and metal-emulated against the HF folder on the same path;
-//   - the refusals: an unknown projector, a language-model GGUF, a missing or misshapen tensor.
+//   - the refusals: an unknown projector, a language-model GGUF, a missing or misshapen tensor;
+//   - Ollama's single Qwen2.5-VL file, written here from the HF fixture as Ollama's converter lays one out.
 import { mkdtempSync, readFileSync, rmSync, writeFileSync, cpSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -347,5 +348,94 @@ describe('tessera inspect', () => {
     expect(text).toMatch(/resident\s+\S+/);
     expect(text).toMatch(/stream\s+\S+/);
     expect(text).toMatch(/mapped\s+.*held/);
+  });
+});
+
+// Ollama's single Qwen2.5-VL file (general.architecture qwen25vl): written here from the HF fixture as Ollama's
+// converter (convert/convert_qwen25vl.go over convert_qwen2.go) writes one: its name replacements, the patch
+// kernel split into patch_embd_0 / _1 along the time axis, qkv split into attn_q / k / v along the rows, the
+// vision keys under qwen25vl.vision.*, and a text model beside (here one Q4_0 tensor, never read).
+describe("Ollama's single Qwen2.5-VL file", () => {
+  const REPLACEMENTS: [string, string][] = [
+    ['mlp.down_proj', 'ffn_down'], ['mlp.gate_proj', 'ffn_gate'], ['mlp.up_proj', 'ffn_up'],
+    ['visual', 'v'], ['blocks', 'blk'], ['attn.proj', 'attn_out'], ['norm1', 'ln1'], ['norm2', 'ln2'],
+  ];
+  const rename = (hfName: string) => REPLACEMENTS.reduce((n, [from, to]) => n.split(from).join(to), hfName.replace(/^model\./, ''));
+  let dir: string;
+  let path: string;
+  beforeAll(async () => {
+    dir = mkdtempSync(join(tmpdir(), 'tessera-ollama-'));
+    path = join(dir, 'qwen25vl.gguf');
+    const hf = await loadModel(join(FIXTURES, 'qwen2_5_vl-tiny', 'model'));
+    const tensors: Parameters<typeof writeGguf>[0]['tensors'] = [];
+    for (const t of hf.spec.stages.flatMap((s) => s.tensors)) {
+      const bytes = readFileSync(hf.spec.files[t.file]!).subarray(t.offset, t.offset + t.length);
+      expect(t.dtype).toBe('bf16');
+      const ne = (shape: number[]) => [...shape].reverse();
+      if (t.role === 'patch_embed.proj.weight') {
+        const [D, C, Tt, P] = t.shape as [number, number, number, number];
+        const plane = P * P * 2;
+        for (let step = 0; step < Tt; step++) {
+          const out = Buffer.alloc(D * C * plane);
+          for (let dc = 0; dc < D * C; dc++) bytes.copy(out, dc * plane, (dc * Tt + step) * plane, (dc * Tt + step + 1) * plane);
+          tensors.push({ name: rename(t.name).replace('patch_embed.proj', `patch_embd_${step}`), ne: ne([D, C, P, P]), type: GGML.BF16, data: out });
+        }
+      } else if (t.role.startsWith('attn.qkv.')) {
+        const third = t.length / 3;
+        ['attn_q', 'attn_k', 'attn_v'].forEach((q, i) =>
+          tensors.push({ name: rename(t.name).replace('attn.qkv', q), ne: ne([t.shape[0]! / 3, ...t.shape.slice(1)]), type: GGML.BF16, data: bytes.subarray(i * third, (i + 1) * third) }),
+        );
+      } else tensors.push({ name: rename(t.name), ne: ne(t.shape), type: GGML.BF16, data: bytes });
+    }
+    tensors.push({ name: 'token_embd.weight', ne: [32, 2], type: GGML.Q4_0, data: new Uint8Array(36) });
+    const u32 = (key: string, value: number) => ({ key: `qwen25vl.vision.${key}`, type: T.U32, value });
+    const v = hf.spec.dims;
+    writeFileSync(
+      path,
+      writeGguf({
+        kv: [
+          { key: 'general.architecture', type: T.STRING, value: 'qwen25vl' },
+          u32('block_count', v['depth']!), u32('embedding_length', v['hidden']!), u32('attention.head_count', v['heads']!),
+          u32('num_channels', 3), u32('patch_size', v['patch_size']!), u32('spatial_merge_size', v['merge_size']!),
+          u32('spatial_patch_size', v['patch_size']!), u32('window_size', 112), u32('temporal_patch_size', 2),
+          { key: 'qwen25vl.vision.attention.layer_norm_epsilon', type: T.F32, value: 1e-6 },
+          { key: 'qwen25vl.vision.rope.freq_base', type: T.F32, value: 10000 },
+          { key: 'qwen25vl.vision.fullatt_block_indexes', type: T.ARRAY, elementType: T.I32, value: hf.spec.lists['fullatt_blocks']! },
+        ],
+        tensors,
+      }),
+    );
+  });
+  afterAll(() => rmSync(dir, { recursive: true, force: true }));
+
+  it('opens as Qwen2.5-VL (gguf-ollama) and encodes as the HF folder, bit for bit, in every residency', async () => {
+    const input = qwenInput('qwen2_5_vl-tiny', 'rocket_thin');
+    const hf = await VisionTower.open(join(FIXTURES, 'qwen2_5_vl-tiny', 'model'), { backend: 'cpu' });
+    try {
+      const ref = await hf.encodePixels(input, { stages: true });
+      for (const residency of ['resident', 'mapped', 'stream'] as const) {
+        const g = await VisionTower.open(path, { backend: 'cpu', residency });
+        try {
+          expect([g.info.family, g.info.source]).toEqual(['qwen2_5_vl', 'gguf-ollama']);
+          expect({ ...g.spec.dims, eps: Math.fround(g.spec.dims['eps']!) }).toEqual({ ...hf.spec.dims, eps: Math.fround(hf.spec.dims['eps']!) });
+          expect(g.spec.lists).toEqual(hf.spec.lists);
+          const { exact, err } = compare(await g.encodePixels(input, { stages: true }), ref);
+          expect(exact, `${residency}: ${JSON.stringify(err)}`).toEqual(Object.keys(ref.stages!));
+        } finally {
+          await g.close();
+        }
+      }
+    } finally {
+      await hf.close();
+    }
+  });
+
+  it('a qwen25vl file without its vision tower, or without its full-attention list, is refused naming what is missing', async () => {
+    const h = await readGgufHeader(path);
+    const textOnly: GgufHeader = { ...h, tensors: new Map([...h.tensors].filter(([n]) => !n.startsWith('v.'))) };
+    expect(() => buildQwen2FromGguf(textOnly)).toThrow(expect.objectContaining({ code: 'ERR_MODEL_FORMAT', message: expect.stringContaining('no vision tower') }));
+    const noList: GgufHeader = { ...h, metadata: new Map(h.metadata) };
+    noList.metadata.delete('qwen25vl.vision.fullatt_block_indexes');
+    expect(() => buildQwen2FromGguf(noList)).toThrow(expect.objectContaining({ code: 'ERR_CONFIG_INVALID', message: expect.stringContaining("'qwen25vl.vision.fullatt_block_indexes'") }));
   });
 });

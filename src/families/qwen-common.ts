@@ -4,7 +4,7 @@
 // preprocessor is the Qwen pipeline (src/image/) with the checkpoint's preprocessor_config.json.
 import { z } from 'zod';
 import { TesseraError } from '../errors.js';
-import { type GgufHeader, ggufKind, ggufNumber, ggufNumberArray, ggufTensorIndex } from '../formats/gguf.js';
+import { type GgufHeader, ggufNumber, ggufNumberArray, ggufTensorIndex } from '../formats/gguf.js';
 import type { TensorIndex } from '../formats/tensor-index.js';
 import { parseQwenPreprocessConfig, planQwen, preprocessQwen } from '../image/index.js';
 import { MAX_INT32, float32Array, positiveInt } from '../limits.js';
@@ -52,11 +52,11 @@ export const QWEN2_PROJECTORS = ['qwen2vl_merger', 'qwen2.5vl_merger'] as const;
 export const QWEN3_PROJECTORS = ['qwen3vl_merger'] as const;
 
 /**
- * GGUF names of HF's modules (docs/models/qwen-vision.md#llamacpp-mmproj), by stage kind: a role is the
- * module and `.weight` or `.bias`. Blocks sit under `v.blk.N.`, deepstack mergers under `v.deepstack.L.`
- * (L the block they follow), the rest at the top.
+ * GGUF names of HF's modules in llama.cpp's mmproj files (docs/models/qwen-vision.md#llamacpp-mmproj), by stage
+ * kind: a role is the module and `.weight` or `.bias`. Blocks sit under `v.blk.N.`, deepstack mergers under
+ * `v.deepstack.L.` (L the block they follow), the rest at the top.
  */
-const GGUF_MODULES: Record<string, Record<string, string>> = {
+const LLAMACPP_MODULES: Record<string, Record<string, string>> = {
   embed: { 'patch_embed.proj': 'v.patch_embd', pos_embed: 'v.position_embd' },
   block: {
     norm1: 'ln1', norm2: 'ln2', 'attn.qkv': 'attn_qkv', 'attn.proj': 'attn_out',
@@ -68,19 +68,50 @@ const GGUF_MODULES: Record<string, Record<string, string>> = {
   merger: { ln_q: 'v.post_ln', norm: 'v.post_ln', 'mlp.0': 'mm.0', 'mlp.2': 'mm.2', linear_fc1: 'mm.0', linear_fc2: 'mm.2' },
 };
 
-/** What a Qwen mmproj states and its tensors' shapes say, read the same for every Qwen projector. @internal */
+/**
+ * Where a GGUF layout keeps a Qwen tower: its metadata prefix, the names HF's modules take (LLAMACPP_MODULES'
+ * form) and the two time steps of the patch kernel. @internal
+ */
+export interface QwenGgufLayout {
+  source: 'gguf-llama.cpp' | 'gguf-ollama';
+  keys: string;
+  modules: Record<string, Record<string, string>>;
+  patchSteps: [string, string];
+}
+
+/** llama.cpp's mmproj files (general.architecture clip). @internal */
+export const LLAMACPP_LAYOUT: QwenGgufLayout = {
+  source: 'gguf-llama.cpp',
+  keys: 'clip.vision.',
+  modules: LLAMACPP_MODULES,
+  patchSteps: ['v.patch_embd.weight', 'v.patch_embd.weight.1'],
+};
+
+/**
+ * Ollama's single Qwen2.5-VL file (general.architecture qwen25vl, its convert_qwen25vl.go): llama.cpp's block
+ * names, the merger under its HF names (`v.merger.ln_q`, `mlp.0`, `mlp.2`), the patch kernel's time steps as
+ * `v.patch_embd_0` / `_1`, keys under `qwen25vl.vision.`. @internal
+ */
+export const OLLAMA_QWEN25VL_LAYOUT: QwenGgufLayout = {
+  source: 'gguf-ollama',
+  keys: 'qwen25vl.vision.',
+  modules: { ...LLAMACPP_MODULES, merger: { ln_q: 'v.merger.ln_q', 'mlp.0': 'v.merger.mlp.0', 'mlp.2': 'v.merger.mlp.2' } },
+  patchSteps: ['v.patch_embd_0.weight', 'v.patch_embd_1.weight'],
+};
+
+/** What a Qwen GGUF file states and its tensors' shapes say, read the same for every layout and tower. @internal */
 export interface QwenGguf {
   h: GgufHeader;
+  layout: QwenGgufLayout;
   index: TensorIndex;
-  projector: string;
   depth: number;
   hidden: number;
   heads: number;
   /** The blocks' MLP width (ffn_up's rows: Qwen2-VL's feed_forward_length is the merger's output width). */
   intermediate: number;
-  /** The output width (mm.2's rows). */
+  /** The output width (the merger's second linear's rows). */
   outHidden: number;
-  /** Patches merged per side (mm.0's width over the blocks'). */
+  /** Patches merged per side (the merger's first linear's width over the blocks'). */
   merge: number;
   inChannels: number;
   patchSize: number;
@@ -88,21 +119,19 @@ export interface QwenGguf {
 }
 
 /**
- * A Qwen mmproj's common reading: the projector is one of `projectors`, the sizes come from the metadata
- * and the tensors' shapes (each refusal names the key or tensor). The converter writes the Conv3d patch
- * kernel as two Conv2d tensors (its two time steps), so temporal_patch_size is 2.
+ * A Qwen GGUF file's common reading: the sizes come from the metadata (under the layout's prefix) and the
+ * tensors' shapes, each refusal naming the key or tensor. The converters write the Conv3d patch kernel as two
+ * Conv2d tensors (its two time steps), so temporal_patch_size is 2.
  * @internal
  */
-export function readQwenGguf(h: GgufHeader, projectors: readonly string[]): QwenGguf {
-  const { projector } = ggufKind(h);
-  if (projector === undefined || !projectors.includes(projector))
-    throw new TesseraError('ERR_MODEL_FORMAT', `${h.path}: mmproj projector type '${projector ?? '(none)'}' is not a Qwen one (${projectors.join(', ')})`);
+export function readQwenGguf(h: GgufHeader, layout: QwenGgufLayout): QwenGguf {
   const where = h.path;
   const index = ggufTensorIndex(h);
+  const pre = layout.keys;
   const key = (k: string, max = 1 << 20): number => {
-    const v = ggufNumber(h, `clip.vision.${k}`);
-    if (v === undefined) throw new TesseraError('ERR_CONFIG_INVALID', `${where}: metadata 'clip.vision.${k}' is missing`);
-    if (!Number.isInteger(v) || v < 1 || v > max) throw new TesseraError('ERR_CONFIG_INVALID', `${where}: metadata 'clip.vision.${k}' = ${v} is out of range`);
+    const v = ggufNumber(h, pre + k);
+    if (v === undefined) throw new TesseraError('ERR_CONFIG_INVALID', `${where}: metadata '${pre}${k}' is missing`);
+    if (!Number.isInteger(v) || v < 1 || v > max) throw new TesseraError('ERR_CONFIG_INVALID', `${where}: metadata '${pre}${k}' = ${v} is out of range`);
     return v;
   };
   /** A tensor's numpy shape, or a refusal naming it and what it should hold. */
@@ -116,46 +145,51 @@ export function readQwenGguf(h: GgufHeader, projectors: readonly string[]): Qwen
   const heads = key('attention.head_count', 256);
   const depth = key('block_count', 256);
   const split = headSplitProblem(hidden, heads);
-  if (split) throw new TesseraError('ERR_CONFIG_INVALID', `${where}: clip.vision.embedding_length ${split} (clip.vision.attention.head_count)`);
-  const patch = shapeOf('v.patch_embd.weight', 4, `[${hidden}, 3, patch, patch]`);
+  if (split) throw new TesseraError('ERR_CONFIG_INVALID', `${where}: ${pre}embedding_length ${split} (${pre}attention.head_count)`);
+  const [step0] = layout.patchSteps;
+  const patch = shapeOf(step0, 4, `[${hidden}, 3, patch, patch]`);
   const [, inChannels, patchSize] = patch as [number, number, number, number];
-  const stated = ggufNumber(h, 'clip.vision.patch_size');
+  const stated = ggufNumber(h, `${pre}patch_size`);
   if (stated !== undefined && stated !== patchSize)
-    throw new TesseraError('ERR_TENSOR_SHAPE', `${where}: tensor 'v.patch_embd.weight' has shape [${patch.join(', ')}], expected [${hidden}, ${inChannels}, ${stated}, ${stated}] (clip.vision.patch_size ${stated})`);
+    throw new TesseraError('ERR_TENSOR_SHAPE', `${where}: tensor '${step0}' has shape [${patch.join(', ')}], expected [${hidden}, ${inChannels}, ${stated}, ${stated}] (${pre}patch_size ${stated})`);
   const intermediate = shapeOf('v.blk.0.ffn_up.weight', 2, `[mlp width, ${hidden}]`)[0]!;
-  const w = shapeOf('mm.0.weight', 2, `[${hidden} x merge², ${hidden} x merge²]`)[1]!;
+  const up = `${layout.modules['merger']!['mlp.0']}.weight`, down = `${layout.modules['merger']!['mlp.2']}.weight`;
+  const w = shapeOf(up, 2, `[${hidden} x merge², ${hidden} x merge²]`)[1]!;
   const merge = Math.round(Math.sqrt(w / hidden));
   if (merge < 1 || merge * merge * hidden !== w)
-    throw new TesseraError('ERR_TENSOR_SHAPE', `${where}: tensor 'mm.0.weight' is ${w} wide, expected ${hidden} x merge² (a whole merge of ${hidden}-wide patches)`);
-  const statedMerge = ggufNumber(h, 'clip.vision.spatial_merge_size');
+    throw new TesseraError('ERR_TENSOR_SHAPE', `${where}: tensor '${up}' is ${w} wide, expected ${hidden} x merge² (a whole merge of ${hidden}-wide patches)`);
+  const statedMerge = ggufNumber(h, `${pre}spatial_merge_size`);
   if (statedMerge !== undefined && statedMerge !== merge)
-    throw new TesseraError('ERR_TENSOR_SHAPE', `${where}: tensor 'mm.0.weight' merges ${merge}x${merge} patches, but clip.vision.spatial_merge_size is ${statedMerge}`);
-  const outHidden = shapeOf('mm.2.weight', 2, `[output width, ${w}]`)[0]!;
-  const eps = ggufNumber(h, 'clip.vision.attention.layer_norm_epsilon') ?? 1e-6;
-  if (!(eps > 0 && eps < 1e-2)) throw new TesseraError('ERR_CONFIG_INVALID', `${where}: clip.vision.attention.layer_norm_epsilon ${eps} is out of range`);
-  return { h, index, projector, depth, hidden, heads, intermediate, outHidden, merge, inChannels, patchSize, eps };
+    throw new TesseraError('ERR_TENSOR_SHAPE', `${where}: tensor '${up}' merges ${merge}x${merge} patches, but ${pre}spatial_merge_size is ${statedMerge}`);
+  const statedSteps = ggufNumber(h, `${pre}temporal_patch_size`);
+  if (statedSteps !== undefined && statedSteps !== 2)
+    throw new TesseraError('ERR_MODEL_FORMAT', `${where}: ${pre}temporal_patch_size is ${statedSteps}; the file holds the patch kernel's time steps as two tensors (2)`);
+  const outHidden = shapeOf(down, 2, `[output width, ${w}]`)[0]!;
+  const eps = ggufNumber(h, `${pre}attention.layer_norm_epsilon`) ?? 1e-6;
+  if (!(eps > 0 && eps < 1e-2)) throw new TesseraError('ERR_CONFIG_INVALID', `${where}: ${pre}attention.layer_norm_epsilon ${eps} is out of range`);
+  return { h, layout, index, depth, hidden, heads, intermediate, outHidden, merge, inChannels, patchSize, eps };
 }
 
 /**
- * A llama.cpp mmproj's tensors by HF role (GGUF_MODULES), with the two the converter splits assembled
- * (assembledTensor): the patch kernel from its two time steps (`v.patch_embd.weight`, `.weight.1`,
- * interleaved per channel as HF's rows (c, t, py, px)), and a block's qkv from attn_q, attn_k and attn_v
- * (stacked rows) where the file has no attn_qkv. `deepstack` lists the block each deepstack merger follows.
+ * A Qwen GGUF file's tensors by HF role (the layout's names), with the two the converters split assembled
+ * (assembledTensor): the patch kernel from its two time steps (interleaved per channel as HF's rows
+ * (c, t, py, px)), and a block's qkv from attn_q, attn_k and attn_v (stacked rows) where the file has no
+ * attn_qkv. `deepstack` lists the block each deepstack merger follows.
  * @internal
  */
 export function ggufPicker(g: QwenGguf, deepstack: readonly number[] = []): QwenPicker {
-  const { index, h } = g;
+  const { index, h, layout } = g;
   return (s, role, shape) => {
+    if (role === 'patch_embed.proj.weight') {
+      const [D, C, , P] = shape as [number, number, number, number, number];
+      return assembledTensor(index, layout.patchSteps, role, [D, C, P, P], shape, P * P);
+    }
     const dot = role.lastIndexOf('.');
     const module = role.slice(0, dot), suffix = role.slice(dot);
-    const stem = GGUF_MODULES[s.kind]?.[module];
+    const stem = layout.modules[s.kind]?.[module];
     if (stem === undefined) throw new TesseraError('ERR_INTERNAL', `${h.path}: no GGUF name for ${s.kind} role '${role}'`);
     const base = s.kind === 'block' ? `v.blk.${s.index}.` : s.kind === 'deepstack' ? `v.deepstack.${deepstack[s.index]}.` : '';
     const name = `${base}${stem}${suffix}`;
-    if (role === 'patch_embed.proj.weight') {
-      const [D, C, , P] = shape as [number, number, number, number, number];
-      return assembledTensor(index, [name, `${name}.1`], role, [D, C, P, P], shape, P * P);
-    }
     if (module === 'attn.qkv' && !index.tensors.has(name)) {
       const part = [shape[0]! / 3, ...shape.slice(1)];
       const names = ['attn_q', 'attn_k', 'attn_v'].map((q) => `${base}${q}${suffix}`);
@@ -173,6 +207,7 @@ export function ggufPicker(g: QwenGguf, deepstack: readonly number[] = []): Qwen
  */
 export function qwenGgufProcessor(h: GgufHeader, spec: TowerSpec): Record<string, unknown> {
   const defaults = parseQwenPreprocessConfig({}, h.path);
+  // Ollama's files state no normalisation (its runtime has the processor's); llama.cpp's do.
   const triple = (k: string, fallback: number[]): number[] => {
     const v = ggufNumberArray(h, `clip.vision.${k}`) ?? fallback;
     if (v.length !== 3) throw new TesseraError('ERR_CONFIG_INVALID', `${h.path}: metadata 'clip.vision.${k}' has ${v.length} values, expected 3`);

@@ -17,7 +17,7 @@ import { type GgufHeader, ggufBool, ggufKind, ggufNumber, ggufNumberArray } from
 import type { HfFolder } from '../../formats/hf-folder.js';
 import { headSplitProblem } from '../../spec/rules.js';
 import type { SourceKind, TowerSpec } from '../../spec/types.js';
-import { ggufPicker, hfPicker, QWEN2_PROJECTORS, type QwenPicker, qwenStages, type QwenStageLayout, readQwenGguf } from '../qwen-common.js';
+import { ggufPicker, hfPicker, LLAMACPP_LAYOUT, OLLAMA_QWEN25VL_LAYOUT, QWEN2_PROJECTORS, type QwenPicker, qwenStages, type QwenStageLayout, readQwenGguf } from '../qwen-common.js';
 
 /** The TowerSpec.family values this folder serves. */
 export const QWEN2_IDS = ['qwen2_vl', 'qwen2_5_vl'] as const;
@@ -255,11 +255,14 @@ function qwen2Spec(family: Qwen2Id, source: SourceKind, d: Qwen2Dims, eps: numbe
  */
 const GGUF_WINDOW_PX = 112;
 
-/** Whether a GGUF file is a Qwen2-VL or Qwen2.5-VL mmproj. */
+/** Whether a GGUF file is a Qwen2-VL or Qwen2.5-VL mmproj, or Ollama's single Qwen2.5-VL file. */
 export function isQwen2Gguf(h: GgufHeader): boolean {
   const { arch, projector } = ggufKind(h);
-  return arch === 'clip' && (QWEN2_PROJECTORS as readonly string[]).includes(projector ?? '');
+  return (arch === 'clip' && (QWEN2_PROJECTORS as readonly string[]).includes(projector ?? '')) || arch === OLLAMA_ARCH;
 }
+
+/** Ollama's Qwen2.5-VL file (the text model and the tower in one). */
+const OLLAMA_ARCH = 'qwen25vl';
 
 /** Older Qwen2.5-VL mmprojs say qwen2vl_merger and mark the tower with these keys (clip. or clip.vision.). */
 function legacyKey<T>(h: GgufHeader, read: (h: GgufHeader, k: string) => T | undefined, k: string): T | undefined {
@@ -267,43 +270,55 @@ function legacyKey<T>(h: GgufHeader, read: (h: GgufHeader, k: string) => T | und
 }
 
 /**
- * A Qwen2-VL / Qwen2.5-VL mmproj → TowerSpec. Qwen2.5-VL is the projector qwen2.5vl_merger, or an older
- * file's qwen2vl_merger with a gated MLP (ffn_gate) or the keys use_glu_mlp / use_rms_norm /
- * fullatt_block_indexes. Sizes come from tensor shapes; the window (112 px) is llama.cpp's assumption, and
- * the full-attention blocks are every n_wa_pattern-th (an older file's fullatt_block_indexes as stated).
+ * A Qwen2-VL / Qwen2.5-VL GGUF file → TowerSpec. A llama.cpp mmproj is Qwen2.5-VL for the projector
+ * qwen2.5vl_merger, or an older file's qwen2vl_merger with a gated MLP (ffn_gate) or the keys use_glu_mlp /
+ * use_rms_norm / fullatt_block_indexes; its window is llama.cpp's assumption (112 px) and its full-attention
+ * blocks every n_wa_pattern-th (an older file's fullatt_block_indexes as stated). Ollama's qwen25vl file states
+ * both (qwen25vl.vision.window_size, .fullatt_block_indexes). Sizes come from tensor shapes.
  */
 export function buildQwen2FromGguf(h: GgufHeader): TowerSpec {
-  const g = readQwenGguf(h, QWEN2_PROJECTORS);
+  const { arch } = ggufKind(h);
+  const ollama = arch === OLLAMA_ARCH;
+  if (ollama && ![...h.tensors.keys()].some((n) => n.startsWith('v.')))
+    throw new TesseraError('ERR_MODEL_FORMAT', `${h.path}: this ${OLLAMA_ARCH} GGUF holds no vision tower (no v.* tensors)`);
+  const g = readQwenGguf(h, ollama ? OLLAMA_QWEN25VL_LAYOUT : LLAMACPP_LAYOUT);
   const where = h.path;
+  const pre = g.layout.keys;
   const legacy25 =
     g.index.tensors.has('v.blk.0.ffn_gate.weight') ||
     legacyKey(h, ggufBool, 'use_glu_mlp') === true ||
     legacyKey(h, ggufBool, 'use_rms_norm') === true ||
     legacyKey(h, ggufNumberArray, 'fullatt_block_indexes') !== undefined;
-  const family: Qwen2Id = g.projector === 'qwen2.5vl_merger' || legacy25 ? 'qwen2_5_vl' : 'qwen2_vl';
+  const family: Qwen2Id = ollama || ggufKind(h).projector === 'qwen2.5vl_merger' || legacy25 ? 'qwen2_5_vl' : 'qwen2_vl';
   let window = 0;
   let fullatt: number[] = [];
   if (family === 'qwen2_5_vl') {
     const side = g.patchSize * g.merge;
-    const px = legacyKey(h, ggufNumber, 'window_size') ?? GGUF_WINDOW_PX;
+    const px = (ollama ? ggufNumber(h, `${pre}window_size`) : legacyKey(h, ggufNumber, 'window_size')) ?? GGUF_WINDOW_PX;
     if (!Number.isInteger(px) || px < side || px % side !== 0)
       throw new TesseraError('ERR_CONFIG_INVALID', `${where}: an attention window of ${px} px is not a whole number of ${side}-px merge windows (patch ${g.patchSize} x merge ${g.merge})`);
     window = px / side;
-    const stated = legacyKey(h, ggufNumberArray, 'fullatt_block_indexes');
+    const stated = ollama ? ggufNumberArray(h, `${pre}fullatt_block_indexes`) : legacyKey(h, ggufNumberArray, 'fullatt_block_indexes');
     const every = ggufNumber(h, 'clip.vision.n_wa_pattern');
     if (stated) fullatt = [...stated];
-    else if (every !== undefined) {
+    else if (every !== undefined && !ollama) {
       if (!Number.isInteger(every) || every < 1) throw new TesseraError('ERR_CONFIG_INVALID', `${where}: metadata 'clip.vision.n_wa_pattern' = ${every} is out of range`);
       for (let l = every - 1; l < g.depth; l += every) fullatt.push(l);
-    } else throw new TesseraError('ERR_CONFIG_INVALID', `${where}: metadata 'clip.vision.n_wa_pattern' is missing (which blocks attend over the whole image)`);
+    } else
+      throw new TesseraError(
+        'ERR_CONFIG_INVALID',
+        `${where}: metadata '${ollama ? `${pre}fullatt_block_indexes` : 'clip.vision.n_wa_pattern'}' is missing (which blocks attend over the whole image)`,
+      );
     fullatt.forEach((b, k) => {
       if (!Number.isInteger(b) || b < 0 || b >= g.depth || fullatt.indexOf(b) !== k)
         throw new TesseraError('ERR_CONFIG_INVALID', `${where}: full-attention block ${b} is ${b >= g.depth ? `not a block (depth ${g.depth})` : 'repeated'}`);
     });
   }
+  const theta = ollama ? (ggufNumber(h, `${pre}rope.freq_base`) ?? ROPE_THETA) : ROPE_THETA;
+  if (!(theta > 0)) throw new TesseraError('ERR_CONFIG_INVALID', `${where}: metadata '${pre}rope.freq_base' = ${theta} is out of range`);
   const d: Qwen2Dims = {
     depth: g.depth, hidden: g.hidden, heads: g.heads, intermediate: g.intermediate, out_hidden: g.outHidden, in_channels: g.inChannels,
-    patch_size: g.patchSize, temporal_patch_size: 2, merge_size: g.merge, rope_theta: ROPE_THETA, window,
+    patch_size: g.patchSize, temporal_patch_size: 2, merge_size: g.merge, rope_theta: theta, window,
   };
-  return qwen2Spec(family, 'gguf-llama.cpp', d, g.eps, fullatt, [h.path], ggufPicker(g));
+  return qwen2Spec(family, g.layout.source, d, g.eps, fullatt, [h.path], ggufPicker(g));
 }

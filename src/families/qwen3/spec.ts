@@ -7,7 +7,7 @@ import { type GgufHeader, ggufBoolArray, ggufKind } from '../../formats/gguf.js'
 import type { HfFolder } from '../../formats/hf-folder.js';
 import { configError } from '../../spec/tensors.js';
 import { headSplitProblem } from '../../spec/rules.js';
-import { ggufPicker, hfPicker, QWEN3_PROJECTORS, type QwenPicker, qwenStages, type QwenStageLayout, readQwenGguf } from '../qwen-common.js';
+import { ggufPicker, hfPicker, LLAMACPP_LAYOUT, QWEN3_PROJECTORS, type QwenPicker, qwenStages, type QwenStageLayout, readQwenGguf } from '../qwen-common.js';
 import type { SourceKind, TowerSpec } from '../../spec/types.js';
 import type { Assert, Equals } from '../../type-equality.js';
 
@@ -215,7 +215,7 @@ export function isQwen3Gguf(h: GgufHeader): boolean {
  * (llama.cpp's clip.use_gelu) and the axial rope at theta 10000; sizes come from the tensors' shapes.
  */
 export function buildQwen3FromGguf(h: GgufHeader): TowerSpec {
-  const g = readQwenGguf(h, QWEN3_PROJECTORS);
+  const g = readQwenGguf(h, LLAMACPP_LAYOUT);
   const marks = ggufBoolArray(h, 'clip.vision.is_deepstack_layers') ?? [];
   if (marks.length > g.depth)
     throw new TesseraError('ERR_CONFIG_INVALID', `${h.path}: metadata 'clip.vision.is_deepstack_layers' marks ${marks.length} blocks, the tower has ${g.depth}`);
