@@ -7,7 +7,8 @@
 //     dequantisation itself is gguf-py's, bit for bit: test/format-q8_0.test.ts);
 //   - every residency bit-identical, CPU bf16 and metal-emulated against the HF folder on the same path;
 //   - the refusals: an unknown projector, a language-model GGUF, a missing or misshapen tensor;
-//   - Ollama's single Qwen2.5-VL file, written here from the HF fixture as Ollama's converter lays one out.
+//   - Ollama's single Qwen2.5-VL and Qwen3-VL files, written here from the HF fixtures as Ollama's converters lay
+//     them out.
 import { mkdtempSync, readFileSync, rmSync, writeFileSync, cpSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -23,7 +24,7 @@ import { loadModel } from '../src/load-model.js';
 import { addon } from '../src/native.js';
 import { packModel } from '../src/pack/index.js';
 import type { TowerSpec } from '../src/spec/types.js';
-import { FIXTURES, qwenInput, relErr } from './helpers/fixtures.js';
+import { FIXTURES, qwenInput, readJson, relErr } from './helpers/fixtures.js';
 import { GGML, T, writeGguf } from './helpers/gguf-writer.js';
 
 interface Tower {
@@ -437,5 +438,87 @@ describe("Ollama's single Qwen2.5-VL file", () => {
     const noList: GgufHeader = { ...h, metadata: new Map(h.metadata) };
     noList.metadata.delete('qwen25vl.vision.fullatt_block_indexes');
     expect(() => buildQwen2FromGguf(noList)).toThrow(expect.objectContaining({ code: 'ERR_CONFIG_INVALID', message: expect.stringContaining("'qwen25vl.vision.fullatt_block_indexes'") }));
+  });
+});
+
+// Ollama's single Qwen3-VL file (general.architecture qwen3vl), written from the HF fixture as convert_qwen3vl.go
+// writes one: HF's names with its replacements, qkv split into attn_q / k / v, the patch kernel whole as
+// [D·C, T, P, P], deepstack mergers by their own number, the vision keys (the processor's among them) under
+// qwen3vl.vision.*.
+describe("Ollama's single Qwen3-VL file", () => {
+  const REPLACEMENTS: [string, string][] = [
+    ['model.visual', 'v'], ['patch_embed.proj', 'patch_embed'], ['blocks', 'blk'], ['attn.qkv', 'attn_qkv'],
+    ['attn.proj', 'attn_out'], ['deepstack_merger_list', 'deepstack_merger'],
+  ];
+  const rename = (hfName: string) => REPLACEMENTS.reduce((n, [from, to]) => n.split(from).join(to), hfName);
+  let dir: string;
+  let path: string;
+  beforeAll(async () => {
+    dir = mkdtempSync(join(tmpdir(), 'tessera-ollama3-'));
+    path = join(dir, 'qwen3vl.gguf');
+    const hf = await loadModel(join(FIXTURES, 'qwen3_vl-tiny', 'model'));
+    const ggmlType = { f16: GGML.F16, bf16: GGML.BF16, f32: GGML.F32 } as Record<string, number>;
+    const tensors: Parameters<typeof writeGguf>[0]['tensors'] = [];
+    for (const t of hf.spec.stages.flatMap((s) => s.tensors)) {
+      const bytes = readFileSync(hf.spec.files[t.file]!).subarray(t.offset, t.offset + t.length);
+      const type = ggmlType[t.dtype]!;
+      const ne = (shape: number[]) => [...shape].reverse();
+      if (t.role === 'patch_embed.proj.weight') {
+        const [D, C, ...rest] = t.shape as [number, number, number, number, number];
+        tensors.push({ name: rename(t.name), ne: ne([D * C, ...rest]), type, data: bytes });
+      } else if (t.role.startsWith('attn.qkv.')) {
+        const third = t.length / 3;
+        ['attn_q', 'attn_k', 'attn_v'].forEach((q, i) =>
+          tensors.push({ name: rename(t.name).replace('attn_qkv', q), ne: ne([t.shape[0]! / 3, ...t.shape.slice(1)]), type, data: bytes.subarray(i * third, (i + 1) * third) }),
+        );
+      } else tensors.push({ name: rename(t.name), ne: ne(t.shape), type, data: bytes });
+    }
+    tensors.push({ name: 'token_embd.weight', ne: [32, 2], type: GGML.Q4_0, data: new Uint8Array(36) });
+    const pre = readJson<Record<string, any>>(join(FIXTURES, 'qwen3_vl-tiny', 'model', 'preprocessor_config.json'));
+    const u32 = (key: string, value: number) => ({ key: `qwen3vl.vision.${key}`, type: T.U32, value });
+    const f32s = (key: string, value: number[]) => ({ key: `qwen3vl.vision.${key}`, type: T.ARRAY, elementType: T.F32, value });
+    const v = hf.spec.dims;
+    writeFileSync(
+      path,
+      writeGguf({
+        kv: [
+          { key: 'general.architecture', type: T.STRING, value: 'qwen3vl' },
+          u32('block_count', v['depth']!), u32('embedding_length', v['hidden']!), u32('attention.head_count', v['heads']!),
+          u32('num_channels', 3), u32('patch_size', v['patch_size']!), u32('spatial_merge_size', v['merge_size']!), u32('temporal_patch_size', 2),
+          { key: 'qwen3vl.vision.attention.layer_norm_epsilon', type: T.F32, value: 1e-6 },
+          { key: 'qwen3vl.vision.rope.freq_base', type: T.F32, value: 10000 },
+          { key: 'qwen3vl.vision.deepstack_visual_indexes', type: T.ARRAY, elementType: T.I32, value: hf.spec.lists['deepstack_indexes']! },
+          u32('shortest_edge', pre['size'].shortest_edge), u32('longest_edge', pre['size'].longest_edge),
+          f32s('image_mean', pre['image_mean']), f32s('image_std', pre['image_std']),
+        ] as Parameters<typeof writeGguf>[0]['kv'],
+        tensors,
+      }),
+    );
+  });
+  afterAll(() => rmSync(dir, { recursive: true, force: true }));
+
+  it('opens as Qwen3-VL (gguf-ollama) with the file\'s processor settings, and encodes as the HF folder, bit for bit, in every residency', async () => {
+    const input = qwenInput('qwen3_vl-tiny', 'tiny');
+    const hf = await VisionTower.open(join(FIXTURES, 'qwen3_vl-tiny', 'model'), { backend: 'cpu' });
+    try {
+      const ref = await hf.encodePixels(input, { stages: true });
+      for (const residency of ['resident', 'mapped', 'stream'] as const) {
+        const g = await VisionTower.open(path, { backend: 'cpu', residency });
+        try {
+          expect([g.info.family, g.info.source]).toEqual(['qwen3_vl', 'gguf-ollama']);
+          expect({ ...g.spec.dims, eps: Math.fround(g.spec.dims['eps']!) }).toEqual({ ...hf.spec.dims, eps: Math.fround(hf.spec.dims['eps']!) });
+          expect(g.spec.lists).toEqual(hf.spec.lists);
+          expect(g.preprocessorConfig).toMatchObject({ size: hf.preprocessorConfig!['size'] });
+          const r = await g.encodePixels(input, { stages: true });
+          const { exact, err } = compare(r, ref);
+          expect(exact, `${residency}: ${JSON.stringify(err)}`).toEqual(Object.keys(ref.stages!));
+          expect(r.deepstack?.length).toBe(2);
+        } finally {
+          await g.close();
+        }
+      }
+    } finally {
+      await hf.close();
+    }
   });
 });

@@ -4,7 +4,7 @@
 // preprocessor is the Qwen pipeline (src/image/) with the checkpoint's preprocessor_config.json.
 import { z } from 'zod';
 import { TesseraError } from '../errors.js';
-import { type GgufHeader, ggufNumber, ggufNumberArray, ggufTensorIndex } from '../formats/gguf.js';
+import { type GgufHeader, ggufKind, ggufNumber, ggufNumberArray, ggufTensorIndex } from '../formats/gguf.js';
 import type { TensorIndex } from '../formats/tensor-index.js';
 import { parseQwenPreprocessConfig, planQwen, preprocessQwen } from '../image/index.js';
 import { MAX_INT32, float32Array, positiveInt } from '../limits.js';
@@ -70,13 +70,18 @@ const LLAMACPP_MODULES: Record<string, Record<string, string>> = {
 
 /**
  * Where a GGUF layout keeps a Qwen tower: its metadata prefix, the names HF's modules take (LLAMACPP_MODULES'
- * form) and the two time steps of the patch kernel. @internal
+ * form), the patch kernel (its two time steps as two Conv2d tensors, or the Conv3d kernel whole with D and C
+ * folded into one axis: [D·C, T, P, P]), and where a deepstack merger sits (by the block it follows, or by its
+ * own number). @internal
  */
 export interface QwenGgufLayout {
   source: 'gguf-llama.cpp' | 'gguf-ollama';
   keys: string;
   modules: Record<string, Record<string, string>>;
-  patchSteps: [string, string];
+  patch: { steps: [string, string] } | { whole: string };
+  deepstackBase(k: number, block: number): string;
+  /** A block's MLP up-projection (its rows are the MLP width), after `v.blk.N.`. */
+  mlpUp: string;
 }
 
 /** llama.cpp's mmproj files (general.architecture clip). @internal */
@@ -84,7 +89,9 @@ export const LLAMACPP_LAYOUT: QwenGgufLayout = {
   source: 'gguf-llama.cpp',
   keys: 'clip.vision.',
   modules: LLAMACPP_MODULES,
-  patchSteps: ['v.patch_embd.weight', 'v.patch_embd.weight.1'],
+  patch: { steps: ['v.patch_embd.weight', 'v.patch_embd.weight.1'] },
+  deepstackBase: (_k, block) => `v.deepstack.${block}.`,
+  mlpUp: 'ffn_up',
 };
 
 /**
@@ -96,8 +103,33 @@ export const OLLAMA_QWEN25VL_LAYOUT: QwenGgufLayout = {
   source: 'gguf-ollama',
   keys: 'qwen25vl.vision.',
   modules: { ...LLAMACPP_MODULES, merger: { ln_q: 'v.merger.ln_q', 'mlp.0': 'v.merger.mlp.0', 'mlp.2': 'v.merger.mlp.2' } },
-  patchSteps: ['v.patch_embd_0.weight', 'v.patch_embd_1.weight'],
+  patch: { steps: ['v.patch_embd_0.weight', 'v.patch_embd_1.weight'] },
+  deepstackBase: (_k, block) => `v.deepstack.${block}.`,
+  mlpUp: 'ffn_up',
 };
+
+/**
+ * Ollama's single Qwen3-VL file (general.architecture qwen3vl or qwen3vlmoe, its convert_qwen3vl.go): HF's
+ * names under `v.` with blocks as `blk` and `attn.proj` as `attn_out`, qkv split into attn_q / k / v, the
+ * patch kernel whole ([D·C, T, P, P]), deepstack mergers as `v.deepstack_merger.K` (K their own number), keys
+ * under `<arch>.vision.`. @internal
+ */
+export function ollamaQwen3vlLayout(arch: string): QwenGgufLayout {
+  const merger = { norm: 'v.merger.norm', linear_fc1: 'v.merger.linear_fc1', linear_fc2: 'v.merger.linear_fc2' };
+  return {
+    source: 'gguf-ollama',
+    keys: `${arch}.vision.`,
+    modules: {
+      embed: { 'patch_embed.proj': 'v.patch_embed', pos_embed: 'v.pos_embed' },
+      block: { norm1: 'norm1', norm2: 'norm2', 'attn.qkv': 'attn_qkv', 'attn.proj': 'attn_out', 'mlp.linear_fc1': 'mlp.linear_fc1', 'mlp.linear_fc2': 'mlp.linear_fc2' },
+      deepstack: { norm: 'norm', linear_fc1: 'linear_fc1', linear_fc2: 'linear_fc2' },
+      merger: { ...merger, 'mlp.0': merger.linear_fc1, 'mlp.2': merger.linear_fc2 },
+    },
+    patch: { whole: 'v.patch_embed.weight' },
+    deepstackBase: (k) => `v.deepstack_merger.${k}.`,
+    mlpUp: 'mlp.linear_fc1',
+  };
+}
 
 /** What a Qwen GGUF file states and its tensors' shapes say, read the same for every layout and tower. @internal */
 export interface QwenGguf {
@@ -146,13 +178,19 @@ export function readQwenGguf(h: GgufHeader, layout: QwenGgufLayout): QwenGguf {
   const depth = key('block_count', 256);
   const split = headSplitProblem(hidden, heads);
   if (split) throw new TesseraError('ERR_CONFIG_INVALID', `${where}: ${pre}embedding_length ${split} (${pre}attention.head_count)`);
-  const [step0] = layout.patchSteps;
-  const patch = shapeOf(step0, 4, `[${hidden}, 3, patch, patch]`);
-  const [, inChannels, patchSize] = patch as [number, number, number, number];
+  const step0 = 'steps' in layout.patch ? layout.patch.steps[0] : layout.patch.whole;
+  const patch = shapeOf(step0, 4, 'steps' in layout.patch ? `[${hidden}, 3, patch, patch]` : `[${hidden} x 3, 2, patch, patch]`);
+  let inChannels = patch[1]!;
+  const patchSize = patch[3]!;
+  if ('whole' in layout.patch) {
+    inChannels = patch[0]! / hidden;
+    if (!Number.isInteger(inChannels) || patch[1] !== 2 || patch[2] !== patchSize)
+      throw new TesseraError('ERR_TENSOR_SHAPE', `${where}: tensor '${step0}' has shape [${patch.join(', ')}], expected [${hidden} x channels, 2, patch, patch]`);
+  }
   const stated = ggufNumber(h, `${pre}patch_size`);
   if (stated !== undefined && stated !== patchSize)
-    throw new TesseraError('ERR_TENSOR_SHAPE', `${where}: tensor '${step0}' has shape [${patch.join(', ')}], expected [${hidden}, ${inChannels}, ${stated}, ${stated}] (${pre}patch_size ${stated})`);
-  const intermediate = shapeOf('v.blk.0.ffn_up.weight', 2, `[mlp width, ${hidden}]`)[0]!;
+    throw new TesseraError('ERR_TENSOR_SHAPE', `${where}: tensor '${step0}' has shape [${patch.join(', ')}], expected patches of ${stated} (${pre}patch_size)`);
+  const intermediate = shapeOf(`v.blk.0.${layout.mlpUp}.weight`, 2, `[mlp width, ${hidden}]`)[0]!;
   const up = `${layout.modules['merger']!['mlp.0']}.weight`, down = `${layout.modules['merger']!['mlp.2']}.weight`;
   const w = shapeOf(up, 2, `[${hidden} x merge², ${hidden} x merge²]`)[1]!;
   const merge = Math.round(Math.sqrt(w / hidden));
@@ -181,14 +219,15 @@ export function ggufPicker(g: QwenGguf, deepstack: readonly number[] = []): Qwen
   const { index, h, layout } = g;
   return (s, role, shape) => {
     if (role === 'patch_embed.proj.weight') {
-      const [D, C, , P] = shape as [number, number, number, number, number];
-      return assembledTensor(index, layout.patchSteps, role, [D, C, P, P], shape, P * P);
+      const [D, C, T, P] = shape as [number, number, number, number, number];
+      if ('whole' in layout.patch) return assembledTensor(index, [layout.patch.whole], role, [D * C, T, P, P], shape, D * C * T * P * P);
+      return assembledTensor(index, layout.patch.steps, role, [D, C, P, P], shape, P * P);
     }
     const dot = role.lastIndexOf('.');
     const module = role.slice(0, dot), suffix = role.slice(dot);
     const stem = layout.modules[s.kind]?.[module];
     if (stem === undefined) throw new TesseraError('ERR_INTERNAL', `${h.path}: no GGUF name for ${s.kind} role '${role}'`);
-    const base = s.kind === 'block' ? `v.blk.${s.index}.` : s.kind === 'deepstack' ? `v.deepstack.${deepstack[s.index]}.` : '';
+    const base = s.kind === 'block' ? `v.blk.${s.index}.` : s.kind === 'deepstack' ? layout.deepstackBase(s.index, deepstack[s.index]!) : '';
     const name = `${base}${stem}${suffix}`;
     if (module === 'attn.qkv' && !index.tensors.has(name)) {
       const part = [shape[0]! / 3, ...shape.slice(1)];
@@ -200,24 +239,29 @@ export function ggufPicker(g: QwenGguf, deepstack: readonly number[] = []): Qwen
 }
 
 /**
- * The processor settings a Qwen mmproj implies (it carries none but the normalisation): the tower's patch,
- * merge and temporal sizes, its image_mean / image_std, and the Qwen processor's class defaults for the
- * rest (min / max pixels 56² / 28²·1280, as transformers' Qwen2VLImageProcessor).
+ * The processor settings a Qwen GGUF file implies: the tower's patch, merge and temporal sizes, and what the
+ * file states of the rest (a llama.cpp mmproj its image_mean / image_std; Ollama's Qwen3-VL file those and the
+ * pixel budget, shortest_edge / longest_edge, under <arch>.vision.), the Qwen processor's class defaults for
+ * what it does not (min / max pixels 56² / 28²·1280 and OpenAI CLIP's mean and std, as transformers'
+ * Qwen2VLImageProcessor).
  * @internal
  */
 export function qwenGgufProcessor(h: GgufHeader, spec: TowerSpec): Record<string, unknown> {
   const defaults = parseQwenPreprocessConfig({}, h.path);
-  // Ollama's files state no normalisation (its runtime has the processor's); llama.cpp's do.
+  const { arch } = ggufKind(h);
+  const pre = arch === 'clip' ? 'clip.vision.' : `${arch}.vision.`;
   const triple = (k: string, fallback: number[]): number[] => {
-    const v = ggufNumberArray(h, `clip.vision.${k}`) ?? fallback;
-    if (v.length !== 3) throw new TesseraError('ERR_CONFIG_INVALID', `${h.path}: metadata 'clip.vision.${k}' has ${v.length} values, expected 3`);
+    const v = ggufNumberArray(h, pre + k) ?? fallback;
+    if (v.length !== 3) throw new TesseraError('ERR_CONFIG_INVALID', `${h.path}: metadata '${pre}${k}' has ${v.length} values, expected 3`);
     return v;
   };
+  // A zero is the converter's fill for a preprocessor_config.json that omitted the key.
+  const edge = (k: string, fallback: number) => ggufNumber(h, pre + k) || fallback;
   return {
     patch_size: spec.dims['patch_size'],
     temporal_patch_size: spec.dims['temporal_patch_size'],
     merge_size: spec.dims['merge_size'],
-    size: { shortest_edge: defaults.minPixels, longest_edge: defaults.maxPixels },
+    size: { shortest_edge: edge('shortest_edge', defaults.minPixels), longest_edge: edge('longest_edge', defaults.maxPixels) },
     image_mean: triple('image_mean', defaults.imageMean),
     image_std: triple('image_std', defaults.imageStd),
   };

@@ -3,11 +3,11 @@
 // transformers.
 import { z } from 'zod';
 import { TesseraError } from '../../errors.js';
-import { type GgufHeader, ggufBoolArray, ggufKind } from '../../formats/gguf.js';
+import { type GgufHeader, ggufBoolArray, ggufKind, ggufNumber, ggufNumberArray } from '../../formats/gguf.js';
 import type { HfFolder } from '../../formats/hf-folder.js';
 import { configError } from '../../spec/tensors.js';
 import { headSplitProblem } from '../../spec/rules.js';
-import { ggufPicker, hfPicker, LLAMACPP_LAYOUT, QWEN3_PROJECTORS, type QwenPicker, qwenStages, type QwenStageLayout, readQwenGguf } from '../qwen-common.js';
+import { ggufPicker, hfPicker, LLAMACPP_LAYOUT, ollamaQwen3vlLayout, QWEN3_PROJECTORS, type QwenPicker, qwenStages, type QwenStageLayout, readQwenGguf } from '../qwen-common.js';
 import type { SourceKind, TowerSpec } from '../../spec/types.js';
 import type { Assert, Equals } from '../../type-equality.js';
 
@@ -202,26 +202,47 @@ function qwen3Spec(family: Qwen3Id, source: SourceKind, c: QwenVisionConfig, eps
 
 // ---------------------------------------------------------------- llama.cpp mmproj
 
-/** Whether a GGUF file is a Qwen3-VL or Qwen3.5 mmproj. */
+/** Ollama's Qwen3-VL files (the text model and the tower in one; the MoE's text model under its own name). */
+const OLLAMA_ARCHS = ['qwen3vl', 'qwen3vlmoe'];
+
+/** Whether a GGUF file is a Qwen3-VL or Qwen3.5 mmproj, or Ollama's single Qwen3-VL file. */
 export function isQwen3Gguf(h: GgufHeader): boolean {
   const { arch, projector } = ggufKind(h);
-  return arch === 'clip' && (QWEN3_PROJECTORS as readonly string[]).includes(projector ?? '');
+  return (arch === 'clip' && (QWEN3_PROJECTORS as readonly string[]).includes(projector ?? '')) || OLLAMA_ARCHS.includes(arch ?? '');
 }
 
 /**
- * A Qwen3-VL / Qwen3.5 mmproj (projector qwen3vl_merger, both) → TowerSpec. The two towers differ only in
- * Qwen3-VL's deepstack mergers, as in HF (where model_type tells them): a file whose
- * clip.vision.is_deepstack_layers marks any block is Qwen3-VL, else Qwen3.5. Both use the tanh GELU
- * (llama.cpp's clip.use_gelu) and the axial rope at theta 10000; sizes come from the tensors' shapes.
+ * A Qwen3-VL / Qwen3.5 GGUF file → TowerSpec. A llama.cpp mmproj (projector qwen3vl_merger, both towers) marks
+ * its deepstack blocks in clip.vision.is_deepstack_layers; Ollama's qwen3vl file lists them in
+ * <arch>.vision.deepstack_visual_indexes and states the rope theta. The two towers differ only in Qwen3-VL's
+ * deepstack mergers, as in HF (where model_type tells them): a file with any is Qwen3-VL, else Qwen3.5. Both use
+ * the tanh GELU (llama.cpp's clip.use_gelu); sizes come from the tensors' shapes.
  */
 export function buildQwen3FromGguf(h: GgufHeader): TowerSpec {
-  const g = readQwenGguf(h, LLAMACPP_LAYOUT);
-  const marks = ggufBoolArray(h, 'clip.vision.is_deepstack_layers') ?? [];
-  if (marks.length > g.depth)
-    throw new TesseraError('ERR_CONFIG_INVALID', `${h.path}: metadata 'clip.vision.is_deepstack_layers' marks ${marks.length} blocks, the tower has ${g.depth}`);
-  const deepstack = marks.flatMap((on, l) => (on ? [l] : []));
-  const pos = g.index.tensors.get('v.position_embd.weight');
-  if (!pos) throw new TesseraError('ERR_TENSOR_MISSING', `${h.path}: tower tensor 'v.position_embd.weight' is missing ([positions, ${g.hidden}])`);
+  const { arch } = ggufKind(h);
+  const ollama = OLLAMA_ARCHS.includes(arch ?? '');
+  if (ollama && ![...h.tensors.keys()].some((n) => n.startsWith('v.')))
+    throw new TesseraError('ERR_MODEL_FORMAT', `${h.path}: this ${arch} GGUF holds no vision tower (no v.* tensors)`);
+  const layout = ollama ? ollamaQwen3vlLayout(arch!) : LLAMACPP_LAYOUT;
+  const g = readQwenGguf(h, layout);
+  let deepstack: number[];
+  if (ollama) {
+    deepstack = [...(ggufNumberArray(h, `${layout.keys}deepstack_visual_indexes`) ?? [])];
+    deepstack.forEach((l, k) => {
+      if (!Number.isInteger(l) || l < 0 || l >= g.depth || deepstack.indexOf(l) !== k)
+        throw new TesseraError('ERR_CONFIG_INVALID', `${h.path}: metadata '${layout.keys}deepstack_visual_indexes': ${l} is out of range or repeated (depth ${g.depth})`);
+    });
+  } else {
+    const marks = ggufBoolArray(h, 'clip.vision.is_deepstack_layers') ?? [];
+    if (marks.length > g.depth)
+      throw new TesseraError('ERR_CONFIG_INVALID', `${h.path}: metadata 'clip.vision.is_deepstack_layers' marks ${marks.length} blocks, the tower has ${g.depth}`);
+    deepstack = marks.flatMap((on, l) => (on ? [l] : []));
+  }
+  const posName = `${layout.modules['embed']!['pos_embed']}.weight`;
+  const pos = g.index.tensors.get(posName);
+  if (!pos) throw new TesseraError('ERR_TENSOR_MISSING', `${h.path}: tower tensor '${posName}' is missing ([positions, ${g.hidden}])`);
+  const theta = ollama ? (ggufNumber(h, `${layout.keys}rope.freq_base`) ?? 10000) : 10000;
+  if (!(theta > 0)) throw new TesseraError('ERR_CONFIG_INVALID', `${h.path}: metadata '${layout.keys}rope.freq_base' = ${theta} is out of range`);
   const c: QwenVisionConfig = {
     depth: g.depth,
     hidden_size: g.hidden,
@@ -235,7 +256,8 @@ export function buildQwen3FromGguf(h: GgufHeader): TowerSpec {
     out_hidden_size: g.outHidden,
     num_position_embeddings: pos.shape[0]!,
     deepstack_visual_indexes: deepstack,
+    rope_parameters: { rope_type: 'axial', rope_theta: theta },
     heads: g.heads,
   };
-  return qwen3Spec(deepstack.length ? 'qwen3_vl' : 'qwen3_5', 'gguf-llama.cpp', c, g.eps, deepstack, [h.path], ggufPicker(g, deepstack));
+  return qwen3Spec(deepstack.length ? 'qwen3_vl' : 'qwen3_5', layout.source, c, g.eps, deepstack, [h.path], ggufPicker(g, deepstack));
 }
