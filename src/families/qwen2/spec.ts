@@ -263,6 +263,8 @@ export function isQwen2Gguf(h: GgufHeader): boolean {
 
 /** Ollama's Qwen2.5-VL file (the text model and the tower in one). */
 const OLLAMA_ARCH = 'qwen25vl';
+/** The full-attention blocks Ollama's runtime assumes when its file's list is missing or empty (every checkpoint's). */
+const OLLAMA_FULLATT_DEFAULT = [7, 15, 23, 31];
 
 /** Older Qwen2.5-VL mmprojs say qwen2vl_merger and mark the tower with these keys (clip. or clip.vision.). */
 function legacyKey<T>(h: GgufHeader, read: (h: GgufHeader, k: string) => T | undefined, k: string): T | undefined {
@@ -298,17 +300,19 @@ export function buildQwen2FromGguf(h: GgufHeader): TowerSpec {
     if (!Number.isInteger(px) || px < side || px % side !== 0)
       throw new TesseraError('ERR_CONFIG_INVALID', `${where}: an attention window of ${px} px is not a whole number of ${side}-px merge windows (patch ${g.patchSize} x merge ${g.merge})`);
     window = px / side;
-    const stated = ollama ? ggufNumberArray(h, `${pre}fullatt_block_indexes`) : legacyKey(h, ggufNumberArray, 'fullatt_block_indexes');
     const every = ggufNumber(h, 'clip.vision.n_wa_pattern');
-    if (stated) fullatt = [...stated];
-    else if (every !== undefined && !ollama) {
-      if (!Number.isInteger(every) || every < 1) throw new TesseraError('ERR_CONFIG_INVALID', `${where}: metadata 'clip.vision.n_wa_pattern' = ${every} is out of range`);
-      for (let l = every - 1; l < g.depth; l += every) fullatt.push(l);
-    } else
-      throw new TesseraError(
-        'ERR_CONFIG_INVALID',
-        `${where}: metadata '${ollama ? `${pre}fullatt_block_indexes` : 'clip.vision.n_wa_pattern'}' is missing (which blocks attend over the whole image)`,
-      );
+    if (ollama) {
+      // Ollama's runtime reads a missing or empty list (published files hold empty ones) as the checkpoints'.
+      const stated = ggufNumberArray(h, `${pre}fullatt_block_indexes`);
+      fullatt = stated?.length ? [...stated] : [...OLLAMA_FULLATT_DEFAULT];
+    } else {
+      const stated = legacyKey(h, ggufNumberArray, 'fullatt_block_indexes');
+      if (stated) fullatt = [...stated];
+      else if (every !== undefined) {
+        if (!Number.isInteger(every) || every < 1) throw new TesseraError('ERR_CONFIG_INVALID', `${where}: metadata 'clip.vision.n_wa_pattern' = ${every} is out of range`);
+        for (let l = every - 1; l < g.depth; l += every) fullatt.push(l);
+      } else throw new TesseraError('ERR_CONFIG_INVALID', `${where}: metadata 'clip.vision.n_wa_pattern' is missing (which blocks attend over the whole image)`);
+    }
     fullatt.forEach((b, k) => {
       if (!Number.isInteger(b) || b < 0 || b >= g.depth || fullatt.indexOf(b) !== k)
         throw new TesseraError('ERR_CONFIG_INVALID', `${where}: full-attention block ${b} is ${b >= g.depth ? `not a block (depth ${g.depth})` : 'repeated'}`);
