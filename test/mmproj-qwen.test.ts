@@ -313,6 +313,16 @@ describe('refusals', () => {
     expect(() => buildQwen3FromGguf(badMerge)).toThrow(expect.objectContaining({ code: 'ERR_TENSOR_SHAPE', message: expect.stringContaining('spatial_merge_size is 3') }));
   });
 
+  it('parts of one joined tensor in different types are refused, naming both', async () => {
+    const mixed = await edited(TOWERS[1]!, (h) => {
+      const v = h.tensors.get('v.blk.0.attn_v.weight')!;
+      h.tensors.set(v.name, { ...v, type: GGML.Q8_0, typeName: 'Q8_0', length: (v.ne[0]! * v.ne[1]! * 34) / 32 });
+    });
+    expect(() => buildQwen2FromGguf(mixed)).toThrow(
+      expect.objectContaining({ code: 'ERR_MODEL_FORMAT', message: expect.stringMatching(/'v\.blk\.0\.attn_v\.weight' is Q8_0, 'v\.blk\.0\.attn_q\.weight' F16/) }),
+    );
+  });
+
   it('an older Qwen2.5-VL file (qwen2vl_merger with its gated MLP) opens as Qwen2.5-VL', async () => {
     const old = await edited(TOWERS[1]!, (h) => {
       h.metadata.set('clip.projector_type', 'qwen2vl_merger');
