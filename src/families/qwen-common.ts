@@ -109,7 +109,8 @@ export const OLLAMA_QWEN25VL_LAYOUT: QwenGgufLayout = {
 };
 
 /**
- * Ollama's single Qwen3-VL file (general.architecture qwen3vl or qwen3vlmoe, its convert_qwen3vl.go): HF's
+ * Ollama's single Qwen3-VL file (general.architecture qwen3vl or qwen3vlmoe, its convert_qwen3vl.go), and its
+ * Qwen3.5 file (qwen35 or qwen35moe, convert_qwen3next.go), which lays the tower out alike: HF's
  * names under `v.` with blocks as `blk` and `attn.proj` as `attn_out`, qkv split into attn_q / k / v, the
  * patch kernel whole ([D·C, T, P, P]), deepstack mergers as `v.deepstack_merger.K` (K their own number), keys
  * under `<arch>.vision.`. @internal

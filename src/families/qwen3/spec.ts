@@ -202,10 +202,15 @@ function qwen3Spec(family: Qwen3Id, source: SourceKind, c: QwenVisionConfig, eps
 
 // ---------------------------------------------------------------- llama.cpp mmproj
 
-/** Ollama's Qwen3-VL files (the text model and the tower in one; the MoE's text model under its own name). */
-const OLLAMA_ARCHS = ['qwen3vl', 'qwen3vlmoe'];
+/**
+ * Ollama's single files (the text model and the tower in one; each MoE's text model under its own name): Qwen3-VL's
+ * and Qwen3.5's, whose converters (convert_qwen3vl.go, convert_qwen3next.go) lay the tower out alike. Qwen3.5's
+ * tower has no deepstack mergers.
+ */
+const OLLAMA_ARCHS = ['qwen3vl', 'qwen3vlmoe', 'qwen35', 'qwen35moe'];
+const OLLAMA_QWEN35_ARCHS = ['qwen35', 'qwen35moe'];
 
-/** Whether a GGUF file is a Qwen3-VL or Qwen3.5 mmproj, or Ollama's single Qwen3-VL file. */
+/** Whether a GGUF file is a Qwen3-VL or Qwen3.5 mmproj, or Ollama's single Qwen3-VL or Qwen3.5 file. */
 export function isQwen3Gguf(h: GgufHeader): boolean {
   const { arch, projector } = ggufKind(h);
   return (arch === 'clip' && (QWEN3_PROJECTORS as readonly string[]).includes(projector ?? '')) || OLLAMA_ARCHS.includes(arch ?? '');
@@ -214,7 +219,7 @@ export function isQwen3Gguf(h: GgufHeader): boolean {
 /**
  * A Qwen3-VL / Qwen3.5 GGUF file → TowerSpec. A llama.cpp mmproj (projector qwen3vl_merger, both towers) marks
  * its deepstack blocks in clip.vision.is_deepstack_layers; Ollama's qwen3vl file lists them in
- * <arch>.vision.deepstack_visual_indexes and states the rope theta. The two towers differ only in Qwen3-VL's
+ * <arch>.vision.deepstack_visual_indexes (its qwen35 file an empty list) and states the rope theta. The two towers differ only in Qwen3-VL's
  * deepstack mergers, as in HF (where model_type tells them): a file with any is Qwen3-VL, else Qwen3.5. Both use
  * the tanh GELU (llama.cpp's clip.use_gelu); sizes come from the tensors' shapes.
  */
@@ -222,12 +227,17 @@ export function buildQwen3FromGguf(h: GgufHeader): TowerSpec {
   const { arch } = ggufKind(h);
   const ollama = OLLAMA_ARCHS.includes(arch ?? '');
   if (ollama && ![...h.tensors.keys()].some((n) => n.startsWith('v.')))
-    throw new TesseraError('ERR_MODEL_FORMAT', `${h.path}: this ${arch} GGUF holds no vision tower (no v.* tensors)`);
+    throw new TesseraError(
+      'ERR_MODEL_FORMAT',
+      `${h.path}: this ${arch} GGUF holds no vision tower (no v.* tensors): open the file that has it (Ollama's single-file model, or the projector GGUF written beside this one)`,
+    );
   const layout = ollama ? ollamaQwen3vlLayout(arch!) : LLAMACPP_LAYOUT;
   const g = readQwenGguf(h, layout);
   let deepstack: number[];
   if (ollama) {
     deepstack = [...(ggufNumberArray(h, `${layout.keys}deepstack_visual_indexes`) ?? [])];
+    if (deepstack.length && OLLAMA_QWEN35_ARCHS.includes(arch!))
+      throw new TesseraError('ERR_CONFIG_INVALID', `${h.path}: metadata '${layout.keys}deepstack_visual_indexes' lists blocks, but a Qwen3.5 tower (${arch}) has no deepstack mergers`);
     deepstack.forEach((l, k) => {
       if (!Number.isInteger(l) || l < 0 || l >= g.depth || deepstack.indexOf(l) !== k)
         throw new TesseraError('ERR_CONFIG_INVALID', `${h.path}: metadata '${layout.keys}deepstack_visual_indexes': ${l} is out of range or repeated (depth ${g.depth})`);
