@@ -9,7 +9,7 @@ import { afterEach, describe, expect, it } from 'vitest';
 import { VisionTower } from '../src/index.js';
 import { FIXTURES, gemmaInput, qwenInput } from './helpers/fixtures.js';
 import { GEMMA4_MMPROJ, GEMMA4_MODEL } from './helpers/gemma4-fixtures.js';
-import { copyModel } from './helpers/model-copy.js';
+import { copyModel, readRaw, writeRaw } from './helpers/model-copy.js';
 // @ts-expect-error: plain ESM build script, no type declarations
 import { build } from '../tools/mslemu/build.mjs';
 
@@ -198,6 +198,37 @@ describe.skipIf(!emu.available)(`residencies on metal-emulated${emu.available ? 
       } finally {
         await tower.close();
       }
+    }
+  }, 120_000);
+
+  it('a safetensors file whose unpadded header leaves every tensor off its element size encodes as the padded one, CPU and Metal, every residency', async () => {
+    // The header one byte longer than its JSON (trailing whitespace, which the format allows): every tensor
+    // starts at an odd offset. Each is read (or, mapped, copied) to an aligned place of its own.
+    const src = join(FIXTURES, 'qwen2_vl-tiny', 'model');
+    const dir = copyModel(src);
+    try {
+      const file = join(dir, 'model.safetensors');
+      const raw = readRaw(file);
+      writeRaw(file, JSON.stringify(raw.header) + ' ', raw.data);
+      const input = qwenInput('qwen2_vl-tiny', 'rocket_thin');
+      for (const backend of ['cpu', 'metal-emulated'] as const) {
+        const padded = await VisionTower.open(src, { backend });
+        const want = await padded.encodePixels(input, { stages: true });
+        await padded.close();
+        for (const residency of ['resident', 'mapped', 'stream'] as const) {
+          const tower = await VisionTower.open(dir, { backend, residency });
+          try {
+            expect(tower.spec.stages.flatMap((st) => st.tensors).every((t) => t.offset % 2 === 1)).toBe(true);
+            const got = await tower.encodePixels(input, { stages: true });
+            for (const [name, data] of Object.entries(want.stages!))
+              expect(Buffer.from(got.stages![name]!.buffer).equals(Buffer.from(data.buffer)), `${backend} ${residency}: ${name}`).toBe(true);
+          } finally {
+            await tower.close();
+          }
+        }
+      }
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
     }
   }, 120_000);
 });

@@ -38,6 +38,13 @@ static void check_length(const TensorSpec& t) {
                                        " bytes is not a whole number of Q8_0 blocks");
 }
 
+// A tensor its file does not place on a multiple of its element size (a safetensors file whose header
+// was not padded to 8 bytes shifts every tensor): kernels read elements at their natural alignment, and
+// Metal binds a buffer only at one, so it is read (or, mapped, copied) to a boundary of its own.
+static bool misaligned(const TensorSpec& t) {
+  return !dtype_quantised(t.dtype) && t.pieces.empty() && t.offset % dtype_size(t.dtype) != 0;
+}
+
 uint64_t widened_bytes(const TensorSpec& t) { return dtype_quantised(t.dtype) ? elements_of(t) * 4 : 0; }
 
 StageLayout stage_layout(const StageSpec& stage) {
@@ -60,7 +67,7 @@ StageLayout stage_layout(const StageSpec& stage) {
       l.bytes = std::max(l.bytes, widened + f32_bytes);
       continue;
     }
-    if (!t.pieces.empty()) {  // assembled: a run of its own, its pieces back to back
+    if (!t.pieces.empty() || misaligned(t)) {  // a run of its own at a 64-byte boundary: see held_apart
       check_length(t);
       const uint64_t at = round_up(l.bytes, kRunAlign);
       l.runs.push_back({t.file, t.offset, t.length, at, DType::F32, 0, 0, t.pieces});
@@ -84,7 +91,7 @@ StageLayout stage_layout(const StageSpec& stage) {
   return l;
 }
 
-bool held_apart(const TensorSpec& t) { return dtype_quantised(t.dtype) || !t.pieces.empty(); }
+bool held_apart(const TensorSpec& t) { return dtype_quantised(t.dtype) || !t.pieces.empty() || misaligned(t); }
 
 uint64_t held_bytes(const TensorSpec& t) { return dtype_quantised(t.dtype) ? widened_bytes(t) : t.length; }
 

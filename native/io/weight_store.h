@@ -48,7 +48,7 @@ backend::Tensor tensor_view(const TensorSpec& t, backend::Buffer* buf, size_t of
 // bytes land at the end of the f32 extent it widens to, and read_run widens them in place, so a
 // slot holds what the kernels read (f32) while the bytes read stay the file's. An assembled
 // tensor (TensorSpec::pieces) is a run of its own too, 64-byte aligned: its pieces are read one
-// after the other into it (then widened, if quantised). The one formula for slot bytes (used by
+// after the other into it (then widened, if quantised); so is a tensor its file misaligns. The one formula for slot bytes (used by
 // the allocator and by TS's prediction through the addon).
 struct StageRun {
   int file = 0;
@@ -76,7 +76,8 @@ class FileSet;
 // widens it in place: what every store that reads files does with each run. Returns the preads.
 uint64_t read_run(const FileSet& files, const StageRun& run, char* slot);
 // Whether the mapped store must hold a tensor in memory of its own rather than view its file:
-// a quantised tensor (computed widened) or an assembled one (its pieces are apart in the file).
+// a quantised tensor (computed widened), an assembled one (its pieces are apart in the file) or
+// one its file does not align to its element size. Stream and resident give each a run of its own.
 bool held_apart(const TensorSpec& t);
 // Bytes such a tensor takes in memory of the store's own (its computed-type values).
 uint64_t held_bytes(const TensorSpec& t);

@@ -64,3 +64,15 @@ TEST("layout: bind_stage views land on the layout offsets") {
   }
   EXPECT(threw);
 }
+
+TEST("layout: a tensor its file misaligns (an unpadded safetensors header) gets an aligned run; mapped holds it") {
+  StageSpec st;
+  // f32 at 59 and bf16 at 1001: neither on its element size; the f32 at 2048 is.
+  st.tensors = {tensor("w", 0, 59, 16, DType::F32), tensor("b", 0, 1001, 8), tensor("ok", 0, 2048, 4, DType::F32)};
+  StageLayout l = stage_layout(st);
+  EXPECT(l.offsets[0] % 64 == 0 && l.offsets[1] % 64 == 0);
+  EXPECT(l.offsets[2] % 64 == 2048 % 64);
+  for (const StageRun& r : l.runs) EXPECT(r.slot_offset + r.length <= l.bytes);
+  EXPECT(held_apart(st.tensors[0]) && held_apart(st.tensors[1]) && !held_apart(st.tensors[2]));
+  EXPECT(held_stage_bytes(st) >= 64 + 16);
+}

@@ -122,7 +122,8 @@ TEST("layout: a Q8_0 tensor is a run of its own, its bytes landing at the end of
 }
 
 TEST("stores: Q8_0 tensors come out as the same f32 in every residency; reads stay Q8_0's size; memory is as predicted") {
-  // File: an 8-byte header, then per stage an f32 vector, a Q8_0 [3, 64] and a bf16 vector, back to back.
+  // File: an 8-byte header, then per stage an f32 vector (at a 32-byte boundary), a Q8_0 [3, 64] and a bf16
+  // vector.
   std::vector<unsigned char> data(8, 0);
   TowerSpec spec;
   spec.family = "test";
@@ -133,6 +134,7 @@ TEST("stores: Q8_0 tensors come out as the same f32 in every residency; reads st
     st.kind = "block";
     st.index = s;
     auto f32 = pattern(s, 40);
+    data.resize((data.size() + 31) / 32 * 32);  // GGUF's alignment: every tensor on its element size
     st.tensors.push_back(tensor("norm", 0, data.size(), 10, DType::F32));
     data.insert(data.end(), f32.begin(), f32.end());
     q8[size_t(s)] = random_blocks(6, unsigned(100 + s));
