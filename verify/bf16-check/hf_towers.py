@@ -84,11 +84,12 @@ def build(fixtures, tower, out):
 def processor(model):
     try: return AutoImageProcessor.from_pretrained(model, backend='pil')
     except Exception:
-        # AutoImageProcessor wants torchvision even for the PIL backend; the Qwen2 families' PIL class needs none
-        if json.load(open(os.path.join(model, 'config.json')))['model_type'] in ('qwen2_vl', 'qwen2_5_vl'):
-            from transformers.models.qwen2_vl.image_processing_pil_qwen2_vl import Qwen2VLImageProcessorPil
-            return Qwen2VLImageProcessorPil.from_pretrained(model)
-        return AutoImageProcessor.from_pretrained(model)
+        # AutoImageProcessor wants torchvision even for the PIL backend; the PIL classes themselves need none
+        if json.load(open(os.path.join(model, 'config.json')))['model_type'] == 'gemma4':
+            from transformers.models.gemma4.image_processing_pil_gemma4 import Gemma4ImageProcessorPil
+            return Gemma4ImageProcessorPil.from_pretrained(model)
+        from transformers.models.qwen2_vl.image_processing_pil_qwen2_vl import Qwen2VLImageProcessorPil
+        return Qwen2VLImageProcessorPil.from_pretrained(model)
 
 def cpu_name():
     with open('/proc/cpuinfo') as f:
