@@ -12,7 +12,7 @@ import { isUpToDate, outputJob, stampInput, writeImageOutputs } from '../src/bul
 import { FIXTURES, gemmaInput, qwenInput, readJson, readTensors, relErr } from './helpers/fixtures.js';
 
 const UNITS = addon().bf16Level !== 'none';
-const FAMILIES = ['qwen3_5-tiny', 'qwen3_vl-tiny', 'gemma4-tiny'];
+const FAMILIES = ['qwen3_5-tiny', 'qwen3_vl-tiny', 'qwen2_vl-tiny', 'qwen2_5_vl-tiny', 'gemma4-tiny'];
 // HF's own bf16 error against its fp32 (max |diff| / max |ref|), per image and stage, measured with
 // torch on an Intel Xeon (Sapphire Rapids class) and kept beside each fixture (hf-bf16.json;
 // verify/hf-bf16-error.py; docs/bf16.md). tessera's bf16 must land closer to HF fp32 at each.

@@ -15,15 +15,24 @@ import { addon } from '../../dist/native.js';
 import { maxRelErr } from '../../dist/doctor.js';
 import { INPUT_TENSORS, readTensors, stageOf, towerInput } from './tensors.mjs';
 
+// With sharp at hand (bundle.sh's node/ + tessera/ parts, or solo/ with sharp) tessera runs end to end from the
+// image file HF's processor read (decode, EXIF, resize and normalise its own); without it (no-sharp.mjs), from HF's
+// pixel values.
+const SHARP = existsSync(fileURLToPath(new URL('../../node_modules/sharp/package.json', import.meta.url)));
+
 /** One run (a child process): the tower at one precision, every image, every stage against HF fp32. */
 async function child({ dir, precision }) {
   const tower = await VisionTower.open(join(dir, 'model'), { backend: 'cpu', precision });
-  const out = { precision: tower.info.precision, simdLevel: addon().simdLevel, bf16Level: addon().bf16Level, images: {} };
+  const out = { precision: tower.info.precision, simdLevel: addon().simdLevel, bf16Level: addon().bf16Level, input: SHARP ? 'file' : 'pixels', images: {} };
+  const hf = JSON.parse(readFileSync(join(dir, 'hf-bf16.json'), 'utf8'));
   try {
     for (const f of readdirSync(dir).filter((f) => f.endsWith('.safetensors')).sort()) {
       const ref = await readTensors(join(dir, f));
+      const file = hf.images[f.replace(/\.safetensors$/, '')]?.path;
       const t0 = performance.now();
-      const r = await tower.encodePixels(towerInput(ref), { stages: true });
+      const r = SHARP && file && existsSync(file)
+        ? await tower.encode(file, { stages: true })
+        : await tower.encodePixels(towerInput(ref), { stages: true });
       const ms = performance.now() - t0;
       const errs = {};
       for (const [name, want] of Object.entries(ref)) {
@@ -47,10 +56,14 @@ const stageOrder = (a, b) => {
 };
 const e = (v) => (v === undefined ? '–' : v.toExponential(2));
 
+// tessera f32 against HF fp32: the CPU suite's tolerance
+const F32_TOL = 1e-4;
+
 function table(tower, hf, runs) {
   const bfRuns = runs.filter((r) => r.want === 'bf16');
+  const f32Run = runs.find((r) => r.want === 'f32');
   const lines = [
-    `### ${tower} (${hf.gpu ? `HF on the CPU and ${hf.gpu}` : 'HF on the CPU'}; torch ${hf.torch}, transformers ${hf.transformers})`, '',
+    `### ${tower} (${hf.gpu ? `HF on the CPU and ${hf.gpu}` : 'HF on the CPU'}; torch ${hf.torch}, transformers ${hf.transformers}; tessera from ${f32Run.out.input === 'file' ? 'the image files' : "HF's pixel values"})`, '',
     `| image (patches) | stage | tessera f32 | ${bfRuns.map((r) => `tessera bf16 (${r.label})`).join(' | ')} | HF bf16 CPU | HF bf16 CUDA | tessera bf16 ≤ HF bf16 |`,
     `| --- | --- | --- | ${bfRuns.map(() => '---').join(' | ')} | --- | --- | --- |`,
   ];
@@ -68,6 +81,9 @@ function table(tower, hf, runs) {
       lines.push(`| ${img} (${h.patches}) | ${s} | ${e(runs.find((r) => r.want === 'f32').out.images[img]?.errs[s])} | ${ours.map(e).join(' | ')} | ${e(h.cpu[s])} | ${e(h.cuda?.[s])} | ${ok ? 'yes' : '**no**'} |`);
     }
   }
+  const f32Errs = Object.values(f32Run.out.images).flatMap((i) => Object.values(i.errs));
+  const f32Worst = Math.max(...f32Errs);
+  lines.push('', `tessera f32 against HF fp32, worst of every stage of every image (${f32Errs.length}): ${e(f32Worst)} (${f32Worst <= F32_TOL ? 'within' : '**past**'} ${F32_TOL}).`);
   const bad = verdicts.filter((v) => !v.ok);
   lines.push('', bad.length === 0
     ? `Every stage of every image (all ${verdicts.length}, each block included), at every level: tessera bf16 ≤ HF's own bf16 error.`
@@ -87,7 +103,7 @@ async function main(argv) {
   const jsonFile = opt('--json', null);
   const self = fileURLToPath(import.meta.url);
   const all = {};
-  for (const tower of ['qwen3_vl', 'gemma4']) {
+  for (const tower of ['qwen3_vl', 'gemma4', 'qwen2_5_vl']) {
     const tdir = join(dir, tower);
     if (!existsSync(join(tdir, 'hf-bf16.json'))) continue;
     const hf = JSON.parse(readFileSync(join(tdir, 'hf-bf16.json'), 'utf8'));

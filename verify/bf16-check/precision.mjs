@@ -12,7 +12,7 @@ import { maxRelErr } from '../../dist/doctor.js';
 import { readTensors, stageOf, towerInput } from './tensors.mjs';
 
 const fixtures = process.argv[2] ?? 'test/fixtures';
-const FAMILIES = ['qwen3_5-tiny', 'qwen3_vl-tiny', 'gemma4-tiny'];
+const FAMILIES = ['qwen3_5-tiny', 'qwen3_vl-tiny', 'qwen2_vl-tiny', 'qwen2_5_vl-tiny', 'gemma4-tiny'];
 const lines = [`TESSERA_SIMD=${process.env.TESSERA_SIMD ?? '(unset)'}: simdLevel ${addon().simdLevel}, bf16Level ${addon().bf16Level}`, '',
   '| fixture | image | stage | tessera f32 | tessera bf16 | HF bf16 (bound) | within |', '| --- | --- | --- | --- | --- | --- | --- |'];
 let failed = 0, checked = 0, notRun = 0;

@@ -8,8 +8,14 @@
 # outlives a transfer to the same host), so the two parts may arrive in two transfers, then runs the
 # steps named:
 #   smoke       the node binary runs here, tessera loads (its SIMD and bf16 levels), the tools
+#   fixtures    HF's own bf16 (CPU) and fp16 (CUDA) error on the suite's fixture towers: the hf-bf16.json
+#               and hf-f16.json the tests read, written to WORK/out/fixtures/<fixture>/ (TESSERA_BF16_FIXTURES:
+#               which fixtures, default all)
 #   hf          hf_towers.py: full-size Qwen3-VL-8B- and Gemma 4 E4B-shaped towers (random weights,
-#               made here), HF fp32 and HF bf16 (CPU, CUDA) on the suite's images
+#               made here; TESSERA_BF16_TOWERS=qwen2_5_vl for the Qwen2.5-VL-7B-shaped one), HF fp32 and
+#               HF bf16 (CPU, CUDA) on the suite's images
+#   f16         hf_f16_towers.py: HF's fp16 error on CUDA and the fp32 activation ranges on the same
+#               full-size towers (TESSERA_BF16_F16_TOWERS, default qwen3_vl,gemma4)
 #   precision   precision.mjs (test/api-precision.test.ts's bf16 check) at TESSERA_SIMD=amx, avx512-bf16
 #   compare     compare.mjs: tessera f32 and bf16 per level on hf's towers and inputs (fullsize.md)
 #   bench       the side-by-side bench (bench/pieces/ort-peer.mjs) at 2 and at 16 threads
@@ -70,6 +76,22 @@ hf() {
   for t in "$work"/fullsize/*/; do cp "$t/hf-bf16.json" "$OUT/hf-bf16-$(basename "$t").json" 2>/dev/null; done
 }
 
+fixtures() {
+  local only=${TESSERA_BF16_FIXTURES:+--fixtures $TESSERA_BF16_FIXTURES}
+  timeout "$(limit fixtures 240)" python3 verify/hf-bf16-error.py "$repo" $only --write "$OUT/fixtures" > "$OUT/fixtures-bf16.log" 2>&1
+  echo "exit $?" >> "$OUT/fixtures-bf16.log"; grep -E '^\{|^exit|Error' "$OUT/fixtures-bf16.log" | cut -c1-300
+  timeout "$(limit fixtures 240)" python3 verify/hf-f16-error.py "$repo" $only --write "$OUT/fixtures" > "$OUT/fixtures-f16.log" 2>&1
+  echo "exit $?" >> "$OUT/fixtures-f16.log"; grep -E '^\{|^exit|Error' "$OUT/fixtures-f16.log" | cut -c1-300
+}
+
+f16() {
+  timeout "$(limit f16 300)" python3 verify/bf16-check/hf_f16_towers.py --out "$work/fullsize" --fixtures "$repo/test/fixtures" \
+    --towers "${TESSERA_BF16_F16_TOWERS:-qwen3_vl,gemma4}" ${TESSERA_BF16_IMAGES:+--images "$TESSERA_BF16_IMAGES"} > "$OUT/f16.log" 2>&1
+  echo "exit $?" >> "$OUT/f16.log"
+  grep -E '^\{|^exit|model folder' "$OUT/f16.log" | cut -c1-400; grep -A3 Traceback "$OUT/f16.log"
+  for t in "$work"/fullsize/*/; do cp "$t/hf-f16.json" "$OUT/hf-f16-$(basename "$t").json" 2>/dev/null; done
+}
+
 precision() {
   for s in $levels; do
     TESSERA_SIMD=$s timeout "$(limit precision 120)" node verify/bf16-check/precision.mjs test/fixtures > "$OUT/precision-$s.md" 2>&1
@@ -96,8 +118,8 @@ bench() {
 [ $# -gt 0 ] || set -- smoke
 for step in "$@"; do
   case $step in
-    smoke|hf|precision|compare|bench) log "$step"; $step; pack ;;
-    *) log "unknown step $step (smoke, hf, precision, compare, bench)"; exit 2 ;;
+    smoke|fixtures|hf|f16|precision|compare|bench) log "$step"; $step; pack ;;
+    *) log "unknown step $step (smoke, fixtures, hf, f16, precision, compare, bench)"; exit 2 ;;
   esac
 done
 log "done: $*"; pack
