@@ -14,7 +14,7 @@
 //   --qwen25-peer-std-max-n=4096 largest N at which ORT's std-attention variant runs
 //   --qwen25-peer-wait-s=600     total time the piece may spend waiting for a quiet machine
 //   --qwen25-peer-threads=2      threads of every engine (default: all logical cores)
-import { mkdtempSync, rmSync, writeFileSync, mkdirSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync, writeFileSync, mkdirSync } from 'node:fs';
 import { cpus, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -26,6 +26,7 @@ import { fmaPeak } from './ort/fma-peak.mjs';
 import { addon } from '../../dist/native.js';
 
 const require = createRequire(import.meta.url);
+const cpuinfo = () => { try { return readFileSync('/proc/cpuinfo', 'utf8'); } catch { return `model name : ${cpus()[0]?.model ?? 'unknown CPU'}`; } };
 const root = fileURLToPath(new URL('../..', import.meta.url));
 
 /** The real tower's blocks by kind: 28 window blocks and 4 full-attention ones. */
@@ -68,6 +69,18 @@ export function rowFigures(N, runs) {
     fullGflops: blockFlops25(N, N) / (full / 1000) / 1e9,
     gflops: towerBlockFlops(N) / (tower / 1000) / 1e9,
   };
+}
+
+/**
+ * The host as the docs name it: its CPU's model name, the core class where the CPU family tells it (AMD's
+ * families 0x17, 0x19, 0x1A), its cores and vector units, e.g. "AMD EPYC (Zen 5 class), 2 cores, AVX-512/AVX512-BF16".
+ */
+export function hostName(cpuinfo, cores, isas) {
+  const field = (k) => cpuinfo.match(new RegExp(`^${k}\\s*: (.*)$`, 'm'))?.[1]?.trim();
+  const cls = field('vendor_id') === 'AuthenticAMD' ? { 23: 'Zen 1/2 class', 25: 'Zen 3/4 class', 26: 'Zen 5 class' }[Number(field('cpu family'))] : undefined;
+  const names = { avx512: 'AVX-512', avx2: 'AVX2', 'avx512-bf16': 'AVX512-BF16', amx: 'AMX-BF16', neon: 'NEON', 'neon-bf16': 'NEON BF16' };
+  const units = isas.filter(Boolean).map((i) => names[i] ?? i);
+  return `${field('model name') ?? 'unknown CPU'}${cls ? ` (${cls})` : ''}, ${cores} cores${units.length ? `, ${units.join('/')}` : ''}`;
 }
 
 /** Runs the engines; returns the raw figures. */
@@ -137,7 +150,7 @@ export async function measureQwen25Peer(opts = flags()) {
   }
   return {
     rows, failures, peak, T, runs, noisy, degraded, stdMaxN, genS, loadAtStart, ns, waitS: opts.waitS, hostIsa, bf16Isa,
-    cpu: `${cpus()[0]?.model ?? 'unknown CPU'}, ${cpus().length} logical cores${T !== cpus().length ? `, every engine on ${T} threads` : ''}`,
+    cpu: `${hostName(cpuinfo(), cpus().length, [hostIsa, bf16Isa])}${T !== cpus().length ? `, every engine on ${T} threads` : ''}`,
     minutes: (performance.now() - t0) / 60000,
     ortVersion: require('onnxruntime-node/package.json').version,
   };

@@ -13,7 +13,7 @@ import { Q25, ortInputs, permuteRows, windowOrder, writeBlockOnnx, blockFlops25 
 // @ts-expect-error: as above
 import { makeSyntheticQwen25 } from '../make-synthetic-qwen25.mjs';
 // @ts-expect-error: as above
-import { GOALS, TOWER_BLOCKS, goals, report, rowFigures, towerBlockFlops } from '../pieces/qwen25-peer.mjs';
+import { GOALS, TOWER_BLOCKS, goals, hostName, report, rowFigures, towerBlockFlops } from '../pieces/qwen25-peer.mjs';
 // @ts-expect-error: as above
 import { barsMet } from '../pieces/residency.mjs';
 // @ts-expect-error: as above
@@ -167,6 +167,15 @@ describe('rows, goals and the section', () => {
     expect(goalRow).toContain(`${g.f32OverOrt.toFixed(2)}× (${g.f32OverOrt >= GOALS.f32OverOrt ? 'met' : '**missed**'})`);
     expect(goalRow).toContain(`${g.bf16OverF32.toFixed(2)}× (met)`);
     expect(body).toContain('| 1,024 | 2.0e-6 | 2.0e-6 |');
+  });
+});
+
+describe('hostName', () => {
+  it('names the core class from an AMD CPU family, and the vector units', () => {
+    const amd = (family: number) => `vendor_id\t: AuthenticAMD\ncpu family\t: ${family}\nmodel\t\t: 2\nmodel name\t: AMD EPYC\n`;
+    expect(hostName(amd(26), 2, ['avx512', 'avx512-bf16'])).toBe('AMD EPYC (Zen 5 class), 2 cores, AVX-512/AVX512-BF16');
+    expect(hostName(amd(25), 4, ['avx512', null])).toBe('AMD EPYC (Zen 3/4 class), 4 cores, AVX-512');
+    expect(hostName('vendor_id\t: GenuineIntel\ncpu family\t: 6\nmodel name\t: Intel Xeon\n', 16, ['avx512', 'amx'])).toBe('Intel Xeon, 16 cores, AVX-512/AMX-BF16');
   });
 });
 
