@@ -36,7 +36,7 @@ const here = fileURLToPath(new URL('.', import.meta.url));
 const root = fileURLToPath(new URL('../..', import.meta.url));
 const CHILD = join(here, 'ort', 'engine-child.mjs');
 const TOWER_DEPTH = 27;
-const median = (a) => [...a].sort((x, y) => x - y)[Math.floor(a.length / 2)];
+export const median = (a) => [...a].sort((x, y) => x - y)[Math.floor(a.length / 2)];
 
 function flags(argv = process.argv) {
   const get = (k, d) => { const a = argv.find((s) => s.startsWith(`--ort-peer-${k}=`)); return a ? a.split('=')[1] : d; };
@@ -62,7 +62,7 @@ export const ORT_HELD_NOTE = 'onnxruntime has no option to lower its ISA (MLAS p
 export const ORT_UNHELD_NOTE = 'onnxruntime cannot be held to a lower ISA here';
 
 /** A forked engine: send(cmd) resolves with its reply; a child that dies rejects with its stderr. */
-class Engine {
+export class Engine {
   constructor(name, job) {
     this.name = name;
     this.proc = fork(CHILD, [JSON.stringify(job)], { stdio: ['ignore', 'ignore', 'pipe', 'ipc'], execArgv: [], env: { ...process.env, ...job.env } });
@@ -99,6 +99,38 @@ function roofline(ns, threads, runs, noisy, waitS, coretype) {
   const r = spawnSync('python3', [join(here, 'ort', 'roofline.py'), JSON.stringify(job)], { env, encoding: 'utf8', maxBuffer: 1 << 24 });
   if (r.status !== 0) throw new Error(`roofline failed: ${r.stderr}`);
   return JSON.parse(r.stdout.trim().split('\n').at(-1));
+}
+
+/**
+ * Warms up every live engine once (its row gets warmMs and relDiff, the check against tessera), then
+ * times them taking turns: each round runs every engine that still needs runs once, the order rotating,
+ * after waiting for quiet (`quiet()`). A run during which other processes used more than REJECT of the
+ * cores is rejected and repeated, at most 4x `runs` in all, and not at all once `isDegraded()` (the wait
+ * budget ran out). Each row's `kept` / `rejected` get { ms, foreign, blockMs } (blockMs: the engine's
+ * per-block times where it has them); an engine that fails is passed to `fail(engine, error)`.
+ */
+export async function timeEngines(engines, { runs, noisy, quiet, isDegraded, fail }) {
+  const live = () => engines.filter((e) => !e.failed);
+  for (const e of live()) {
+    await quiet();
+    try {
+      const w = await e.send('warm');
+      Object.assign(e.row, { warmMs: w.ms, relDiff: w.relDiff });
+    } catch (err) { fail(e, err); }
+  }
+  const wants = (r) => { const n = r.kept.length + r.rejected.length; return r.kept.length < runs && n < 4 * runs && !(isDegraded() && n >= runs); };
+  for (let round = 0; live().some((e) => wants(e.row)); round++) {
+    const order = engines.map((_, i) => engines[(i + round) % engines.length]);
+    for (const e of order) {
+      if (e.failed || !wants(e.row)) continue;
+      await quiet();
+      try {
+        const m = await e.send('run');
+        (noisy || m.foreign <= REJECT ? e.row.kept : e.row.rejected).push({ ms: m.ms, foreign: m.foreign, ...(m.blockMs ? { blockMs: m.blockMs } : {}) });
+        e.row.walls.push(m.wall);
+      } catch (err) { fail(e, err); }
+    }
+  }
 }
 
 /** Runs the sweep; returns the raw figures. */
@@ -169,27 +201,7 @@ export async function measureOrtPeer(opts = flags()) {
         e.row = { N, grid, engine, threads, isa, kept: [], rejected: [], walls: [] };
         try { e.row.loadMs = (await e.ready).loadMs; } catch (err) { fail(e, err); }
       }
-      for (const e of live()) {
-        await quiet();
-        try {
-          const w = await e.send('warm');
-          Object.assign(e.row, { warmMs: w.ms, relDiff: w.relDiff });
-        } catch (err) { fail(e, err); }
-      }
-      // Alternate: each round runs every engine that still needs runs once, the order rotating.
-      const wants = (r) => { const n = r.kept.length + r.rejected.length; return r.kept.length < runs && n < 4 * runs && !(degraded && n >= runs); };
-      for (let round = 0; live().some((e) => wants(e.row)); round++) {
-        const order = engines.map((_, i) => engines[(i + round) % engines.length]);
-        for (const e of order) {
-          if (e.failed || !wants(e.row)) continue;
-          await quiet();
-          try {
-            const m = await e.send('run');
-            (noisy || m.foreign <= REJECT ? e.row.kept : e.row.rejected).push({ ms: m.ms, foreign: m.foreign });
-            e.row.walls.push(m.wall);
-          } catch (err) { fail(e, err); }
-        }
-      }
+      await timeEngines(engines, { runs, noisy, quiet, isDegraded: () => degraded, fail });
       for (const e of live()) {
         const r = e.row;
         try { r.maxRssMiB = (await e.send('done')).maxRssMiB; } catch (err) { fail(e, err); continue; }
@@ -222,8 +234,8 @@ export async function measureOrtPeer(opts = flags()) {
   };
 }
 
-const f0 = (v) => Math.round(v).toLocaleString('en-US');
-const f1 = (v) => v.toFixed(1);
+export const f0 = (v) => Math.round(v).toLocaleString('en-US');
+export const f1 = (v) => v.toFixed(1);
 
 export function report(res, plotFile = 'bench-plot.svg') {
   const { rows, roof, T } = res;

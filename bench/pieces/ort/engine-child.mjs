@@ -3,19 +3,26 @@
 // timed run: ms, foreign load), 'done' (peak RSS, then exit). Roles:
 //   prep    tessera encodes the image once with stages and writes the block stack's input (the
 //           embed stage) and output (the last block) as raw f32 files for the other engines
-//   tessera the tower at `threads` threads; ms = sum of the block stages' wall times (onProgress)
+//   tessera the tower at `threads` threads; ms = sum of the block stages' wall times (onProgress),
+//           blockMs = each block's
 //   ort     onnxruntime-node on one ONNX variant at `threads` intra-op threads; ms = session.run
-//           (from `ortDir` when given: a copy held to a lower ISA, ort-held.mjs)
+//           (from `ortDir` when given: a copy held to a lower ISA, ort-held.mjs). With `files` (the
+//           Qwen2.5-VL blocks, family 'qwen25'), one session per file, each fed the previous one's
+//           output: blockMs = each session.run's, ms = their sum; rows go in window order.
+// `depth` (default the Qwen3.5 stack's DEPTH) is the tower's block count.
 import { readFileSync, writeFileSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { join } from 'node:path';
 import { measureForeign } from './quiet.mjs';
-import { DEPTH, HIDDEN, ropeTables } from './model.mjs';
+import { DEPTH as STACK_DEPTH, HIDDEN, ropeTables } from './model.mjs';
+import { Q25, ortInputs, permuteRows } from './model-qwen25.mjs';
 
 const require = createRequire(import.meta.url);
-const PATCH_COLS = 3 * 2 * 16 * 16;
 const job = JSON.parse(process.argv[2]);
 const N = job.grid.h * job.grid.w;
+const DEPTH = job.depth ?? STACK_DEPTH;
+const qwen25 = job.family === 'qwen25';
+const PATCH_COLS = 3 * 2 * (qwen25 ? 14 : 16) ** 2; // C x T x P x P values per patch row
 const rss = () => process.resourceUsage().maxRSS / 1024; // MiB
 
 function pixels() {
@@ -50,7 +57,7 @@ async function makeEngine() {
         });
         const wall = performance.now() - t0;
         if (blockMs.length !== DEPTH) throw new Error(`expected ${DEPTH} block progress events, got ${blockMs.length}`);
-        return { ms: blockMs.reduce((a, b) => a + b, 0), wall };
+        return { ms: blockMs.reduce((a, b) => a + b, 0), wall, blockMs };
       },
       check: () => 0,
       close: () => tower.close(),
@@ -58,27 +65,38 @@ async function makeEngine() {
   }
   if (job.role === 'ort') {
     const ort = require(job.ortDir ?? 'onnxruntime-node');
-    const session = await ort.InferenceSession.create(job.file, {
-      intraOpNumThreads: job.threads, interOpNumThreads: 1, graphOptimizationLevel: 'all', executionMode: 'sequential', logSeverityLevel: 3,
-    });
-    const x = readF32(join(job.dir, 'embed.f32'));
-    const { cos, sin } = ropeTables(job.grid);
-    const feeds = () => {
-      const f = { x: new ort.Tensor('float32', x, [N, HIDDEN]), cos: new ort.Tensor('float32', cos, [N, cos.length / N]), sin: new ort.Tensor('float32', sin, [N, sin.length / N]) };
-      if (session.inputNames.includes('pos')) f.pos = new ort.Tensor('int64', BigInt64Array.from({ length: N }, (_, i) => BigInt(i)), [1, N]);
+    const opts = { intraOpNumThreads: job.threads, interOpNumThreads: 1, graphOptimizationLevel: 'all', executionMode: 'sequential', logSeverityLevel: 3 };
+    const sessions = [];
+    for (const f of job.files ?? [job.file]) sessions.push(await ort.InferenceSession.create(f, opts));
+    const width = qwen25 ? Q25.hidden : HIDDEN;
+    // Qwen2.5-VL: rows and rope tables in window order (HF permutes once, before the blocks; untimed here)
+    const win = qwen25 ? ortInputs(job.grid) : null;
+    const embed = readF32(join(job.dir, 'embed.f32'));
+    const x = win ? permuteRows(embed, win.order, width) : embed;
+    const { cos, sin } = win ?? ropeTables(job.grid);
+    const pos = BigInt64Array.from({ length: N }, (_, i) => BigInt(i));
+    const feeds = (session, xs) => {
+      const f = { x: new ort.Tensor('float32', xs, [N, width]), cos: new ort.Tensor('float32', cos, [N, cos.length / N]), sin: new ort.Tensor('float32', sin, [N, sin.length / N]) };
+      if (session.inputNames.includes('pos')) f.pos = new ort.Tensor('int64', pos, [1, N]);
       return f;
     };
     let y = null;
     return {
       async run() {
-        const f = feeds();
-        const t0 = performance.now();
-        y = (await session.run(f)).y.data;
-        const ms = performance.now() - t0;
-        return { ms, wall: ms };
+        const blockMs = [];
+        let cur = x;
+        for (const session of sessions) {
+          const f = feeds(session, cur);
+          const t0 = performance.now();
+          cur = (await session.run(f)).y.data;
+          blockMs.push(performance.now() - t0);
+        }
+        y = cur;
+        const ms = blockMs.reduce((a, b) => a + b, 0);
+        return { ms, wall: ms, blockMs };
       },
-      check: () => relDiff(y, readF32(join(job.dir, 'out.f32'))),
-      close: () => session.release(),
+      check: () => relDiff(win ? permuteRows(y, win.order, width, true) : y, readF32(join(job.dir, 'out.f32'))),
+      close: () => Promise.all(sessions.map((s) => s.release())),
     };
   }
   throw new Error(`unknown role ${job.role}`);

@@ -31,7 +31,7 @@ export const blockFlops = (N) => 2 * N * (HIDDEN * 3 * HIDDEN + HIDDEN * HIDDEN 
 export const blockGemms = (N) => [[N, HIDDEN, 3 * HIDDEN], [N, HIDDEN, HIDDEN], [N, HIDDEN, MLP], [N, MLP, HIDDEN]];
 
 // ---- reading the bf16 safetensors back (the ONNX weights are the very same values) -------------
-function readTensorsF32(file, names) {
+export function readTensorsF32(file, names) {
   const fd = openSync(file, 'r');
   try {
     const len = Buffer.alloc(8);
@@ -58,14 +58,18 @@ function readTensorsF32(file, names) {
 }
 
 // HF Linear weight [out, in] -> ONNX MatMul operand [in, out].
-function transpose(w, rows, cols) {
+export function transpose(w, rows, cols) {
   const t = new Float32Array(rows * cols);
   for (let r = 0; r < rows; r++) for (let c = 0; c < cols; c++) t[c * rows + r] = w[r * cols + c];
   return t;
 }
 
 // ---- ONNX graph -------------------------------------------------------------------------------
-function buildOnnx(onnx, weights, attn) {
+/**
+ * An ONNX graph under construction: node(op, inputs, nOut, attrs, domain) appends a node and returns its
+ * output name(s); f32 / i64 add initializers; vi types a graph input or output; model(...) wraps it all.
+ */
+export function graphBuilder(onnx) {
   const A = onnx.AttributeProto.AttributeType, T = onnx.TensorProto.DataType;
   const attr = (name, v) => {
     if (typeof v === 'string') return { name, type: A.STRING, s: Buffer.from(v) };
@@ -90,6 +94,19 @@ function buildOnnx(onnx, weights, attn) {
     inits.push({ name, dims: [vals.length], dataType: T.INT64, rawData: new Uint8Array(d.buffer) });
     return name;
   };
+  const vi = (name, elem, dims) => ({ name, type: { tensorType: { elemType: elem,
+    shape: { dim: dims.map((d) => (typeof d === 'string' ? { dimParam: d } : { dimValue: d })) } } } });
+  const model = ({ name, producer, opset = 20, input, output }) => onnx.ModelProto.create({
+    irVersion: 9,
+    producerName: producer,
+    opsetImport: [{ domain: '', version: opset }, { domain: 'com.microsoft', version: 1 }],
+    graph: { name, node: nodes, initializer: inits, input, output },
+  });
+  return { T, nodes, node, f32, i64, vi, model };
+}
+
+function buildOnnx(onnx, weights, attn) {
+  const { T, nodes, node, f32, i64, vi, model } = graphBuilder(onnx);
   const shFlat = i64('shape_flat', [-1, HIDDEN]);
   const shHeads = i64('shape_heads', [-1, 3, HEADS, HEAD_DIM]);
   const split21 = i64('split_2_1', [2, 1]);
@@ -137,16 +154,9 @@ function buildOnnx(onnx, weights, attn) {
   }
   nodes[nodes.length - 1].output = ['y'];
 
-  const vi = (name, elem, dims) => ({ name, type: { tensorType: { elemType: elem,
-    shape: { dim: dims.map((d) => (typeof d === 'string' ? { dimParam: d } : { dimValue: d })) } } } });
   const input = [vi('x', T.FLOAT, ['N', HIDDEN]), vi('cos', T.FLOAT, ['N', HEAD_DIM / 2]), vi('sin', T.FLOAT, ['N', HEAD_DIM / 2])];
   if (attn === 'mha') input.push(vi('pos', T.INT64, [1, 'N']));
-  return onnx.ModelProto.create({
-    irVersion: 9,
-    producerName: 'tessera-bench-ort-peer',
-    opsetImport: [{ domain: '', version: 20 }, { domain: 'com.microsoft', version: 1 }],
-    graph: { name: `qwen35_vision_${DEPTH}blk_${attn}`, node: nodes, initializer: inits, input, output: [vi('y', T.FLOAT, ['N', HIDDEN])] },
-  });
+  return model({ name: `qwen35_vision_${DEPTH}blk_${attn}`, producer: 'tessera-bench-ort-peer', input, output: [vi('y', T.FLOAT, ['N', HIDDEN])] });
 }
 
 /** Makes (once) and returns { tower, onnx: { std, mha } }: the tessera folder and the two ONNX files. */
@@ -179,10 +189,11 @@ export function gridFor(N) {
 
 /**
  * Rope tables [N, 36] for one image of grid h x w (docs/models/qwen-vision.md#token-order, #rope; the second
- * half of the 72 angles repeats the first, so 36 columns carry them all): what ORT gets as inputs.
+ * half of the 72 angles repeats the first, so 36 columns carry them all): what ORT gets as inputs. Rows in
+ * the processor's order; Qwen2-VL's towers use the same tables at their head dim (headDim / 2 columns).
  */
-export function ropeTables({ h, w }, m = 2) {
-  const q = HEAD_DIM / 4, half = HEAD_DIM / 2;
+export function ropeTables({ h, w }, m = 2, headDim = HEAD_DIM) {
+  const q = headDim / 4, half = headDim / 2;
   const inv = Array.from({ length: q }, (_, j) => Math.fround(1 / Math.fround(10000 ** Math.fround((2 * j) / half))));
   const N = h * w, cos = new Float32Array(N * half), sin = new Float32Array(N * half);
   let t = 0;
