@@ -239,8 +239,10 @@ TEST("metal: linear vs cpu (matmul + matvec paths, 31/32/33 and 63/64/65 tails, 
         b.linear(t[4], t[0], t[1], a);
       };
       c.tol = wd == DType::F32 ? 2e-5 : 5e-5;
-      // f16: x half (the _h kernels) or f32 (the _fh kernels: the patch embedding's pixels)
-      c.acts = variant % 2 ? std::vector<int>{0, 3, 4, 5} : std::vector<int>{3, 4, 5};
+      // f16: x half (the _h kernels), x f32 (the _fh kernels: the patch embedding's pixels), or x half into an
+      // f32 y, mul and residual (the _hf kernels: an output a tower keeps f32), spread over shapes and weights
+      const std::vector<int> acts[3] = {{0, 3, 4, 5}, {3, 4, 5}, {0}};
+      c.acts = acts[(variant + variant / 3) % 3];
       check(c);
     }
 }
