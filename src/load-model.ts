@@ -8,7 +8,7 @@ import { openRegular } from './io/open-regular.js';
 import { ggufKind, readGgufHeader } from './formats/gguf.js';
 import { readHfFolder } from './formats/hf-folder.js';
 import { isPackedFolder, loadPacked } from './pack/load.js';
-import { familyForGguf, familyForModelType, MODEL_TYPES } from './families/registry.js';
+import { familyForGguf, familyForModelType, GGUF_PROJECTORS, MODEL_TYPES } from './families/registry.js';
 import type { LoadedModel } from './spec/types.js';
 
 export type { LoadedModel };
@@ -45,12 +45,23 @@ export async function loadModel(path: string, options: LoadOptions = {}): Promis
     if (await isGguf(path)) {
       const header = await readGgufHeader(path);
       const family = familyForGguf(header);
-      if (family?.gguf) return { spec: family.gguf.build(header), preprocessorConfig: undefined, path };
+      if (family?.gguf) {
+        const spec = family.gguf.build(header);
+        return { spec, preprocessorConfig: family.gguf.processor?.(header, spec), path };
+      }
       const { arch, projector } = ggufKind(header);
-      throw new TesseraError(
-        'ERR_MODEL_FORMAT',
-        `${path}: GGUF architecture '${arch ?? '(none)'}'${projector === undefined ? '' : ` (projector type '${projector}')`} is not a vision file tessera opens`,
-      );
+      if (arch === 'clip')
+        throw new TesseraError(
+          'ERR_MODEL_FORMAT',
+          `${path}: mmproj projector type '${projector ?? '(none)'}' is not one tessera runs (${GGUF_PROJECTORS.join(', ')})`,
+        );
+      // A model's language half (llama.cpp keeps the vision tower in a separate mmproj file) has no v.* tensors.
+      if (![...header.tensors.keys()].some((n) => n.startsWith('v.')))
+        throw new TesseraError(
+          'ERR_MODEL_FORMAT',
+          `${path}: a language-model GGUF (architecture '${arch ?? '(none)'}') with no vision tower: open the model's mmproj file (mmproj-*.gguf, published beside it) instead`,
+        );
+      throw new TesseraError('ERR_MODEL_FORMAT', `${path}: GGUF architecture '${arch ?? '(none)'}' is not a vision file tessera opens`);
     }
     throw new TesseraError('ERR_MODEL_FORMAT', `${path} is not a GGUF file (bad magic) nor a model folder`);
   }

@@ -34,12 +34,12 @@ export interface MemoryInfo {
   /** Why this residency (an explicit option, TESSERA_RESIDENCY, or the auto policy's reasoning). */
   reason: string;
   slots: number;
-  /** Bytes of weights this tower holds itself under its residency (mapped: only quantised tensors widened to f32; the page cache holds the rest). */
+  /** Bytes of weights this tower holds itself under its residency (mapped: only quantised tensors widened to f32 and split tensors joined; the page cache holds the rest). */
   weightBytes: number;
   residentBytes: number;
   slotBytes: number;
   streamBytes: number;
-  /** What `mapped` holds of its own: its quantised (Q8_0) tensors widened to f32; 0 for a float tower. */
+  /** What `mapped` holds of its own: its quantised (Q8_0) tensors widened to f32 and its assembled tensors (a GGUF file's split q / k / v, patch kernel) joined; 0 for a float tower stored whole. */
   mappedBytes: number;
   fileBytes: number;
   /** Peak resident set of the process so far (bytes), updated after each encode. */

@@ -457,7 +457,7 @@ export class VisionTower {
         const members = g.map((k) => ok[k]!.entry);
         // One image at a time (while the previous group encodes): decoding a group's images at once
         // would spread them over the thread pool's per-thread allocator arenas, and a long run then
-        // keeps every arena at its high-water mark (+25 % peak RSS over 1,000 small images, measured).
+        // keeps every arena at its high-water mark (docs/decisions/0014-bulk-run-memory.md).
         const prepared = (async () => {
           const out: (Prepared | TesseraError)[] = [];
           for (const m of members) out.push(await this.#pre.run(m.input, options).catch((err: unknown) => this.#named(m.index, m.input, err)));

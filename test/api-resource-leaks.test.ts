@@ -1,7 +1,7 @@
 // The guarantees hostile input must not cost: 500 encodes on one tower and 200 open/encode/close
 // cycles (the three residencies in turn) on the tiny Qwen3.5 fixture leave RSS flat and leak no
-// file descriptor (counted in /proc/self/fd). The fixture makes this cheap (about 10 s on the
-// 2-core CI machine) and still sensitive: RSS on this loop moves by about 15 MiB from noise
+// file descriptor (counted in /proc/self/fd). The fixture makes this cheap (about 10 s on a
+// 2-core AMD EPYC) and still sensitive: RSS on this loop moves by about 15 MiB from noise
 // (allocator arenas, V8), while leaking one encode's input (80 patch rows of 1,536 f32, 480 KiB)
 // would add 117 MiB over the 250 encodes the first test measures, and leaking one open's weights
 // (660 KiB, resident) 130 MiB over 200 cycles; the 48 MiB bound sits between noise and either.

@@ -123,6 +123,9 @@ describe('--out-dtype through the --out-dir formats', () => {
     const refused = await encode(join(tmp, 'npy-bf16'), '--format', 'npy', '--out-dtype', 'bf16');
     expect(refused.code).not.toBe(0);
     expect(refused.stdout + refused.stderr).toMatch(/bfloat16.*--out-dtype f16/);
+    // The refusal names the flag as it is typed (the option's key is outputDtype).
+    expect(refused.stdout + refused.stderr).toMatch(/"message":"--out-dtype /);
+    expect(refused.stdout + refused.stderr).not.toMatch(/--output-dtype/);
   });
 
   it('vllm-torch: a BFloat16Storage tensor; sglang: every number a bf16 value', async () => {

@@ -65,8 +65,12 @@ describe('the flag tables', () => {
 
   it('rewords a library refusal with the flag name', () => {
     const check = () => parseArgument(encodeManyOptionsSchema(), { maxSoftTokens: 100 }, 'tessera encode');
-    expect(() => flagged(check)).toThrow(/^--max-soft-tokens must be one of 70, 140, 280, 560, 1120/);
-    expect(() => flagged(() => parseArgument(OpenOptionsSchema, { lockDurationMs: 1 }, 'x'), { lockDurationMs: 'lock-duration' })).toThrow(/unknown option --lock-duration/);
+    expect(() => flagged(check, ENCODE)).toThrow(/^--max-soft-tokens must be one of 70, 140, 280, 560, 1120/);
+    expect(() => flagged(() => parseArgument(OpenOptionsSchema, { lockDurationMs: 1 }, 'x'), WORKER)).toThrow(/unknown option --lock-duration/);
+    // A flag whose option key is not its name is named as the command spells it (--out-dtype sets outputDtype).
+    const narrow = { outDir: 'o', format: 'npy', outputDtype: 'bf16' };
+    expect(() => flagged(() => parseArgument(BulkOutputOptionsSchema, narrow, 'x'), ENCODE)).toThrow(/^--out-dtype numpy has no bfloat16/);
+    expect(() => flagged(() => parseArgument(JobOptionsSchema, { outputDtype: 'f8' }, 'x'), ENQUEUE)).toThrow(/^--out-dtype /);
   });
 });
 

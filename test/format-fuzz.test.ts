@@ -90,6 +90,27 @@ describe('GGUF header fuzz', () => {
   });
 });
 
+describe('Qwen mmproj header fuzz', () => {
+  // The Qwen builders' keys: Qwen2.5-VL's use_silu (bool) and n_wa_pattern, Qwen3.5's is_deepstack_layers (bool
+  // array) and spatial_merge_size, and the tensor infos the sizes are read from.
+  for (const [fixture, seed] of [['qwen2_5_vl-tiny', 0x25f], ['qwen3_5-tiny', 0x35f]] as const) {
+    it(`${fixture}: 200 mutants of the f16 mmproj header, loaded (spec and processor) or refused with a code`, async () => {
+      const src = join(FIXTURES, fixture, 'mmproj', 'mmproj-f16.gguf');
+      const original = readFileSync(src);
+      const h = await readGgufHeader(src);
+      const header = original.subarray(0, h.dataOffset);
+      const path = join(scratch, `fuzz-${fixture}.gguf`);
+      const rng = new Rng(seed);
+      const tally = new OutcomeTally();
+      for (let i = 0; i < fuzzCases(200); i++) {
+        writeFileSync(path, Buffer.concat([mutate(header, rng, { from: 8 }), original.subarray(h.dataOffset)]));
+        tally.add(await outcomeOf(`seed 0x${seed.toString(16)} case ${i}`, () => load(path)));
+      }
+      expect(tally.refused, String(tally)).toBeGreaterThan(50);
+    });
+  }
+});
+
 describe('GGUF Q8_0 fuzz', () => {
   it("300 mutants of llama.cpp's Q8_0 mmproj (header bytes, and Q8_0 blocks widened): read or refused with a code", async () => {
     const original = readFileSync(Q8_MMPROJ);

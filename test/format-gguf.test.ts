@@ -7,7 +7,7 @@ import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 
 import { TesseraError } from '../src/errors.js';
-import { MAX_KEPT_ARRAY, ggufTensorDType, readGgufHeader } from '../src/formats/gguf.js';
+import { MAX_KEPT_ARRAY, ggufBool, ggufBoolArray, ggufTensorDType, readGgufHeader } from '../src/formats/gguf.js';
 import { GEMMA4_MMPROJ, GEMMA4_MODEL, readSafetensors } from './helpers/gemma4-fixtures.js';
 import { GGML, T, type GgufIn, writeGguf } from './helpers/gguf-writer.js';
 
@@ -268,6 +268,28 @@ describe('GGUF reader: refusals', () => {
     expect(err).toBeInstanceOf(TesseraError);
     expect((err as TesseraError).code).toBe('ERR_MODEL_FORMAT');
     expect((err as TesseraError).message).toMatch(/v\.blk\.0\.attn_q\.weight.*Q4_K.*F32, F16, BF16, Q8_0/);
+  });
+  it('bools and bool arrays (the Qwen mmproj keys): read as such, a byte other than 0 / 1 is corrupt, another type is refused naming the key', async () => {
+    const kv = [
+      { key: 'clip.use_gelu', type: T.BOOL, value: true },
+      { key: 'clip.vision.is_deepstack_layers', type: T.ARRAY, elementType: T.BOOL, value: [false, true, true, false] },
+      { key: 'clip.vision.n_wa_pattern', type: T.U32, value: 8 },
+      { key: 'clip.vision.image_mean', type: T.ARRAY, elementType: T.F32, value: [0.5, 0.5, 0.5] },
+    ] as GgufIn['kv'];
+    const h = await readGgufHeader(file(writeGguf(small({ kv }))));
+    expect(ggufBool(h, 'clip.use_gelu')).toBe(true);
+    expect(ggufBoolArray(h, 'clip.vision.is_deepstack_layers')).toEqual([false, true, true, false]);
+    expect(ggufBool(h, 'clip.use_silu')).toBeUndefined();
+    expect(() => ggufBool(h, 'clip.vision.n_wa_pattern')).toThrow(expect.objectContaining({ code: 'ERR_CONFIG_INVALID', message: expect.stringContaining("'clip.vision.n_wa_pattern'") }));
+    expect(() => ggufBoolArray(h, 'clip.vision.image_mean')).toThrow(expect.objectContaining({ code: 'ERR_CONFIG_INVALID', message: expect.stringContaining("'clip.vision.image_mean'") }));
+    // A bool array whose third element is the byte 2: the reader refuses it as it does a lone bool.
+    const bad = Buffer.concat([Buffer.from('GGUF'), u32(3), u64(0), u64(1), str('clip.vision.is_deepstack_layers'), u32(T.ARRAY), u32(T.BOOL), u64(4), Buffer.from([0, 1, 2, 0])]);
+    const e = await refusal(bad);
+    expect(e.code).toBe('ERR_WEIGHTS_CORRUPT');
+    expect(e.message).toMatch(/is_deepstack_layers'\[2\]: bool byte 2 is neither 0 nor 1/);
+    // An array claiming more bools than bytes left fails before any loop.
+    const lying = Buffer.concat([Buffer.from('GGUF'), u32(3), u64(0), u64(1), str('k'), u32(T.ARRAY), u32(T.BOOL), u64(1 << 30), Buffer.from([0])]);
+    expect((await refusal(lying)).code).toBe('ERR_WEIGHTS_CORRUPT');
   });
   it('a missing file → ERR_MODEL_NOT_FOUND; a tiny file → ERR_MODEL_FORMAT', async () => {
     expect((await refusal(join(dir, 'nope.gguf'))).code).toBe('ERR_MODEL_NOT_FOUND');

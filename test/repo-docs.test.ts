@@ -105,6 +105,45 @@ describe('machines in the docs', () => {
   });
 });
 
+// A line of a page that logs rather than explains: a figure a page keeps names the CPU it was measured on;
+// when and how it was measured, and what was tried and dropped, is a decision record's (docs/decisions/)
+// or BENCHMARKS.md's, which the bench writes.
+const LOG_LINE = [
+  /\b20\d\d-\d\d-\d\d\b/, // a date
+  /\b(in |from )?an earlier (run|check|measurement)\b/i,
+  /\bat the time of writing\b/i,
+  /\bmeasured here\b/i,
+  /\bCI machine\b|\bCI's (AMD|EPYC|AVX|machine|host\b)/, // CI's hosts vary
+  /\bthis machine (has|is)\b/i,
+];
+const logs = (line: string): boolean => LOG_LINE.some((re) => re.test(line));
+
+describe('docs pages explain; logs live in decision records', () => {
+  it('no page of docs/ (outside docs/decisions/) nor the README dates a measurement or tells of earlier runs', () => {
+    const pages = FILES.filter((f) => f === 'README.md' || (f.startsWith('docs/') && f.endsWith('.md') && !f.startsWith('docs/decisions/')));
+    expect(pages.length).toBeGreaterThan(10);
+    const found = pages.flatMap((f) =>
+      readFileSync(join(ROOT, f), 'utf8')
+        .split('\n')
+        .flatMap((line, i) => (logs(line) ? [`${f}:${i + 1}: ${line.trim()}`] : [])),
+    );
+    expect(found).toEqual([]);
+  });
+
+  it('the check finds what it looks for', () => {
+    // Lines the pages used to hold, and one they hold now.
+    for (const line of [
+      'measured 2026-11-30 with the same two programs',
+      '| 17.0, 17.3 (16.8 in an earlier run) |',
+      'At the time of writing the model gives the tower 2.82 s',
+      "on CI's AVX2-only EPYC it falls back to f32",
+      'Not measured here: this machine has no Mac.',
+    ])
+      expect(logs(line), line).toBe(true);
+    expect(logs("CI's hosts vary and have had no AMX")).toBe(false);
+  });
+});
+
 describe('issue numbers', () => {
   it('no doc, test, source or tool cites an issue of a tracker that is not in the repository', () => {
     // The case a test covers, or the reason a doc gives, is said in words; the history lives in commits.

@@ -94,6 +94,23 @@ TowerSpec spec_from_js(const Napi::Object& obj) {
       if (size_t(t.file) >= spec.files.size()) bad(tw + ".file is not an index into spec.files");
       t.offset = u64(to, "offset", tw);
       t.length = u64(to, "length", tw);
+      Napi::Value pieces = to.Get("pieces");
+      if (!pieces.IsUndefined()) {
+        if (!pieces.IsArray()) bad(tw + ".pieces must be an array");
+        Napi::Array pa = pieces.As<Napi::Array>();
+        uint64_t total = 0;
+        for (uint32_t k = 0; k < pa.Length(); ++k) {
+          std::string pw = tw + ".pieces[" + std::to_string(k) + "]";
+          if (!pa.Get(k).IsObject()) bad(pw + " must be an object");
+          Napi::Object po = pa.Get(k).As<Napi::Object>();
+          ByteRange r{u64(po, "offset", pw), u64(po, "length", pw)};
+          if (r.offset + r.length < r.offset) bad(pw + " runs past 2^64");
+          total += r.length;
+          t.pieces.push_back(r);
+        }
+        if (t.pieces.empty() || t.pieces.front().offset != t.offset || total != t.length)
+          bad(tw + ".pieces must be non-empty, start at its offset and add up to its length");
+      }
       st.tensors.push_back(std::move(t));
     }
     spec.stages.push_back(std::move(st));

@@ -89,6 +89,7 @@ class MappedStore final : public WeightStore {
       const StageSpec& st = spec_.stages[n];
       auto& wins = windows_[n];
       for (const auto& t : st.tensors) {
+        if (held_apart(t)) continue;  // copied below, never viewed
         auto it = std::find_if(wins.begin(), wins.end(), [&](const Window& w) { return w.file == t.file; });
         size_t b = size_t(t.offset) / page * page, e = round_up(size_t(t.offset + t.length), page);
         if (it == wins.end())
@@ -103,23 +104,23 @@ class MappedStore final : public WeightStore {
         }
         w.buf = backend_.wrap_host(maps_[size_t(w.file)].base + w.begin, w.end - w.begin);
       }
-      // Quantised tensors are widened now, once, into memory of the store's own: kernels read f32.
+      // Quantised tensors are widened now, once, into memory of the store's own (kernels read f32),
+      // and assembled ones gathered there (their pieces lie apart in the file).
       std::vector<uint64_t> at;
-      const uint64_t own = widened_stage_bytes(st, &at);
+      const uint64_t own = held_stage_bytes(st, &at);
       backend::Buffer* own_buf = nullptr;
       if (own) {
         own_.push_back({AlignedBuffer(own), nullptr});
         Owned& o = own_.back();
         for (size_t i = 0; i < st.tensors.size(); ++i)
-          if (dtype_quantised(st.tensors[i].dtype))
-            widen_tensor(st.tensors[i], maps_[size_t(st.tensors[i].file)].base + st.tensors[i].offset,
-                         reinterpret_cast<float*>(o.mem.as<char>() + at[i]));
+          if (held_apart(st.tensors[i]))
+            copy_held(st.tensors[i], maps_[size_t(st.tensors[i].file)].base, o.mem.as<char>() + at[i]);
         own_buf = o.buf = backend_.wrap_host(o.mem.data(), o.mem.size());
         stats_.resident_bytes += own;
       }
       for (size_t i = 0; i < st.tensors.size(); ++i) {
         const TensorSpec& t = st.tensors[i];
-        if (dtype_quantised(t.dtype)) {
+        if (held_apart(t)) {
           views_[n].set(t.role, tensor_view(t, own_buf, size_t(at[i])));
           continue;
         }

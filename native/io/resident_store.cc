@@ -24,9 +24,8 @@ class ResidentStore final : public WeightStore {
       StageLayout layout = stage_layout(stage);
       AlignedBuffer mem(layout.bytes ? layout.bytes : 1);
       for (const auto& run : layout.runs) {  // one pread per contiguous file range
-        read_run(files, run, mem.as<char>());
+        stats_.reads += read_run(files, run, mem.as<char>());
         stats_.bytes_read += run.length;
-        ++stats_.reads;
       }
       stats_.resident_bytes += layout.bytes;
       backend::Buffer* buf = backend_.wrap_host(mem.data(), mem.size());

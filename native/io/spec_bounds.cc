@@ -11,11 +11,13 @@ static void check_stage(const TowerSpec& spec, const StageSpec& st, const std::v
     if (t.file < 0 || size_t(t.file) >= file_bytes.size() || size_t(t.file) >= spec.files.size())
       fail(Code::WeightsCorrupt, "tensor '" + t.name + "' names file #" + std::to_string(t.file) + " of " +
                                      std::to_string(spec.files.size()));
-    uint64_t end = t.offset + t.length;
-    if (end < t.offset || end > file_bytes[size_t(t.file)])
-      fail(Code::WeightsCorrupt, "'" + spec.files[size_t(t.file)] + "' is " + std::to_string(file_bytes[size_t(t.file)]) +
-                                     " bytes but tensor '" + t.name + "' needs bytes [" + std::to_string(t.offset) +
-                                     ", " + std::to_string(end) + "): the file is truncated or changed");
+    for (const ByteRange& r : t.ranges()) {
+      uint64_t end = r.offset + r.length;
+      if (end < r.offset || end > file_bytes[size_t(t.file)])
+        fail(Code::WeightsCorrupt, "'" + spec.files[size_t(t.file)] + "' is " + std::to_string(file_bytes[size_t(t.file)]) +
+                                       " bytes but tensor '" + t.name + "' needs bytes [" + std::to_string(r.offset) +
+                                       ", " + std::to_string(end) + "): the file is truncated or changed");
+    }
   }
 }
 

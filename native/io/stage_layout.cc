@@ -1,4 +1,5 @@
 #include <algorithm>
+#include <cstring>
 #include <string>
 #include <vector>
 
@@ -29,6 +30,12 @@ static void check_length(const TensorSpec& t) {
   if (!dtype_bytes(t.dtype, elements_of(t), &want) || want != t.length)
     fail(Code::WeightsCorrupt, "tensor '" + t.name + "': byte length " + std::to_string(t.length) +
                                    " does not match its shape and dtype");
+  // Gathered Q8_0 bytes are a Q8_0 tensor only if every piece is whole blocks.
+  if (dtype_quantised(t.dtype))
+    for (const ByteRange& r : t.pieces)
+      if (r.length % kQ8_0BlockBytes)
+        fail(Code::WeightsCorrupt, "tensor '" + t.name + "': a piece of " + std::to_string(r.length) +
+                                       " bytes is not a whole number of Q8_0 blocks");
 }
 
 uint64_t widened_bytes(const TensorSpec& t) { return dtype_quantised(t.dtype) ? elements_of(t) * 4 : 0; }
@@ -48,12 +55,20 @@ StageLayout stage_layout(const StageSpec& stage) {
     if (dtype_quantised(t.dtype)) {  // a run of its own, landing at the end of its f32 extent
       check_length(t);  // the in-place widening trusts it
       const uint64_t widened = round_up(l.bytes, kRunAlign), f32_bytes = widened_bytes(t);
-      l.runs.push_back({t.file, t.offset, t.length, widened + f32_bytes - t.length, t.dtype, f32_bytes / 4, widened});
+      l.runs.push_back({t.file, t.offset, t.length, widened + f32_bytes - t.length, t.dtype, f32_bytes / 4, widened, t.pieces});
       l.offsets[i] = widened;
       l.bytes = std::max(l.bytes, widened + f32_bytes);
       continue;
     }
-    StageRun* run = l.runs.empty() || l.runs.back().elements ? nullptr : &l.runs.back();
+    if (!t.pieces.empty()) {  // assembled: a run of its own, its pieces back to back
+      check_length(t);
+      const uint64_t at = round_up(l.bytes, kRunAlign);
+      l.runs.push_back({t.file, t.offset, t.length, at, DType::F32, 0, 0, t.pieces});
+      l.offsets[i] = at;
+      l.bytes = at + t.length;
+      continue;
+    }
+    StageRun* run = l.runs.empty() || l.runs.back().elements || !l.runs.back().pieces.empty() ? nullptr : &l.runs.back();
     // Sorted by offset, so t starts at or after the run's start; overlapping or duplicated
     // tensors simply become views into bytes the run already holds.
     if (!run || run->file != t.file || t.offset > run->file_offset + run->length + kMaxGap) {
@@ -69,27 +84,52 @@ StageLayout stage_layout(const StageSpec& stage) {
   return l;
 }
 
-uint64_t widened_stage_bytes(const StageSpec& stage, std::vector<uint64_t>* offsets) {
+bool held_apart(const TensorSpec& t) { return dtype_quantised(t.dtype) || !t.pieces.empty(); }
+
+uint64_t held_bytes(const TensorSpec& t) { return dtype_quantised(t.dtype) ? widened_bytes(t) : t.length; }
+
+uint64_t held_stage_bytes(const StageSpec& stage, std::vector<uint64_t>* offsets) {
   uint64_t bytes = 0;
   if (offsets) offsets->assign(stage.tensors.size(), 0);
   for (size_t i = 0; i < stage.tensors.size(); ++i) {
     const TensorSpec& t = stage.tensors[i];
-    if (!dtype_quantised(t.dtype)) continue;
+    if (!held_apart(t)) continue;
     bytes = round_up(bytes, kRunAlign);
     if (offsets) (*offsets)[i] = bytes;
-    bytes += widened_bytes(t);
+    bytes += held_bytes(t);
   }
   return bytes;
 }
 
-void read_run(const FileSet& files, const StageRun& run, char* slot) {
-  files.read(run.file, run.file_offset, run.length, slot + run.slot_offset);
+uint64_t read_run(const FileSet& files, const StageRun& run, char* slot) {
+  uint64_t reads = 0;
+  if (run.pieces.empty()) {
+    files.read(run.file, run.file_offset, run.length, slot + run.slot_offset);
+    reads = 1;
+  } else {
+    uint64_t at = run.slot_offset;
+    for (const ByteRange& r : run.pieces) {
+      files.read(run.file, r.offset, r.length, slot + at);
+      at += r.length;
+      ++reads;
+    }
+  }
   if (run.elements) widen_q8_0_in_place(reinterpret_cast<float*>(slot + run.widened), size_t(run.elements));
+  return reads;
 }
 
-void widen_tensor(const TensorSpec& t, const void* src, float* dst) {
+void copy_held(const TensorSpec& t, const char* file_base, char* dst) {
   check_length(t);
-  widen_to_f32(src, t.dtype, dst, size_t(elements_of(t)));
+  for (const ByteRange& r : t.ranges()) {
+    if (dtype_quantised(t.dtype)) {  // whole blocks (check_length): each piece widens on its own
+      const uint64_t n = r.length / kQ8_0BlockBytes * kQ8_0Block;
+      widen_to_f32(file_base + r.offset, t.dtype, reinterpret_cast<float*>(dst), size_t(n));
+      dst += n * 4;
+    } else {
+      std::memcpy(dst, file_base + r.offset, size_t(r.length));
+      dst += r.length;
+    }
+  }
 }
 
 backend::Tensor tensor_view(const TensorSpec& t, backend::Buffer* buf, size_t offset) {

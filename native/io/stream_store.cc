@@ -131,9 +131,8 @@ void StreamStore::prefetch_loop() {
     uint64_t bytes = 0, reads = 0;
     try {
       for (const auto& run : layouts_[n].runs) {
-        read_run(files_, run, s.mem.as<char>());
+        reads += read_run(files_, run, s.mem.as<char>());
         bytes += run.length;
-        ++reads;
       }
       bind_stage(spec_.stages[n], s.buf, 0, s.views);
     } catch (const Error& e) {

@@ -12,6 +12,11 @@
 
 namespace tessera {
 
+// One byte range of a file.
+struct ByteRange {
+  uint64_t offset = 0, length = 0;
+};
+
 struct TensorSpec {
   std::string role;   // what the model calls it: "attn.qkv.weight"
   std::string name;   // what the file calls it (for messages)
@@ -20,6 +25,16 @@ struct TensorSpec {
   int file = 0;         // index into TowerSpec::files
   uint64_t offset = 0;  // absolute byte offset in that file
   uint64_t length = 0;  // bytes
+  // An assembled tensor (a file that splits what the model computes as one, e.g. llama.cpp's
+  // attn_q | attn_k | attn_v for a fused qkv): its stored bytes are these ranges of `file` read
+  // one after the other (the family's builder says which, src/spec/assemble.ts); `offset` is the
+  // first's and `length` their total. Empty for a tensor stored in one piece.
+  std::vector<ByteRange> pieces;
+
+  // The byte ranges holding the tensor's stored bytes, in order: its pieces, or its one range.
+  std::vector<ByteRange> ranges() const {
+    return pieces.empty() ? std::vector<ByteRange>{{offset, length}} : pieces;
+  }
 };
 
 struct StageSpec {

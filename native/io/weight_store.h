@@ -46,8 +46,10 @@ backend::Tensor tensor_view(const TensorSpec& t, backend::Buffer* buf, size_t of
 // slot as in its file (and in a mapping of it): all residencies hand kernels the same alignments.
 // A packed folder's stage is one run. A quantised (Q8_0) tensor is a run of its own: its file
 // bytes land at the end of the f32 extent it widens to, and read_run widens them in place, so a
-// slot holds what the kernels read (f32) while the bytes read stay the file's. The one formula
-// for slot bytes (used by the allocator and by TS's prediction through the addon).
+// slot holds what the kernels read (f32) while the bytes read stay the file's. An assembled
+// tensor (TensorSpec::pieces) is a run of its own too, 64-byte aligned: its pieces are read one
+// after the other into it (then widened, if quantised). The one formula for slot bytes (used by
+// the allocator and by TS's prediction through the addon).
 struct StageRun {
   int file = 0;
   uint64_t file_offset = 0;  // absolute, in that file
@@ -58,6 +60,9 @@ struct StageRun {
   DType stored = DType::F32;
   uint64_t elements = 0;
   uint64_t widened = 0;
+  // An assembled tensor's run: the ranges read back to back (length is their total); empty: one
+  // range, [file_offset, file_offset + length).
+  std::vector<ByteRange> pieces;
 };
 struct StageLayout {
   std::vector<uint64_t> offsets;  // per tensor, in spec order: where its (computed-type) values are
@@ -67,18 +72,23 @@ struct StageLayout {
 StageLayout stage_layout(const StageSpec& stage);
 
 class FileSet;
-// Reads one run into the stage memory `slot` (one pread) and, for a quantised tensor, widens it in
-// place: what every store that reads files does with each run.
-void read_run(const FileSet& files, const StageRun& run, char* slot);
-// Widens a quantised tensor from `src` (its stored bytes) to f32 at `dst`: the mapped store's
-// copy out of a mapping. Checks the tensor's length against its shape first.
-void widen_tensor(const TensorSpec& t, const void* src, float* dst);
+// Reads one run into the stage memory `slot` (one pread per range) and, for a quantised tensor,
+// widens it in place: what every store that reads files does with each run. Returns the preads.
+uint64_t read_run(const FileSet& files, const StageRun& run, char* slot);
+// Whether the mapped store must hold a tensor in memory of its own rather than view its file:
+// a quantised tensor (computed widened) or an assembled one (its pieces are apart in the file).
+bool held_apart(const TensorSpec& t);
+// Bytes such a tensor takes in memory of the store's own (its computed-type values).
+uint64_t held_bytes(const TensorSpec& t);
+// Writes a held_apart tensor's computed-type values to `dst` from `file_base` (its file, mapped):
+// pieces gathered in order, Q8_0 widened. Checks its length against its shape first.
+void copy_held(const TensorSpec& t, const char* file_base, char* dst);
 // Bytes of f32 a quantised tensor widens to (0 for the types used as stored).
 uint64_t widened_bytes(const TensorSpec& t);
-// The memory of its own the mapped store holds for a stage: its quantised tensors widened to f32
-// (a mapping cannot be computed with as stored), each at a 64-byte boundary; `offsets` (per tensor,
-// spec order; unused for the rest) says where. The one formula for the store and for weight_memory.
-uint64_t widened_stage_bytes(const StageSpec& stage, std::vector<uint64_t>* offsets = nullptr);
+// The memory of its own the mapped store holds for a stage: its held_apart tensors, each at a
+// 64-byte boundary; `offsets` (per tensor, spec order; unused for the rest) says where. The one
+// formula for the store and for weight_memory.
+uint64_t held_stage_bytes(const StageSpec& stage, std::vector<uint64_t>* offsets = nullptr);
 
 struct WeightStoreStats {
   uint64_t bytes_read = 0;      // bytes read from files so far (pread / copies from mappings)

@@ -21,7 +21,7 @@ WeightMemory weight_memory(const TowerSpec& spec, int slots) {
     StageLayout l = stage_layout(st);
     m.resident += l.bytes;  // what the resident store allocates per stage (and reports)
     for (const auto& r : l.runs) m.file_bytes += r.length;
-    m.mapped += widened_stage_bytes(st);
+    m.mapped += held_stage_bytes(st);
   }
   if (!spec.stages.empty()) m.slot = stream_slot_bytes(spec);
   m.stream = m.slot * uint64_t(slots < 1 ? 1 : slots);

@@ -17,7 +17,7 @@ struct WeightMemory {
   uint64_t slot = 0;        // `stream`: one slot
   uint64_t stream = 0;      // `stream`: slots x slot
   uint64_t file_bytes = 0;  // the tower's bytes in its files (what `mapped` maps and touches)
-  uint64_t mapped = 0;      // `mapped`: its quantised tensors widened to f32 (0 for a float tower)
+  uint64_t mapped = 0;      // `mapped`: its quantised tensors widened to f32 and its assembled ones gathered (held_stage_bytes)
 };
 WeightMemory weight_memory(const TowerSpec& spec, int slots);
 

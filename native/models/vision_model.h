@@ -97,7 +97,8 @@ std::unique_ptr<VisionModel> make_model(const TowerSpec& spec, backend::Backend&
 // arithmetic is the same whatever the chunk (the kernels block only over rows and columns; a row's
 // K accumulation order does not depend on the row count), so chunking changes no result bit.
 // Chunks are not free (each linear call has a fixed cost), so they are as large as kRowChunk
-// allows and equal in size; docs/cpu.md#row-chunks has the measurements behind the number.
+// allows and equal in size; docs/cpu.md#row-chunks says why, docs/decisions/0009-row-chunks.md
+// has the measurements behind the number.
 constexpr int64_t kRowChunk = 3072;
 
 // Rows per chunk for `rows` rows: the fewest chunks of at most max_chunk rows, of equal size (a

@@ -45,9 +45,9 @@ function parse(args: readonly string[]): Parsed | 'help' {
   if (positionals.length === 0) throw new UsageError('no images given');
   const { batch = DEFAULT_BATCH, ...encode } = groups['encode'] ?? {};
   // The same schemas as the API's: encodeMany's options (family-free: the model is not open yet), the bulk flags, open's.
-  flagged(() => parseArgument(encodeManyOptionsSchema(), { ...encode, batch }, 'tessera encode'));
-  const bulk = flagged(() => parseArgument(BulkOutputOptionsSchema, groups['bulk'] ?? {}, 'tessera encode'));
-  const open = flagged(() => parseArgument(OpenOptionsSchema, groups['open'] ?? {}, 'tessera encode'));
+  flagged(() => parseArgument(encodeManyOptionsSchema(), { ...encode, batch }, 'tessera encode'), ENCODE);
+  const bulk = flagged(() => parseArgument(BulkOutputOptionsSchema, groups['bulk'] ?? {}, 'tessera encode'), ENCODE);
+  const open = flagged(() => parseArgument(OpenOptionsSchema, groups['open'] ?? {}, 'tessera encode'), ENCODE);
   const cli = groups['cli'] ?? {};
   return {
     args: positionals,

@@ -42,7 +42,7 @@ export async function enqueueCommand(args: readonly string[], io: CliIo, stdin: 
     checkQueueName(values.queue);
     if (positionals.length === 0) throw new UsageError('no inputs given');
     // The job's options, checked by the schema the worker checks them with.
-    options = flagged(() => parseArgument(JobOptionsSchema, parsed.groups['job'] ?? {}, 'tessera enqueue'));
+    options = flagged(() => parseArgument(JobOptionsSchema, parsed.groups['job'] ?? {}, 'tessera enqueue'), ENQUEUE);
   } catch (e) {
     io.err(`tessera enqueue: ${(e as Error).message}\n${ENQUEUE_USAGE}`);
     return EXIT_USAGE;

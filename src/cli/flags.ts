@@ -180,13 +180,15 @@ export function parseFlags(c: Command, args: readonly string[]): ParsedFlags {
 /**
  * Runs a check of flag values against a library schema (parseArgument's ERR_INVALID_ARGUMENT) and
  * rewords its refusal with the flag's name: "option 'maxPixels' ..." becomes "--max-pixels ...".
- * `keys` maps an option key to its flag where the two differ.
+ * A flag of `command` whose option key differs from its name (--out-dtype sets outputDtype) is named
+ * as the command spells it.
  */
-export function flagged<T>(check: () => T, keys: Record<string, string> = {}): T {
+export function flagged<T>(check: () => T, command: Command): T {
   try {
     return check();
   } catch (e) {
-    const flag = (k: string) => (keys[k] ? `--${keys[k]}` : flagName(k));
+    const keys = new Map(Object.entries(command.flags).flatMap(([name, f]) => (f.key ? [[f.key, name] as const] : [])));
+    const flag = (k: string) => (keys.has(k) ? `--${keys.get(k)!}` : flagName(k));
     throw new UsageError(
       (e as Error).message
         .replace(/^[^:]+: option '([^']+)'/, (_, k: string) => flag(k))

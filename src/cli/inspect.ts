@@ -3,6 +3,7 @@
 // tensors of each kind of stage with their shapes, and the bytes each residency holds.
 import { toTesseraError } from '../errors.js';
 import { familyOf } from '../families/registry.js';
+import { ggufKind, readGgufHeader } from '../formats/gguf.js';
 import type { StageSpec } from '../spec/types.js';
 import { stageBytes } from '../tower-info.js';
 import { VisionTower } from '../tower.js';
@@ -17,6 +18,13 @@ interface StageSummary {
   kind: string;
   bytes: number;
   tensors: { role: string; name: string; dtype: string; shape: number[] }[];
+}
+
+/** The tower's tensors by stored type ("F32 x 30, Q8_0 x 9"), an assembled tensor counted once. */
+function tensorTypes(stages: readonly StageSpec[]): Record<string, number> {
+  const n: Record<string, number> = {};
+  for (const s of stages) for (const t of s.tensors) n[t.dtype.toUpperCase()] = (n[t.dtype.toUpperCase()] ?? 0) + 1;
+  return n;
 }
 
 function summarise(s: StageSpec): StageSummary {
@@ -62,9 +70,12 @@ export async function inspectCommand(args: readonly string[], io: CliIo): Promis
     const info = tower.info;
     const stages = tower.spec.stages.map(summarise);
     const blocks = stages.filter((s) => s.kind === 'block');
+    // A llama.cpp mmproj names its projector type: what llama.cpp and its users call the file's kind.
+    const projector = info.source === 'gguf-llama.cpp' ? (ggufKind(await readGgufHeader(path)).projector ?? null) : null;
+    const types = tensorTypes(tower.spec.stages);
     if (json) {
       const { memory, ...rest } = info;
-      io.out(JSON.stringify({ ...rest, memory: { residentBytes: memory.residentBytes, slotBytes: memory.slotBytes, streamBytes: memory.streamBytes, mappedBytes: memory.mappedBytes, fileBytes: memory.fileBytes }, preprocessor: tower.preprocessorConfig ?? null, stages }, null, 2));
+      io.out(JSON.stringify({ ...rest, projector, tensorTypes: types, memory: { residentBytes: memory.residentBytes, slotBytes: memory.slotBytes, streamBytes: memory.streamBytes, mappedBytes: memory.mappedBytes, fileBytes: memory.fileBytes }, preprocessor: tower.preprocessorConfig ?? null, stages }, null, 2));
       return EXIT_OK;
     }
     const m = info.memory;
@@ -74,14 +85,15 @@ export async function inspectCommand(args: readonly string[], io: CliIo): Promis
       ['', ''],
       [
         ['model', path],
-        ['family', `${info.family} (${info.source})`],
+        ['family', `${info.family} (${info.source})${projector ? `, projector ${projector}` : ''}`],
         ['tower', `${info.depth} blocks, hidden ${info.hidden}, ${info.heads} heads x ${info.headDim}, output width ${info.outHidden}`],
         ['patches', `${info.patchSize} px, merge ${info.mergeSize}`],
         ['dtype', info.dtype],
+        ['tensor types', Object.entries(types).map(([k, v]) => `${k} x ${v}`).join(', ')],
         ['weights', `${formatBytes(info.bytes.total)} total; ${formatBytes(info.bytes.perBlock)} per block; ${formatBytes(info.bytes.nonBlock)} outside the blocks`],
         ['resident', `${formatBytes(m.residentBytes)} held (residency resident)`],
         ['stream', `${formatBytes(m.slotBytes)} per slot, ${formatBytes(m.streamBytes)} held with the default slots`],
-        ['mapped', `${formatBytes(m.fileBytes)} of files mapped${m.mappedBytes ? `; ${formatBytes(m.mappedBytes)} held (Q8_0 tensors widened to f32)` : ''}`],
+        ['mapped', `${formatBytes(m.fileBytes)} of files mapped${m.mappedBytes ? `; ${formatBytes(m.mappedBytes)} held (Q8_0 tensors widened to f32, split tensors joined)` : ''}`],
         ['images', budget],
       ],
       [false, false],

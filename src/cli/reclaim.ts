@@ -1,7 +1,7 @@
 // Keeps a long `tessera encode` run's garbage to a few groups' worth. Every image leaves its pixel
 // rows and results behind as ArrayBuffers; V8 collects those only once their bytes pass its
-// external-memory limit (tens of MiB), so without help a run of 1,000 small images held some
-// 20-30 MB more garbage at its peak than a run of 10 (measured; docs/design.md#bulk-runs). After each
+// external-memory limit (tens of MiB), so without help a long run holds tens of MB more garbage at its
+// peak than a short one (docs/design.md#bulk-runs; docs/decisions/0014-bulk-run-memory.md). After each
 // image the CLI asks for a full collection once the garbage passes GARBAGE_BYTES: a few ms,
 // against the hundreds of ms or seconds an image takes on a real tower. The library itself never
 // forces collections (a service keeps V8's policy).

@@ -25,7 +25,7 @@ export async function workerCommand(args: readonly string[], io: CliIo): Promise
       return EXIT_OK;
     }
     cli = groups['cli'] ?? {};
-    open = flagged(() => parseArgument(OpenOptionsSchema, groups['open'] ?? {}, 'tessera worker'));
+    open = flagged(() => parseArgument(OpenOptionsSchema, groups['open'] ?? {}, 'tessera worker'), WORKER);
     worker = (groups['worker'] ?? {}) as Record<string, number>;
     fetch = (groups['fetch'] ?? {}) as FetchLimits;
     checkQueueName(cli['queue'] as string);

@@ -26,8 +26,17 @@ export interface TowerFamily<Id extends string = string> {
 
   /** An HF folder whose config.json model_type is one of modelTypes → TowerSpec. */
   fromHfFolder(folder: HfFolder): TowerSpec;
-  /** GGUF files: whether this header is the family's to read (then `build` owns every refusal), and the reader. */
-  readonly gguf?: { claims(h: GgufHeader): boolean; build(h: GgufHeader): TowerSpec };
+  /**
+   * GGUF files: whether this header is the family's to read (then `build` owns every refusal), the reader,
+   * the llama.cpp projector types (clip.projector_type) it reads, for the message refusing any other, and
+   * the processor settings a file implies (as preprocessor_config.json would state them; absent: none).
+   */
+  readonly gguf?: {
+    claims(h: GgufHeader): boolean;
+    build(h: GgufHeader): TowerSpec;
+    readonly projectors: readonly string[];
+    processor?(h: GgufHeader, spec: TowerSpec): Record<string, unknown>;
+  };
 
   readonly images: {
     /**

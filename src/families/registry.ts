@@ -52,6 +52,9 @@ export function familyForGguf(h: GgufHeader): TowerFamily | undefined {
   return REGISTRY.find((f) => 'gguf' in f && f.gguf.claims(h));
 }
 
+/** Every llama.cpp projector type a registered family reads, in registry order. @internal */
+export const GGUF_PROJECTORS: readonly string[] = REGISTRY.flatMap((f) => ('gguf' in f ? f.gguf.projectors : []));
+
 /** The families whose sizing keys include `key`, for a message refusing another family's key. @internal */
 export function familiesWithSizingKey(key: string): TowerFamily[] {
   return REGISTRY.filter((f) => Object.hasOwn(f.images.sizingKeys, key));

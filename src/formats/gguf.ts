@@ -428,3 +428,18 @@ function describe(v: GgufValue): string {
   if (typeof v === 'object') return `an array of ${v.length}`;
   return `${typeof v} ${JSON.stringify(typeof v === 'bigint' ? v.toString() : v)}`;
 }
+
+export function ggufBool(h: GgufHeader, key: string): boolean | undefined {
+  const v = h.metadata.get(key);
+  if (v === undefined) return undefined;
+  if (typeof v !== 'boolean') throw new TesseraError('ERR_CONFIG_INVALID', `${h.path}: metadata '${key}' should be a bool, found ${describe(v)}`);
+  return v;
+}
+
+export function ggufBoolArray(h: GgufHeader, key: string): boolean[] | undefined {
+  const v = h.metadata.get(key);
+  if (v === undefined) return undefined;
+  if (typeof v !== 'object' || v.kind !== 'array' || !v.values || !v.values.every((x) => typeof x === 'boolean'))
+    throw new TesseraError('ERR_CONFIG_INVALID', `${h.path}: metadata '${key}' should be an array of bools, found ${describe(v)}`);
+  return v.values as boolean[];
+}

@@ -12,7 +12,8 @@ import { readRegular } from '../io/open-regular.js';
 /**
  * Turns off libvips' operation cache (sharp.cache) for this process. It keeps the last 100
  * operations for reuse, which only helps when the same image is processed again; a bulk run
- * reads each image once, and the cache added ~14 MB to the peak of a 1,000-image run (measured).
+ * reads each image once, so the cache only adds to a long run's peak
+ * (docs/decisions/0014-bulk-run-memory.md).
  * Process-wide, so only the CLI calls it: a library user may use sharp for other things.
  */
 export function disableDecodeCache(): void {

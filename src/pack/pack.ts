@@ -126,9 +126,14 @@ export async function packModel(model: LoadedModel, outDir: string, options: Pac
         for (const [i, t] of stage.tensors.entries()) {
           const target = targets[i]!;
           let bytes: Uint8Array = Buffer.alloc(t.length);
-          const { bytesRead } = await sources[t.file]!.read(bytes, 0, t.length, t.offset);
-          if (bytesRead !== t.length)
-            throw new TesseraError('ERR_WEIGHTS_CORRUPT', `${model.spec.files[t.file]}: short read of tensor '${t.name}' at bytes ${t.offset}..${t.offset + t.length}`);
+          // An assembled tensor's stored bytes are its pieces back to back (spec/types.ts).
+          let at = 0;
+          for (const p of t.pieces ?? [{ offset: t.offset, length: t.length }]) {
+            const { bytesRead } = await sources[t.file]!.read(bytes, at, p.length, p.offset);
+            if (bytesRead !== p.length)
+              throw new TesseraError('ERR_WEIGHTS_CORRUPT', `${model.spec.files[t.file]}: short read of tensor '${t.name}' at bytes ${p.offset}..${p.offset + p.length}`);
+            at += p.length;
+          }
           if (target.dtype !== t.dtype) bytes = lib.convertDtype(bytes, t.dtype, target.dtype);
           await dst.write(bytes, 0, bytes.length, base + target.offset).catch((e: unknown) => {
             throw outputError('write to', e);

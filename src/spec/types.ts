@@ -32,6 +32,13 @@ export interface TensorSpec {
   /** Absolute byte offset of the data in that file, and its length in bytes. */
   offset: number;
   length: number;
+  /**
+   * An assembled tensor (a file that stores in several tensors what the model computes as one, e.g.
+   * llama.cpp's attn_q, attn_k and attn_v of a fused qkv): its stored bytes are these byte ranges of
+   * its file, read one after the other (src/spec/tensors.ts's assembledTensor states which); `offset`
+   * is the first's, `length` their total. Absent for a tensor stored in one piece.
+   */
+  pieces?: { offset: number; length: number }[];
 }
 
 /** What a stage is: the patch embedding, a block, and the stages after blocks (each family its own). */

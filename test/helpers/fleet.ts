@@ -220,10 +220,10 @@ export async function makeBigImage(path: string, side = 2048): Promise<void> {
 
 /**
  * Every good image's output under outDir (at its path relative to root, .safetensors) holds
- * exactly tower.encode's embeddings and grid, bit for bit.
+ * exactly tower.encode's embeddings and grid (of `model`'s tower), bit for bit.
  */
-export async function expectOutputsEqualEncode(root: string, outDir: string, images: readonly string[], options: Record<string, number> = {}): Promise<void> {
-  const tower = await VisionTower.open(MODEL, { backend: 'cpu' });
+export async function expectOutputsEqualEncode(root: string, outDir: string, images: readonly string[], options: Record<string, number> = {}, model = MODEL): Promise<void> {
+  const tower = await VisionTower.open(model, { backend: 'cpu' });
   try {
     for (const img of images) {
       const out = join(outDir, relative(root, img).replace(/\.[^./]+$/, '') + '.safetensors');

@@ -505,7 +505,7 @@ void expect_bf16_close(const Run& f32, const Run& bf, double bound, const char* 
 }
 }  // namespace
 
-TEST("models: Qwen and Gemma 4 towers in precision bf16 stay within HF's own bf16 error of their f32 output, at every stage") {
+TEST("models: Qwen, Qwen2 and Gemma 4 towers in precision bf16 stay within HF's own bf16 error of their f32 output, at every stage") {
   for (cpu::Simd level : cpu::supported_simd()) {
     if (!cpu::has_bf16(level)) continue;
     const std::string name = cpu::simd_name(level);
@@ -522,6 +522,22 @@ TEST("models: Qwen and Gemma 4 towers in precision bf16 stay within HF's own bf1
         Run ref = encode(f, make_model, kRowChunk, in, packed, cpu::make_cpu_backend(2, level, cpu::Precision::F32));
         Run bf = encode(f, make_model, kRowChunk, in, packed, cpu::make_cpu_backend(2, level, cpu::Precision::Bf16));
         expect_bf16_close(ref, bf, kQwenBf16Bound, (name + " qwen" + (packed ? " packed" : "")).c_str());
+      }
+    }
+    {
+      // Qwen2-VL and Qwen2.5-VL (windows, a full-attention block), held to the Qwen bound.
+      std::vector<std::array<int64_t, 3>> grids = {{1, 10, 14}, {1, 4, 6}};
+      std::vector<float> px = random_pixels(164, 3 * 2 * 2 * 2, 13);
+      PixelInput in;
+      in.pixels = px.data();
+      in.rows = 164;
+      in.cols = 3 * 2 * 2 * 2;
+      in.grids = grids;
+      for (bool v25 : {false, true}) {
+        TowerFile f = qwen2_tower(DType::BF16, v25);
+        Run ref = encode(f, make_model, kRowChunk, in, true, cpu::make_cpu_backend(2, level, cpu::Precision::F32));
+        Run bf = encode(f, make_model, kRowChunk, in, true, cpu::make_cpu_backend(2, level, cpu::Precision::Bf16));
+        expect_bf16_close(ref, bf, kQwenBf16Bound, (name + (v25 ? " qwen2.5-vl" : " qwen2-vl")).c_str());
       }
     }
     {

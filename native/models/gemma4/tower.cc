@@ -79,7 +79,8 @@ class Tower final : public VisionModel {
   //     the pooler's and projector's pooled, normed and projected rows.
   //   q per chunk rather than whole: at 10,080 rows a whole q is 46 MB more at the peak. The
   //   attention chunk is the MLP's, or half of it where the attention phase would then outgrow
-  //   the MLP phase (whole k and v); docs/cpu.md#row-chunks has the measurements.
+  //   the MLP phase (whole k and v); docs/cpu.md#row-chunks says why (the measurements:
+  //   docs/decisions/0009-row-chunks.md).
   //   Attention chunks are whole multiples of the backend's attention query block
   //   (Backend::attention_query_block: one that is not computes part of a block for nothing).
   struct Scratch {

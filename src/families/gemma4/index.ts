@@ -58,7 +58,7 @@ export const gemma4 = {
   modelTypes: GEMMA4_MODEL_TYPES,
   label: 'Gemma 4',
   fromHfFolder: buildGemma4Spec,
-  gguf: { claims: isGemma4Gguf, build: buildGemma4FromGguf },
+  gguf: { claims: isGemma4Gguf, build: buildGemma4FromGguf, projectors: ['gemma4v'] },
   images: {
     preprocessor: gemmaPreprocessor,
     // The processor's class defaults are every checkpoint's, and GGUF files carry no processor settings.

@@ -1,7 +1,8 @@
-// Qwen2-VL and Qwen2.5-VL: config.json → TowerSpec (docs/models/qwen2-vision.md#config, #tensors). Both towers
-// share the patch embedding, the 2D rope and the 2x2 merger; they differ in the block (LayerNorm + QuickGELU
-// MLP, or RMSNorm + gated SiLU MLP with window attention) and in the merger's norm. Defaults are HF's class
-// defaults (transformers 5.17), so a config that omits a field means what it means to transformers.
+// Qwen2-VL and Qwen2.5-VL: config.json or a llama.cpp mmproj → TowerSpec (docs/models/qwen2-vision.md#config,
+// #tensors, #llamacpp-mmproj). Both towers share the patch embedding, the 2D rope and the 2x2 merger; they
+// differ in the block (LayerNorm + QuickGELU MLP, or RMSNorm + gated SiLU MLP with window attention) and in the
+// merger's norm. Defaults are HF's class defaults (transformers 5.17), so a config that omits a field means what
+// it means to transformers.
 //
 // The spec the native towers read:
 //   dims: depth, hidden D, heads, head_dim, intermediate I, out_hidden O, in_channels C, patch_size P,
@@ -12,11 +13,11 @@
 //           (kind merger, base merger.): see QWEN2_TOWERS for each family's roles.
 import { z } from 'zod';
 import { TesseraError } from '../../errors.js';
+import { type GgufHeader, ggufBool, ggufKind, ggufNumber, ggufNumberArray } from '../../formats/gguf.js';
 import type { HfFolder } from '../../formats/hf-folder.js';
 import { headSplitProblem } from '../../spec/rules.js';
-import { towerTensor } from '../../spec/tensors.js';
-import type { StageSpec, TowerSpec } from '../../spec/types.js';
-import { QWEN_PREFIXES } from '../qwen-common.js';
+import type { SourceKind, TowerSpec } from '../../spec/types.js';
+import { ggufPicker, hfPicker, LLAMACPP_LAYOUT, OLLAMA_QWEN25VL_LAYOUT, QWEN2_PROJECTORS, type QwenPicker, qwenStages, type QwenStageLayout, readQwenGguf } from '../qwen-common.js';
 
 /** The TowerSpec.family values this folder serves. */
 export const QWEN2_IDS = ['qwen2_vl', 'qwen2_5_vl'] as const;
@@ -128,20 +129,11 @@ function attention(D: number): Roles {
   ];
 }
 
-/** A stage as HF lays it out: a tensor's name is the checkpoint prefix, `base` and its role. */
-export interface Qwen2StageLayout {
-  name: string;
-  kind: StageSpec['kind'];
-  index: number;
-  base: string;
-  tensors: Roles;
-}
-
 /** The tower's tensors, stage by stage in execution order (docs/models/qwen2-vision.md#tensors). */
-export function qwen2TowerLayout(family: Qwen2Id, d: Qwen2Dims): Qwen2StageLayout[] {
+export function qwen2TowerLayout(family: Qwen2Id, d: Qwen2Dims): QwenStageLayout[] {
   const D = d.hidden, W = D * d.merge_size ** 2, P = d.patch_size;
   const tower = QWEN2_TOWERS[family];
-  const stages: Qwen2StageLayout[] = [
+  const stages: QwenStageLayout[] = [
     { name: 'embed', kind: 'embed', index: 0, base: '', tensors: [['patch_embed.proj.weight', [D, d.in_channels, d.temporal_patch_size, P, P]]] },
   ];
   for (let l = 0; l < d.depth; l++) stages.push({ name: `block.${l}`, kind: 'block', index: l, base: `blocks.${l}.`, tensors: tower.block(d) });
@@ -226,18 +218,14 @@ export function buildQwen2Spec(folder: HfFolder): TowerSpec {
       throw new TesseraError('ERR_CONFIG_INVALID', `${where}: field '${outField}': ${d.out_hidden} differs from the text model's hidden_size ${textHidden}`);
   }
 
-  const prefix = QWEN_PREFIXES.find((p) => index.tensors.has(`${p}patch_embed.proj.weight`));
-  if (prefix === undefined) throw new TesseraError('ERR_TENSOR_MISSING', `tower tensor 'model.visual.patch_embed.proj.weight' is missing from the weights`);
-  const stages: StageSpec[] = qwen2TowerLayout(family, d).map((s) => ({
-    name: s.name,
-    kind: s.kind,
-    index: s.index,
-    tensors: s.tensors.map(([role, shape]) => towerTensor(index, `${prefix}${s.base}${role}`, role, shape)),
-  }));
+  return qwen2Spec(family, 'hf-folder', d, 1e-6, fullatt, index.files, hfPicker(index));
+}
 
+/** The TowerSpec of a Qwen2 tower: its dimensions, full-attention blocks, and each stage's tensors found by `pick`. */
+function qwen2Spec(family: Qwen2Id, source: SourceKind, d: Qwen2Dims, eps: number, fullatt: number[], files: string[], pick: QwenPicker): TowerSpec {
   return {
     family,
-    source: 'hf-folder',
+    source,
     dims: {
       depth: d.depth,
       hidden: d.hidden,
@@ -249,12 +237,92 @@ export function buildQwen2Spec(folder: HfFolder): TowerSpec {
       patch_size: d.patch_size,
       temporal_patch_size: d.temporal_patch_size,
       merge_size: d.merge_size,
-      eps: 1e-6,
+      eps,
       rope_theta: d.rope_theta,
       window: d.window,
     },
     lists: { fullatt_blocks: fullatt },
-    files: index.files,
-    stages,
+    files,
+    stages: qwenStages(qwen2TowerLayout(family, d), pick),
   };
+}
+
+// ---------------------------------------------------------------- llama.cpp mmproj
+
+/**
+ * What llama.cpp assumes of every Qwen2.5-VL tower and its converter never writes (docs/models/qwen2-vision.md#llamacpp-mmproj):
+ * the attention window, in pixels.
+ */
+const GGUF_WINDOW_PX = 112;
+
+/** Whether a GGUF file is a Qwen2-VL or Qwen2.5-VL mmproj, or Ollama's single Qwen2.5-VL file. */
+export function isQwen2Gguf(h: GgufHeader): boolean {
+  const { arch, projector } = ggufKind(h);
+  return (arch === 'clip' && (QWEN2_PROJECTORS as readonly string[]).includes(projector ?? '')) || arch === OLLAMA_ARCH;
+}
+
+/** Ollama's Qwen2.5-VL file (the text model and the tower in one). */
+const OLLAMA_ARCH = 'qwen25vl';
+/** The full-attention blocks Ollama's runtime assumes when its file's list is missing or empty (every checkpoint's). */
+const OLLAMA_FULLATT_DEFAULT = [7, 15, 23, 31];
+
+/** Older Qwen2.5-VL mmprojs say qwen2vl_merger and mark the tower with these keys (clip. or clip.vision.). */
+function legacyKey<T>(h: GgufHeader, read: (h: GgufHeader, k: string) => T | undefined, k: string): T | undefined {
+  return read(h, `clip.vision.${k}`) ?? read(h, `clip.${k}`);
+}
+
+/**
+ * A Qwen2-VL / Qwen2.5-VL GGUF file → TowerSpec. A llama.cpp mmproj is Qwen2.5-VL for the projector
+ * qwen2.5vl_merger, or an older file's qwen2vl_merger with a gated MLP (ffn_gate) or the keys use_glu_mlp /
+ * use_rms_norm / fullatt_block_indexes; its window is llama.cpp's assumption (112 px) and its full-attention
+ * blocks every n_wa_pattern-th (an older file's fullatt_block_indexes as stated). Ollama's qwen25vl file states
+ * both (qwen25vl.vision.window_size, .fullatt_block_indexes). Sizes come from tensor shapes.
+ */
+export function buildQwen2FromGguf(h: GgufHeader): TowerSpec {
+  const { arch } = ggufKind(h);
+  const ollama = arch === OLLAMA_ARCH;
+  if (ollama && ![...h.tensors.keys()].some((n) => n.startsWith('v.')))
+    throw new TesseraError('ERR_MODEL_FORMAT', `${h.path}: this ${OLLAMA_ARCH} GGUF holds no vision tower (no v.* tensors)`);
+  const g = readQwenGguf(h, ollama ? OLLAMA_QWEN25VL_LAYOUT : LLAMACPP_LAYOUT);
+  const where = h.path;
+  const pre = g.layout.keys;
+  const legacy25 =
+    g.index.tensors.has('v.blk.0.ffn_gate.weight') ||
+    legacyKey(h, ggufBool, 'use_glu_mlp') === true ||
+    legacyKey(h, ggufBool, 'use_rms_norm') === true ||
+    legacyKey(h, ggufNumberArray, 'fullatt_block_indexes') !== undefined;
+  const family: Qwen2Id = ollama || ggufKind(h).projector === 'qwen2.5vl_merger' || legacy25 ? 'qwen2_5_vl' : 'qwen2_vl';
+  let window = 0;
+  let fullatt: number[] = [];
+  if (family === 'qwen2_5_vl') {
+    const side = g.patchSize * g.merge;
+    const px = (ollama ? ggufNumber(h, `${pre}window_size`) : legacyKey(h, ggufNumber, 'window_size')) ?? GGUF_WINDOW_PX;
+    if (!Number.isInteger(px) || px < side || px % side !== 0)
+      throw new TesseraError('ERR_CONFIG_INVALID', `${where}: an attention window of ${px} px is not a whole number of ${side}-px merge windows (patch ${g.patchSize} x merge ${g.merge})`);
+    window = px / side;
+    const every = ggufNumber(h, 'clip.vision.n_wa_pattern');
+    if (ollama) {
+      // Ollama's runtime reads a missing or empty list (published files hold empty ones) as the checkpoints'.
+      const stated = ggufNumberArray(h, `${pre}fullatt_block_indexes`);
+      fullatt = stated?.length ? [...stated] : [...OLLAMA_FULLATT_DEFAULT];
+    } else {
+      const stated = legacyKey(h, ggufNumberArray, 'fullatt_block_indexes');
+      if (stated) fullatt = [...stated];
+      else if (every !== undefined) {
+        if (!Number.isInteger(every) || every < 1) throw new TesseraError('ERR_CONFIG_INVALID', `${where}: metadata 'clip.vision.n_wa_pattern' = ${every} is out of range`);
+        for (let l = every - 1; l < g.depth; l += every) fullatt.push(l);
+      } else throw new TesseraError('ERR_CONFIG_INVALID', `${where}: metadata 'clip.vision.n_wa_pattern' is missing (which blocks attend over the whole image)`);
+    }
+    fullatt.forEach((b, k) => {
+      if (!Number.isInteger(b) || b < 0 || b >= g.depth || fullatt.indexOf(b) !== k)
+        throw new TesseraError('ERR_CONFIG_INVALID', `${where}: full-attention block ${b} is ${b >= g.depth ? `not a block (depth ${g.depth})` : 'repeated'}`);
+    });
+  }
+  const theta = ollama ? (ggufNumber(h, `${pre}rope.freq_base`) ?? ROPE_THETA) : ROPE_THETA;
+  if (!(theta > 0)) throw new TesseraError('ERR_CONFIG_INVALID', `${where}: metadata '${pre}rope.freq_base' = ${theta} is out of range`);
+  const d: Qwen2Dims = {
+    depth: g.depth, hidden: g.hidden, heads: g.heads, intermediate: g.intermediate, out_hidden: g.outHidden, in_channels: g.inChannels,
+    patch_size: g.patchSize, temporal_patch_size: 2, merge_size: g.merge, rope_theta: theta, window,
+  };
+  return qwen2Spec(family, g.layout.source, d, g.eps, fullatt, [h.path], ggufPicker(g));
 }

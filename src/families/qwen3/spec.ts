@@ -1,12 +1,14 @@
-// Qwen3.5 / Qwen3-VL: config.json → TowerSpec (docs/models/qwen-vision.md#config, #tensors). Defaults are HF's
-// class defaults, so a config that omits a field means what it means to transformers.
+// Qwen3.5 / Qwen3-VL: config.json or a llama.cpp mmproj → TowerSpec (docs/models/qwen-vision.md#config, #tensors,
+// #llamacpp-mmproj). Defaults are HF's class defaults, so a config that omits a field means what it means to
+// transformers.
 import { z } from 'zod';
 import { TesseraError } from '../../errors.js';
+import { type GgufHeader, ggufBoolArray, ggufKind, ggufNumber, ggufNumberArray } from '../../formats/gguf.js';
 import type { HfFolder } from '../../formats/hf-folder.js';
-import { configError, towerTensor } from '../../spec/tensors.js';
+import { configError } from '../../spec/tensors.js';
 import { headSplitProblem } from '../../spec/rules.js';
-import { QWEN_PREFIXES } from '../qwen-common.js';
-import type { StageSpec, TowerSpec } from '../../spec/types.js';
+import { ggufPicker, hfPicker, LLAMACPP_LAYOUT, ollamaQwen3vlLayout, QWEN3_PROJECTORS, type QwenPicker, qwenStages, type QwenStageLayout, readQwenGguf } from '../qwen-common.js';
+import type { SourceKind, TowerSpec } from '../../spec/types.js';
 import type { Assert, Equals } from '../../type-equality.js';
 
 const int = (min: number, max: number) => z.number().int().min(min).max(max);
@@ -88,15 +90,7 @@ const TOWER_MODEL_TYPES: Record<string, Qwen3Id> = {
 export const QWEN3_MODEL_TYPES = [...Object.keys(FULL_MODEL_TYPES), ...Object.keys(TOWER_MODEL_TYPES)];
 
 
-
-/** A stage of the tower as HF lays it out: a tensor's name is the checkpoint prefix, `base` and its role. */
-export interface QwenStageLayout {
-  name: string;
-  kind: StageSpec['kind'];
-  index: number;
-  base: string;
-  tensors: [role: string, shape: number[]][];
-}
+export type { QwenStageLayout };
 
 /** The tower's tensors, stage by stage in execution order (docs/models/qwen-vision.md#tensors). */
 export function qwenTowerLayout(c: QwenVisionConfig, deepstack: readonly number[]): QwenStageLayout[] {
@@ -175,21 +169,15 @@ export function buildQwenSpec(folder: HfFolder): TowerSpec {
       );
   });
 
-  const prefix = QWEN_PREFIXES.find((p) => index.tensors.has(`${p}patch_embed.proj.weight`));
-  if (prefix === undefined)
-    throw new TesseraError('ERR_TENSOR_MISSING', `tower tensor 'model.visual.patch_embed.proj.weight' is missing from the weights`);
+  return qwen3Spec(family, 'hf-folder', c, 1e-6, deepstack, index.files, hfPicker(index));
+}
 
-  const D = c.hidden_size, P = c.patch_size, T = c.temporal_patch_size;
-  const stages: StageSpec[] = qwenTowerLayout(c, deepstack).map((s) => ({
-    name: s.name,
-    kind: s.kind,
-    index: s.index,
-    tensors: s.tensors.map(([role, shape]) => towerTensor(index, `${prefix}${s.base}${role}`, role, shape)),
-  }));
-
+/** The TowerSpec of a Qwen3 tower: its config, deepstack levels, and each stage's tensors found by `pick`. */
+function qwen3Spec(family: Qwen3Id, source: SourceKind, c: QwenVisionConfig, eps: number, deepstack: number[], files: string[], pick: QwenPicker): TowerSpec {
+  const D = c.hidden_size;
   return {
     family,
-    source: 'hf-folder',
+    source,
     dims: {
       depth: c.depth,
       hidden: D,
@@ -198,16 +186,88 @@ export function buildQwenSpec(folder: HfFolder): TowerSpec {
       intermediate: c.intermediate_size,
       out_hidden: c.out_hidden_size,
       in_channels: c.in_channels,
-      patch_size: P,
-      temporal_patch_size: T,
+      patch_size: c.patch_size,
+      temporal_patch_size: c.temporal_patch_size,
       merge_size: c.spatial_merge_size,
       pos_side: Math.floor(Math.sqrt(c.num_position_embeddings)),
-      eps: 1e-6,
+      eps,
       rope_theta: c.rope_parameters?.rope_theta ?? 10000,
       mlp_act_erf: c.hidden_act === 'gelu' ? 1 : 0,
     },
     lists: { deepstack_indexes: deepstack },
-    files: index.files,
-    stages,
+    files,
+    stages: qwenStages(qwenTowerLayout(c, deepstack), pick),
   };
+}
+
+// ---------------------------------------------------------------- llama.cpp mmproj
+
+/**
+ * Ollama's single files (the text model and the tower in one; each MoE's text model under its own name): Qwen3-VL's
+ * and Qwen3.5's, whose converters (convert_qwen3vl.go, convert_qwen3next.go) lay the tower out alike. Qwen3.5's
+ * tower has no deepstack mergers.
+ */
+const OLLAMA_ARCHS = ['qwen3vl', 'qwen3vlmoe', 'qwen35', 'qwen35moe'];
+const OLLAMA_QWEN35_ARCHS = ['qwen35', 'qwen35moe'];
+
+/** Whether a GGUF file is a Qwen3-VL or Qwen3.5 mmproj, or Ollama's single Qwen3-VL or Qwen3.5 file. */
+export function isQwen3Gguf(h: GgufHeader): boolean {
+  const { arch, projector } = ggufKind(h);
+  return (arch === 'clip' && (QWEN3_PROJECTORS as readonly string[]).includes(projector ?? '')) || OLLAMA_ARCHS.includes(arch ?? '');
+}
+
+/**
+ * A Qwen3-VL / Qwen3.5 GGUF file → TowerSpec. A llama.cpp mmproj (projector qwen3vl_merger, both towers) marks
+ * its deepstack blocks in clip.vision.is_deepstack_layers; Ollama's qwen3vl file lists them in
+ * <arch>.vision.deepstack_visual_indexes (its qwen35 file an empty list) and states the rope theta. The two towers differ only in Qwen3-VL's
+ * deepstack mergers, as in HF (where model_type tells them): a file with any is Qwen3-VL, else Qwen3.5. Both use
+ * the tanh GELU (llama.cpp's clip.use_gelu); sizes come from the tensors' shapes.
+ */
+export function buildQwen3FromGguf(h: GgufHeader): TowerSpec {
+  const { arch } = ggufKind(h);
+  const ollama = OLLAMA_ARCHS.includes(arch ?? '');
+  if (ollama && ![...h.tensors.keys()].some((n) => n.startsWith('v.')))
+    throw new TesseraError(
+      'ERR_MODEL_FORMAT',
+      `${h.path}: this ${arch} GGUF holds no vision tower (no v.* tensors): open the file that has it (Ollama's single-file model, or the projector GGUF written beside this one)`,
+    );
+  const layout = ollama ? ollamaQwen3vlLayout(arch!) : LLAMACPP_LAYOUT;
+  const g = readQwenGguf(h, layout);
+  let deepstack: number[];
+  if (ollama) {
+    deepstack = [...(ggufNumberArray(h, `${layout.keys}deepstack_visual_indexes`) ?? [])];
+    if (deepstack.length && OLLAMA_QWEN35_ARCHS.includes(arch!))
+      throw new TesseraError('ERR_CONFIG_INVALID', `${h.path}: metadata '${layout.keys}deepstack_visual_indexes' lists blocks, but a Qwen3.5 tower (${arch}) has no deepstack mergers`);
+    deepstack.forEach((l, k) => {
+      if (!Number.isInteger(l) || l < 0 || l >= g.depth || deepstack.indexOf(l) !== k)
+        throw new TesseraError('ERR_CONFIG_INVALID', `${h.path}: metadata '${layout.keys}deepstack_visual_indexes': ${l} is out of range or repeated (depth ${g.depth})`);
+    });
+  } else {
+    const marks = ggufBoolArray(h, 'clip.vision.is_deepstack_layers') ?? [];
+    if (marks.length > g.depth)
+      throw new TesseraError('ERR_CONFIG_INVALID', `${h.path}: metadata 'clip.vision.is_deepstack_layers' marks ${marks.length} blocks, the tower has ${g.depth}`);
+    deepstack = marks.flatMap((on, l) => (on ? [l] : []));
+  }
+  const posName = `${layout.modules['embed']!['pos_embed']}.weight`;
+  const pos = g.index.tensors.get(posName);
+  if (!pos) throw new TesseraError('ERR_TENSOR_MISSING', `${h.path}: tower tensor '${posName}' is missing ([positions, ${g.hidden}])`);
+  const theta = ollama ? (ggufNumber(h, `${layout.keys}rope.freq_base`) ?? 10000) : 10000;
+  if (!(theta > 0)) throw new TesseraError('ERR_CONFIG_INVALID', `${h.path}: metadata '${layout.keys}rope.freq_base' = ${theta} is out of range`);
+  const c: QwenVisionConfig = {
+    depth: g.depth,
+    hidden_size: g.hidden,
+    num_heads: g.heads,
+    intermediate_size: g.intermediate,
+    hidden_act: 'gelu_pytorch_tanh',
+    in_channels: g.inChannels,
+    patch_size: g.patchSize,
+    temporal_patch_size: 2,
+    spatial_merge_size: g.merge,
+    out_hidden_size: g.outHidden,
+    num_position_embeddings: pos.shape[0]!,
+    deepstack_visual_indexes: deepstack,
+    rope_parameters: { rope_type: 'axial', rope_theta: theta },
+    heads: g.heads,
+  };
+  return qwen3Spec(deepstack.length ? 'qwen3_vl' : 'qwen3_5', layout.source, c, g.eps, deepstack, [h.path], ggufPicker(g, deepstack));
 }
