@@ -12,10 +12,11 @@
 //   matvec_{f32,f16,bf16}   few rows (<= kMatvecMaxRows): one simdgroup per output column, lanes stride over K
 // mul and residual may alias y: each output element is read and written by the same thread.
 // Precision 'f16' (docs/metal.md#half-precision): the _h kernels read x as half, the _fh kernels as float (the
-// patch embedding's pixels), and both write y and read mul and residual as half; x and W are staged in
-// threadgroup memory as half (x clamped in float first, W widened from its stored type and rounded to half, as
-// HF's fp16 holds its weights) and multiplied on simdgroup_half8x8 into float accumulators; the epilogue runs
-// in float and rounds once as it stores.
+// patch embedding's pixels), and both write y and read mul and residual as half; the _hf kernels read x as half
+// and write y (and read mul and residual) as float, for an output a tower keeps f32 (backend::ActRange::Precise:
+// Gemma 4's q, k and v). In all three x and W are staged in threadgroup memory as half (x clamped in float
+// first, W widened from its stored type and rounded to half, as HF's fp16 holds its weights) and multiplied on
+// simdgroup_half8x8 into float accumulators; the epilogue runs in float and rounds once as it stores y.
 #include "kernel_common.h"
 
 constant constexpr uint BM = kargs::kGemmBM, BN = kargs::kGemmBN, BK = kargs::kGemmBK, NT = kargs::kGemmThreads;
@@ -297,4 +298,56 @@ kernel void matvec_bf16_fh(device const float* x [[buffer(0)]], device const ush
                        uint lane [[thread_index_in_simdgroup]], uint nsg [[simdgroups_per_threadgroup]])
 {
     matvec_cols(x, w, Tail<half>{bias, mul, res}, y, p, tg * nsg + sg, lane);
+}
+// x half, y, mul and residual float (the _hf kernels: an output kept f32 in precision 'f16').
+kernel void matmul_f32_hf(device const half* x [[buffer(0)]], device const float* w [[buffer(1)]], device const uchar* bias [[buffer(2)]],
+                       device const float* res [[buffer(3)]], device float* y [[buffer(4)]], constant kargs::Linear& p [[buffer(5)]],
+                       device const float* mul [[buffer(6)]],
+                       uint2 tg [[threadgroup_position_in_grid]], uint tid [[thread_index_in_threadgroup]],
+                       uint sg [[simdgroup_index_in_threadgroup]])
+{
+    threadgroup float smem[2 * STAGE];
+    matmul_group<half>(x, w, Tail<float>{bias, mul, res}, y, p, tg, tid, sg, smem);
+}
+kernel void matmul_f16_hf(device const half* x [[buffer(0)]], device const half* w [[buffer(1)]], device const uchar* bias [[buffer(2)]],
+                       device const float* res [[buffer(3)]], device float* y [[buffer(4)]], constant kargs::Linear& p [[buffer(5)]],
+                       device const float* mul [[buffer(6)]],
+                       uint2 tg [[threadgroup_position_in_grid]], uint tid [[thread_index_in_threadgroup]],
+                       uint sg [[simdgroup_index_in_threadgroup]])
+{
+    threadgroup float smem[2 * STAGE];
+    matmul_group<half>(x, w, Tail<float>{bias, mul, res}, y, p, tg, tid, sg, smem);
+}
+kernel void matmul_bf16_hf(device const half* x [[buffer(0)]], device const ushort* w [[buffer(1)]], device const uchar* bias [[buffer(2)]],
+                       device const float* res [[buffer(3)]], device float* y [[buffer(4)]], constant kargs::Linear& p [[buffer(5)]],
+                       device const float* mul [[buffer(6)]],
+                       uint2 tg [[threadgroup_position_in_grid]], uint tid [[thread_index_in_threadgroup]],
+                       uint sg [[simdgroup_index_in_threadgroup]])
+{
+    threadgroup float smem[2 * STAGE];
+    matmul_group<half>(x, w, Tail<float>{bias, mul, res}, y, p, tg, tid, sg, smem);
+}
+kernel void matvec_f32_hf(device const half* x [[buffer(0)]], device const float* w [[buffer(1)]], device const uchar* bias [[buffer(2)]],
+                       device const float* res [[buffer(3)]], device float* y [[buffer(4)]], constant kargs::Linear& p [[buffer(5)]],
+                       device const float* mul [[buffer(6)]],
+                       uint tg [[threadgroup_position_in_grid]], uint sg [[simdgroup_index_in_threadgroup]],
+                       uint lane [[thread_index_in_simdgroup]], uint nsg [[simdgroups_per_threadgroup]])
+{
+    matvec_cols(x, w, Tail<float>{bias, mul, res}, y, p, tg * nsg + sg, lane);
+}
+kernel void matvec_f16_hf(device const half* x [[buffer(0)]], device const half* w [[buffer(1)]], device const uchar* bias [[buffer(2)]],
+                       device const float* res [[buffer(3)]], device float* y [[buffer(4)]], constant kargs::Linear& p [[buffer(5)]],
+                       device const float* mul [[buffer(6)]],
+                       uint tg [[threadgroup_position_in_grid]], uint sg [[simdgroup_index_in_threadgroup]],
+                       uint lane [[thread_index_in_simdgroup]], uint nsg [[simdgroups_per_threadgroup]])
+{
+    matvec_cols(x, w, Tail<float>{bias, mul, res}, y, p, tg * nsg + sg, lane);
+}
+kernel void matvec_bf16_hf(device const half* x [[buffer(0)]], device const ushort* w [[buffer(1)]], device const uchar* bias [[buffer(2)]],
+                       device const float* res [[buffer(3)]], device float* y [[buffer(4)]], constant kargs::Linear& p [[buffer(5)]],
+                       device const float* mul [[buffer(6)]],
+                       uint tg [[threadgroup_position_in_grid]], uint sg [[simdgroup_index_in_threadgroup]],
+                       uint lane [[thread_index_in_simdgroup]], uint nsg [[simdgroups_per_threadgroup]])
+{
+    matvec_cols(x, w, Tail<float>{bias, mul, res}, y, p, tg * nsg + sg, lane);
 }

@@ -72,8 +72,8 @@ enum class Act { None, GeluTanh, GeluErf, QuickGelu, Silu };
 struct LinearArgs {
   const Tensor* bias = nullptr;      // [1, out], any dtype
   Act act = Act::None;
-  const Tensor* mul = nullptr;       // [rows, out] f32; may alias y
-  const Tensor* residual = nullptr;  // [rows, out] f32; may alias y
+  const Tensor* mul = nullptr;       // [rows, out] of y's type; may alias y
+  const Tensor* residual = nullptr;  // [rows, out] of y's type; may alias y
   float in_min = -std::numeric_limits<float>::infinity();
   float in_max = std::numeric_limits<float>::infinity();
   float out_min = -std::numeric_limits<float>::infinity();
@@ -99,8 +99,11 @@ enum class AttnProducts { Bf16, F32 };
 
 // A tower's declaration of the range an activation can reach, for activation_dtype(): Bounded fits half
 // (|x| well under 65504, measured on the tower's checkpoints); Wide may leave it (a deep residual
-// stream, an unclipped path) and stays f32 whatever the precision.
-enum class ActRange { Bounded, Wide };
+// stream, an unclipped path) and stays f32 whatever the precision. Precise fits half's range but not its
+// resolution: an op downstream amplifies half's rounding of it past the tower's budget (Gemma 4's q, k and
+// v: RMS-normed and scaled by 1, their scores reach the tens and a sharp softmax turns a score's rounding
+// into a probability's), so it stays f32 too.
+enum class ActRange { Bounded, Wide, Precise };
 
 // A description of the work a model will issue, for backends that keep scratch of their own
 // (the CPU backend's packed weight strips and per-thread buffers) to predict it.
@@ -142,7 +145,10 @@ class Backend {
   // encodes (the resident store), once, before any op reads them.
   virtual bool pack_weight(Tensor& /*w*/) { return false; }
 
-  // ---- ops (outputs are f32)
+  // ---- ops (outputs are f32, or f16 activations where activation_dtype() gives them)
+  // linear's x and y may differ in type (f32 and f16 activations, either way round: a half x into an f32 y
+  // where a tower keeps an output f32, an f32 x into a half y for the uploaded pixels); mul and residual have
+  // y's type. Every other op takes its activations all of one type (gather_sum's table may be any type).
   virtual void linear(const Tensor& y, const Tensor& x, const Tensor& w, const LinearArgs& args) = 0;
   virtual void layer_norm(const Tensor& y, const Tensor& x, const Tensor& gamma, const Tensor& beta,
                           float eps) = 0;

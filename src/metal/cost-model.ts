@@ -62,7 +62,10 @@ export const GPUS: GpuModel[] = [
 
 export const fp32Tflops = (g: GpuModel): number => (g.cores * ALUS_PER_CORE.value * 2 * g.ghz) / 1000;
 
-const MMA_LANE_OPS = 512;  // one 8x8x8 multiply-accumulate = 512 FMAs of the SIMD-group
+// One 8x8x8 multiply-accumulate = 512 FMAs of the SIMD-group, half or float alike: philipturner/metal-benchmarks
+// measures the same FMA rate for F16 and F32 on Apple 7 and 8 (256 operations per core-cycle each; Matrix FFMA16
+// 102.5, FFMA32 101.7), and no public figure gives Apple 9 (M3, M4) a faster half (docs/metal.md#cost-model).
+const MMA_LANE_OPS = 512;
 const SPECIAL_LANE_OPS = 4;  // exp, tanh, division ...: a few ALU slots each (assumed)
 
 /** What the emulator counted for one dispatch (TESSERA_MSLEMU_COUNTS: one JSON line per dispatch). */

@@ -25,6 +25,7 @@
 #include "metal/device.h"
 #include "metal/emu_executor.h"
 #include "metal/metal_backend.h"
+#include "models_test_util.h"
 
 using tessera::DType;
 using namespace tessera::backend;
@@ -239,8 +240,10 @@ TEST("metal: linear vs cpu (matmul + matvec paths, 31/32/33 and 63/64/65 tails, 
         b.linear(t[4], t[0], t[1], a);
       };
       c.tol = wd == DType::F32 ? 2e-5 : 5e-5;
-      // f16: x half (the _h kernels) or f32 (the _fh kernels: the patch embedding's pixels)
-      c.acts = variant % 2 ? std::vector<int>{0, 3, 4, 5} : std::vector<int>{3, 4, 5};
+      // f16: x half (the _h kernels), x f32 (the _fh kernels: the patch embedding's pixels), or x half into an
+      // f32 y, mul and residual (the _hf kernels: an output a tower keeps f32), spread over shapes and weights
+      const std::vector<int> acts[3] = {{0, 3, 4, 5}, {3, 4, 5}, {0}};
+      c.acts = acts[(variant + variant / 3) % 3];
       check(c);
     }
 }
@@ -645,4 +648,17 @@ TEST("metal: a pipeline allowing fewer threads: norms and rope's norm adapt, mat
     refused = e.code() == tessera::Code::Gpu && std::string(e.what()).find("needs 128") != std::string::npos;
   }
   EXPECT(refused);
+}
+
+TEST("metal: a Gemma 4 encode in precision f16 allocates what scratch_bytes predicts (half activations, f32 q, k and v)") {
+  if (!enabled() || on_gpu()) return;
+  for (int64_t chunk : {int64_t(1) << 20, int64_t(30)}) {
+    auto backend = [](bool f16) { return mtl::make_metal_backend(mtl::make_emu_executor(emu(0, 0, 0xFF)), "metal-emulated", f16); };
+    const tessera::modeltest::ScratchUse f32 = tessera::modeltest::gemma_scratch(backend(false), chunk);
+    const tessera::modeltest::ScratchUse f16 = tessera::modeltest::gemma_scratch(backend(true), chunk);
+    for (const auto* u : {&f32, &f16})
+      EXPECT_MSG(u->predicted == u->allocated, "chunk " << chunk << (u == &f16 ? " f16" : " f32") << ": predicted " << u->predicted
+                                                        << ", allocated " << u->allocated);
+    EXPECT_MSG(f16.predicted < f32.predicted, "chunk " << chunk << ": f16 scratch " << f16.predicted << " is not below f32's " << f32.predicted);
+  }
 }

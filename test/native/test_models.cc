@@ -20,6 +20,7 @@
 #include "harness.h"
 #include "io/resident_store.h"
 #include "io_test_util.h"
+#include "models_test_util.h"
 #include "models/qwen2/windows.h"
 #include "models/vision_model.h"
 
@@ -198,6 +199,7 @@ class CountingBackend final : public backend::Backend {
   explicit CountingBackend(std::unique_ptr<backend::Backend> backend = cpu::make_cpu_backend(2)) : in(std::move(backend)) {}
   const char* name() const override { return in->name(); }
   const char* precision() const override { return in->precision(); }
+  DType activation_dtype(backend::ActRange r) const override { return in->activation_dtype(r); }
   uint64_t workspace_bytes(const backend::Workload& w) const override { return in->workspace_bytes(w); }
   backend::Buffer* alloc(size_t bytes) override {
     live += bytes;
@@ -308,6 +310,37 @@ std::vector<float> random_pixels(int64_t rows, int64_t cols, uint32_t seed) {
 }
 
 }  // namespace
+
+namespace tessera::modeltest {
+
+ScratchUse gemma_scratch(std::unique_ptr<backend::Backend> inner, int64_t row_chunk) {
+  std::vector<int32_t> pos;
+  for (int y = 0; y < 9; ++y)
+    for (int x = 0; x < 12; ++x) pos.insert(pos.end(), {x, y});
+  const int64_t rows = int64_t(pos.size() / 2), cols = 3 * 2 * 2;
+  std::vector<float> px = random_pixels(rows, cols, 11);
+  PixelInput in;
+  in.pixels = px.data();
+  in.rows = rows;
+  in.cols = cols;
+  in.positions = pos.data();
+  in.image_rows = {rows};
+  TowerFile f = gemma_tower(DType::F32);
+  iotest::TempFile file(f.bytes);
+  f.spec.files = {file.path};
+  for (auto& st : f.spec.stages)
+    for (auto& t : st.tensors) t.file = 0;
+  CountingBackend backend(std::move(inner));
+  auto store = make_resident_store(f.spec, backend);
+  auto model = make_model(f.spec, backend, *store, row_chunk);
+  EncodeOutput out;
+  EncodeControl ctl;
+  backend.live = backend.peak = 0;
+  model->encode(in, ctl, out);
+  return {model->scratch_bytes(rows), backend.peak};
+}
+
+}  // namespace tessera::modeltest
 
 TEST("models: a Qwen encode in many row chunks equals one chunk bit for bit; scratch_bytes is what it allocates") {
   const int64_t cols = 3 * 2 * 2 * 2;

@@ -39,8 +39,6 @@ void encode_linear(Executor& ex, const backend::Tensor& y, const backend::Tensor
   const char* op = "linear";
   require_act(x, op, "x");
   require_act(y, op, "y");
-  // f16 output (precision 'f16'): x half, or f32 (the patch embedding's pixels); an f16 x into an f32 y has no kernel
-  require(y.dtype == DType::F16 || x.dtype == DType::F32, op, "x is f16 but y is f32");
   require_tensor(w, op, "weight");
   require(w.contiguous(), op, "weight must be contiguous, is " + shape(w) + " with ld " + std::to_string(w.ld));
   require(w.cols == x.cols, op, "weight is " + shape(w) + " but x is " + shape(x) + " (weight is [out, in])");
@@ -76,8 +74,10 @@ void encode_linear(Executor& ex, const backend::Tensor& y, const backend::Tensor
   p.has_out_clamp = clamps(a.out_min, a.out_max);
   const bool vec = x.rows <= int64_t(kargs::kMatvecMaxRows);
   const char* suffix = w.dtype == DType::F16 ? "f16" : w.dtype == DType::BF16 ? "bf16" : "f32";
-  // precision 'f16' (metal/matmul.metal): _h reads x as half, _fh as float; both write half
-  const char* act = y.dtype == DType::F32 ? "" : x.dtype == DType::F16 ? "_h" : "_fh";
+  // precision 'f16' (metal/matmul.metal): _h half x into half y, _fh float x (the patch embedding's pixels) into
+  // half y, _hf half x into float y (an output a tower keeps f32: backend::ActRange::Precise)
+  const bool hx = x.dtype == DType::F16, hy = y.dtype == DType::F16;
+  const char* act = hy ? (hx ? "_h" : "_fh") : (hx ? "_hf" : "");
   Dispatch d(std::string(vec ? "matvec_" : "matmul_") + suffix + act);
   d.bind(0, x, Access::Read);
   d.bind(1, w, Access::Read);

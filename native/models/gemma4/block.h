@@ -18,6 +18,13 @@ namespace tessera::gemma4 {
 // the scale is 1, so the scores run to tens and the softmax is sharp enough that bf16 scores move
 // the block past HF's own bf16 error (docs/bf16.md#what-runs has the figures).
 constexpr backend::AttnProducts kAttnProducts = backend::AttnProducts::F32;
+// For the same reason q, k and v stay f32 in precision 'f16' (backend::ActRange::Precise): their projections write
+// f32 from half inputs and tiles, and the rope, v's norm and attention run on f32. Half storage of q and k moves a
+// score by about half's relative step (2^-11) of the tens it reaches, the sharpest thing in the tower: measured one
+// rounding at a time, no other activation's half storage costs a block as much, and with it one fixture stage
+// landed past HF's own fp16 error (docs/metal.md#accuracy has the numbers). v goes with them so that attention is
+// the f32 kernel, not a mixed one; o's projection reads the f32 output into half tiles.
+constexpr backend::ActRange kQkvRange = backend::ActRange::Precise;
 
 // x [n, D], cos and sin [n, head_dim], k and v [n, heads·head_dim] whole-image; hq [attention chunk,
 // D] and q [attention chunk, heads·head_dim]; h [chunk, D], gate and up [chunk, intermediate].

@@ -94,15 +94,17 @@ class Tower final : public VisionModel {
   };
   Chunks chunks(int64_t n) const {
     const int64_t D = d_.hidden, Q = d_.qdim, F = d_.inter, mlp = std::min(n, chunk_rows(n, max_chunk_));
-    // The attention phase at the MLP chunk, k and v included, against the MLP phase (floats).
-    const int64_t attn_floats = 2 * n * Q + mlp * (D + Q), mlp_floats = mlp * (D + 2 * F);
-    return {mlp, attn_floats <= mlp_floats
+    // The attention phase at the MLP chunk, k and v included, against the MLP phase (bytes).
+    const int64_t a = int64_t(dtype_size(backend_.activation_dtype())), qkv = int64_t(dtype_size(backend_.activation_dtype(kQkvRange)));
+    const int64_t attn_bytes = 2 * n * Q * qkv + mlp * (D * a + Q * qkv), mlp_bytes = mlp * (D + 2 * F) * a;
+    return {mlp, attn_bytes <= mlp_bytes
                      ? mlp
                      : std::min(mlp, chunk_rows(n, std::max<int64_t>(1, mlp / 2), backend_.attention_query_block(kAttnProducts)))};
   }
   Scratch layout(Arena& a, int64_t n) const {
     const int64_t m = tokens(n), D = d_.hidden, Q = d_.qdim, F = d_.inter;
     const DType act = backend_.activation_dtype();  // the rope tables and the uploaded pixels stay f32
+    const DType qkv = backend_.activation_dtype(kQkvRange);  // block.h: q, k and v stay f32
     Scratch s;
     const Chunks c = chunks(n);
     s.chunk = c.mlp, s.attn_chunk = c.attn;
@@ -116,10 +118,10 @@ class Tower final : public VisionModel {
     }
     {
       Arena::Scope attention(a);
-      s.block.k = a.tensor(n, Q, act);
-      s.block.v = a.tensor(n, Q, act);
+      s.block.k = a.tensor(n, Q, qkv);
+      s.block.v = a.tensor(n, Q, qkv);
       s.block.hq = a.tensor(c.attn, D, act);
-      s.block.q = a.tensor(c.attn, Q, act);
+      s.block.q = a.tensor(c.attn, Q, qkv);
     }
     {
       Arena::Scope mlp(a);
