@@ -17,7 +17,7 @@ import { build } from '../tools/mslemu/build.mjs';
 
 const status = await build({ quiet: true });
 if (!status.available) console.warn(`test/metal-half.test.ts: skipped: ${status.reason}`);
-const FAMILIES = [['qwen3_5-tiny', false], ['qwen3_vl-tiny', false], ['gemma4-tiny', true]] as const;
+const FAMILIES = [['qwen3_5-tiny', false], ['qwen3_vl-tiny', false], ['qwen2_vl-tiny', false], ['qwen2_5_vl-tiny', false], ['gemma4-tiny', true]] as const;
 
 describe('precision f16', () => {
   it("the precision list is one: the addon's and PRECISIONS", () => {
