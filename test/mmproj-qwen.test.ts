@@ -3,8 +3,9 @@
 //   - f32 / f16 / bf16 files: every stage of a fixture case against tessera's run of the HF folder, bit for bit
 //     where the file holds the checkpoint's values in a type that computes alike (see SAME below), else within
 //     the rounding of the stored type;
-//   - q8_0 files: every stage within 1e-4 of the HF-layout tower holding the file's dequantised weights (the
-//     dequantisation itself is gguf-py's, bit for bit: test/format-q8_0.test.ts);
+//   - q8_0 files: every stage within 1e-4 of HF transformers' own run holding the file's dequantised weights
+//     (mmproj/q8_0-expected.safetensors, verify/hf-q8-reference.py), and of tessera's HF-layout tower holding them
+//     (the dequantisation itself is gguf-py's, bit for bit: test/format-q8_0.test.ts);
 //   - every residency bit-identical, CPU bf16 and metal-emulated against the HF folder on the same path;
 //   - the refusals: an unknown projector, a language-model GGUF, a missing or misshapen tensor;
 //   - Ollama's single Qwen2.5-VL and Qwen3-VL files, written here from the HF fixtures as Ollama's converters lay
@@ -24,7 +25,7 @@ import { loadModel } from '../src/load-model.js';
 import { addon } from '../src/native.js';
 import { packModel } from '../src/pack/index.js';
 import type { TowerSpec } from '../src/spec/types.js';
-import { FIXTURES, qwenInput, readJson, relErr } from './helpers/fixtures.js';
+import { FIXTURES, qwenInput, readJson, readTensors, relErr } from './helpers/fixtures.js';
 import { GGML, T, writeGguf } from './helpers/gguf-writer.js';
 
 interface Tower {
@@ -173,6 +174,23 @@ describe.each(TOWERS)('$fixture: llama.cpp mmproj files', (t) => {
         for (const [name, e] of Object.entries(err)) expect(e, `stage ${name}`).toBeLessThan(Q8_TOL);
       } finally {
         await ref.close();
+      }
+    } finally {
+      await g.close();
+    }
+  });
+
+  it(`mmproj-q8_0.gguf: every stage within ${Q8_TOL} of HF transformers' own run holding the file's dequantised weights`, async () => {
+    // q8_0-expected.safetensors: verify/hf-q8-reference.py (the file read and dequantised by gguf-py, its split
+    // tensors joined, loaded into HF's model in place of the checkpoint's, run in fp32 on rocket_thin's pixels)
+    const ref = readTensors(join(FIXTURES, t.fixture, 'mmproj', 'q8_0-expected.safetensors'));
+    const g = await VisionTower.open(ggufPath(t, 'q8_0'), { backend: 'cpu' });
+    try {
+      const r = await g.encodePixels(qwenInput(t.fixture, 'rocket_thin'), { stages: true });
+      expect(Object.keys(ref)).toContain('merged');
+      for (const [name, want] of Object.entries(ref)) {
+        expect(r.stages![name], `stage ${name}`).toBeDefined();
+        expect(relErr(r.stages![name]!, want.f32()), `stage ${name}`).toBeLessThan(Q8_TOL);
       }
     } finally {
       await g.close();
