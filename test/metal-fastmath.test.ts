@@ -16,7 +16,7 @@ const status = await build({ quiet: true });
 if (!status.available) console.warn(`test/metal-fastmath.test.ts: skipped: ${status.reason}`);
 else process.env['TESSERA_MSLEMU_LIB'] = status.fastMathLib;
 
-const FAMILIES = [['qwen3_5-tiny', false], ['qwen3_vl-tiny', false], ['gemma4-tiny', true]] as const;
+const FAMILIES = [['qwen3_5-tiny', false], ['qwen3_vl-tiny', false], ['qwen2_vl-tiny', false], ['qwen2_5_vl-tiny', false], ['gemma4-tiny', true]] as const;
 
 describe.skipIf(!status.available)(status.available ? 'metal-emulated, kernels under -ffast-math' : `metal-emulated, kernels under -ffast-math (skipped: ${status.reason})`, () => {
   it('half rounds every operation to binary16 under fast math too (the self-test kernel built with -ffast-math)', () => {
