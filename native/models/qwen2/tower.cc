@@ -18,6 +18,7 @@
 #include "models/vit/block.h"
 #include "models/vit/grid.h"
 #include "models/vit/merger.h"
+#include "models/vit/scratch.h"
 
 namespace tessera::qwen2 {
 namespace {
@@ -61,45 +62,11 @@ class Tower final : public VisionModel {
   void encode(const PixelInput& in, const EncodeControl& ctl, EncodeOutput& out) override;
 
  private:
-  // One encode's scratch, as Qwen3's (qwen3/tower.cc) without the position table, with the gated
-  // MLP's gate beside its up.
-  struct Scratch {
-    vit::BlockTensors block;
-    backend::Tensor pixels, mid, merged;
-  };
-  int64_t chunk(int64_t n) const { return std::min(n, chunk_rows(n, max_chunk_, merger_.merge * merger_.merge)); }
+  using Scratch = vit::Scratch;
   Scratch layout(Arena& a, int64_t n) const {
-    const int64_t D = block_.hidden, I = block_.inter, m2 = merger_.merge * merger_.merge, c = chunk(n);
-    const DType act = backend_.activation_dtype();  // the rope tables and the uploaded pixels stay f32
-    Scratch s;
-    s.block.x = a.tensor(n, D, act);
-    s.block.cos = a.tensor(n, block_.head_dim);
-    s.block.sin = a.tensor(n, block_.head_dim);
-    s.block.h = a.tensor(c, D, act);
-    {
-      Arena::Scope embed(a);
-      s.pixels = a.tensor(n, patch_dim_);
-    }
-    {
-      Arena::Scope attention(a);
-      s.block.qkv = a.tensor(n, 3 * D, act);
-    }
-    const backend::Tensor mlp = a.tensor(c, std::max(I, D), act);
-    s.block.up = view_as(mlp, c, I);
-    s.mid = view_as(mlp, c / m2, m2 * D);
-    if (block_.mlp == vit::Mlp::Gated) s.block.gate = a.tensor(c, I, act);
-    s.merged = a.tensor(n / m2, merger_.out, act);
-    return s;
+    return vit::layout_scratch(a, block_, merger_, n, max_chunk_, patch_dim_, backend_.activation_dtype());
   }
-  backend::Workload workload(int64_t n) const {
-    backend::Workload w;
-    w.linears = vit::block_linears(block_, n, chunk(n));
-    w.linears.push_back({n, patch_dim_, block_.hidden});
-    for (const auto& l : vit::merger_linears(merger_, n, chunk(n))) w.linears.push_back(l);
-    w.max_segment = n;
-    w.head_dim = block_.head_dim;
-    return w;
-  }
+  backend::Workload workload(int64_t n) const { return vit::scratch_workload(block_, merger_, n, max_chunk_, patch_dim_); }
 
   const TowerSpec& spec_;
   backend::Backend& backend_;

@@ -16,6 +16,7 @@
 #include "models/vit/block.h"
 #include "models/vit/grid.h"
 #include "models/vit/merger.h"
+#include "models/vit/scratch.h"
 
 namespace tessera::qwen3 {
 namespace {
@@ -59,52 +60,16 @@ class Tower final : public VisionModel {
   void encode(const PixelInput& in, const EncodeControl& ctl, EncodeOutput& out) override;
 
  private:
-  // One encode's scratch. x (the residual stream), cos and sin: whole image, whole encode; h (a
-  // norm's output): one row chunk, whole encode; then regions one stage, or one phase of a block,
-  // uses at a time, over the same bytes: the embed's pixels; a block's q | k | v (from its qkv linear
-  // to its projection); a block's MLP chunk once q | k | v are spent, which is also a merger's fc1
-  // output ([chunk / merge², merge²·D], chunk x D floats: hence the max), beside the merger's output,
-  // which is downloaded right after its stage, before the next block writes q | k | v.
-  struct Scratch {
-    int64_t chunk;  // rows per chunk of the per-token work: whole merge windows
-    vit::BlockTensors block;
-    backend::Tensor pixels, mid, merged;
-    backend::Buffer* lookup;  // the position taps
+  // One encode's scratch: vit's (models/vit/scratch.h) and the position taps (gather_sum's lookup buffer).
+  struct Scratch : vit::Scratch {
+    backend::Buffer* lookup;
   };
   Scratch layout(Arena& a, int64_t n) const {
-    const int64_t D = block_.hidden, m2 = merger_.merge * merger_.merge;
-    const DType act = backend_.activation_dtype();  // the rope tables and the uploaded pixels stay f32
-    Scratch s;
-    s.chunk = std::min(n, chunk_rows(n, max_chunk_, m2));
-    s.block.x = a.tensor(n, D, act);
-    s.block.cos = a.tensor(n, block_.head_dim);
-    s.block.sin = a.tensor(n, block_.head_dim);
-    s.block.h = a.tensor(s.chunk, D, act);
-    {
-      Arena::Scope embed(a);
-      s.pixels = a.tensor(n, patch_dim_);
-    }
-    {
-      Arena::Scope attention(a);
-      s.block.qkv = a.tensor(n, 3 * D, act);
-    }
-    const backend::Tensor mlp = a.tensor(s.chunk, std::max(block_.inter, D), act);
-    s.block.up = view_as(mlp, s.chunk, block_.inter);
-    s.mid = view_as(mlp, s.chunk / m2, m2 * D);
-    s.merged = a.tensor(n / m2, merger_.out, act);
+    Scratch s{vit::layout_scratch(a, block_, merger_, n, max_chunk_, patch_dim_, backend_.activation_dtype()), nullptr};
     s.lookup = a.buffer(position_lookup_bytes(n));
     return s;
   }
-  backend::Workload workload(int64_t n) const {
-    const int64_t chunk = std::min(n, chunk_rows(n, max_chunk_, merger_.merge * merger_.merge));
-    backend::Workload w;
-    w.linears = vit::block_linears(block_, n, chunk);
-    w.linears.push_back({n, patch_dim_, block_.hidden});
-    for (const auto& l : vit::merger_linears(merger_, n, chunk)) w.linears.push_back(l);
-    w.max_segment = n;
-    w.head_dim = block_.head_dim;
-    return w;
-  }
+  backend::Workload workload(int64_t n) const { return vit::scratch_workload(block_, merger_, n, max_chunk_, patch_dim_); }
 
   const TowerSpec& spec_;
   backend::Backend& backend_;
