@@ -15,8 +15,6 @@ import { mkdtempSync, readFileSync, readdirSync, rmSync, statSync, writeFileSync
 import { tmpdir } from 'node:os';
 import { dirname, join, relative } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { run } from '../src/cli/main.js';
-import type { CliIo } from '../src/cli/io.js';
 import { VisionTower, toSglangItemJson } from '../src/index.js';
 import { f32ToJson } from '../src/outputs/f32-json.js';
 import { torchSaveBytes } from '../src/outputs/torch-save.js';
@@ -25,6 +23,7 @@ import { readNpy } from './helpers/npy.js';
 import { readStoredZip } from './helpers/torch-zip.js';
 import { outputJob } from '../src/bulk/output-dir.js';
 import { runGroup } from '../src/fleet/group-job.js';
+import { tesseraInProcess as tessera } from './helpers/cli.js';
 
 const IMAGES = join(FIXTURES, 'images');
 let tmp: string;
@@ -33,13 +32,6 @@ beforeAll(() => {
 });
 afterAll(() => rmSync(tmp, { recursive: true, force: true }));
 
-async function tessera(...args: string[]) {
-  const out: string[] = [];
-  const err: string[] = [];
-  const io: CliIo = { out: (l) => out.push(l), err: (l) => err.push(l), progress: () => undefined, tty: false, columns: 80 };
-  const code = await run(args, io);
-  return { code, stdout: out.join('\n'), stderr: err.join('\n') };
-}
 
 /** Where --out-dir puts an output for a fixture image named by its path: its path relative to the current folder. */
 const at = (dir: string, name: string) => join(dir, relative(process.cwd(), IMAGES), name);

@@ -6,12 +6,11 @@ import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, relative } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import type { CliIo } from '../src/cli/io.js';
-import { run } from '../src/cli/main.js';
 import { narrowF32, roundedF32 } from '../src/outputs/out-dtype.js';
 import { FIXTURES, readTensors } from './helpers/fixtures.js';
 import { readNpy } from './helpers/npy.js';
 import { readStoredZip } from './helpers/torch-zip.js';
+import { tesseraInProcess as tessera } from './helpers/cli.js';
 
 const IMAGES = join(FIXTURES, 'images');
 const QWEN35 = join(FIXTURES, 'qwen3_5-tiny', 'model');
@@ -75,13 +74,6 @@ describe('narrowing f32 (torch .to() rounding)', () => {
   });
 });
 
-async function tessera(...args: string[]) {
-  const out: string[] = [];
-  const err: string[] = [];
-  const io: CliIo = { out: (l) => out.push(l), err: (l) => err.push(l), progress: () => undefined, tty: false, columns: 80 };
-  const code = await run(args, io);
-  return { code, stdout: out.join('\n'), stderr: err.join('\n') };
-}
 const at = (dir: string, name: string) => join(dir, relative(process.cwd(), IMAGES), name);
 const encode = (dir: string, ...more: string[]) =>
   tessera('encode', join(IMAGES, 'tiny.png'), '--model', QWEN35, '--out-dir', dir, '--json', ...more);

@@ -9,23 +9,15 @@ import { join, relative } from 'node:path';
 import { Queue } from 'bullmq';
 import { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { run } from '../src/cli/main.js';
-import type { CliIo } from '../src/cli/io.js';
 import { createWorker, enqueueImages, waitForJobs } from '../src/fleet/index.js';
 import { TesseraError, VisionTower, type EncodeResult } from '../src/index.js';
 import { FIXTURES, readJson } from './helpers/fixtures.js';
 import { expectOutputsEqualEncode, HAVE_REDIS, makeImages, useFleet } from './helpers/fleet.js';
 import { readNpy } from './helpers/npy.js';
+import { tesseraInProcess as tessera } from './helpers/cli.js';
 
 const bits = (a: Float32Array) => Buffer.from(a.buffer, a.byteOffset, a.byteLength);
 
-async function tessera(...args: string[]) {
-  const out: string[] = [];
-  const err: string[] = [];
-  const io: CliIo = { out: (l) => out.push(l), err: (l) => err.push(l), progress: () => undefined, tty: false, columns: 80 };
-  const code = await run(args, io);
-  return { code, stdout: out.join('\n'), stderr: err.join('\n') };
-}
 
 async function rejection(p: Promise<unknown>): Promise<TesseraError> {
   try {
