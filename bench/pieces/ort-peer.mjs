@@ -102,6 +102,26 @@ function roofline(ns, threads, runs, noisy, waitS, coretype) {
 }
 
 /**
+ * The time a run may spend waiting for a quiet host (`waitS` seconds; none when `noisy`): `quiet()` waits for one
+ * within what is left; once it has run out, the run is degraded (no more waiting or repeats; its rows so marked).
+ */
+export function waitBudget(noisy, waitS) {
+  let leftMs = noisy ? 0 : waitS * 1000;
+  let degraded = false;
+  return {
+    quiet: async () => {
+      if (leftMs <= 0) { degraded = degraded || !noisy; return; }
+      const t = performance.now();
+      await waitQuiet(Math.min(leftMs, 120000));
+      leftMs -= performance.now() - t;
+    },
+    spend: (ms) => { leftMs -= ms; },
+    leftMs: () => Math.max(0, leftMs),
+    degraded: () => degraded,
+  };
+}
+
+/**
  * Warms up every live engine once (its row gets warmMs and relDiff, the check against tessera), then
  * times them taking turns: each round runs every engine that still needs runs once, the order rotating,
  * after waiting for quiet (`quiet()`). A run during which other processes used more than REJECT of the
@@ -152,18 +172,12 @@ export async function measureOrtPeer(opts = flags()) {
   const ortJob = held?.dir ? { ortDir: held.dir } : {};
   const files = makeBlockStack();
   const genS = (performance.now() - t0) / 1000;
-  let waitBudgetMs = noisy ? 0 : opts.waitS * 1000;
-  let degraded = false; // the wait budget ran out: no more waiting or repeats; rows so marked
-  const quiet = async () => {
-    if (waitBudgetMs <= 0) { degraded = degraded || !noisy; return; }
-    const t = performance.now();
-    await waitQuiet(Math.min(waitBudgetMs, 120000));
-    waitBudgetMs -= performance.now() - t;
-  };
+  const budget = waitBudget(noisy, opts.waitS);
+  const quiet = budget.quiet;
   const loadAtStart = await foreignNow();
   await quiet();
-  const roof = roofline(ns, T, runs, noisy, Math.max(0, waitBudgetMs) / 1000, simd === 'avx2' && hostIsa === 'avx512' ? 'Haswell' : undefined);
-  if (roof) waitBudgetMs -= roof.waited_s * 1000;
+  const roof = roofline(ns, T, runs, noisy, budget.leftMs() / 1000, simd === 'avx2' && hostIsa === 'avx512' ? 'Haswell' : undefined);
+  if (roof) budget.spend(roof.waited_s * 1000);
   await quiet();
   const peak = {}; // peak[isa][threads] = { threads, isa, gflops }
   // precision 'bf16' rows run on the bf16 GEMM this CPU has (none: f32, and the row says so), held to
@@ -201,7 +215,7 @@ export async function measureOrtPeer(opts = flags()) {
         e.row = { N, grid, engine, threads, isa, kept: [], rejected: [], walls: [] };
         try { e.row.loadMs = (await e.ready).loadMs; } catch (err) { fail(e, err); }
       }
-      await timeEngines(engines, { runs, noisy, quiet, isDegraded: () => degraded, fail });
+      await timeEngines(engines, { runs, noisy, quiet, isDegraded: budget.degraded, fail });
       for (const e of live()) {
         const r = e.row;
         try { r.maxRssMiB = (await e.send('done')).maxRssMiB; } catch (err) { fail(e, err); continue; }
@@ -227,7 +241,7 @@ export async function measureOrtPeer(opts = flags()) {
     }
   }
   return {
-    rows, failures, roof, peak, T, runs, noisy, degraded, stdMaxN, genS, loadAtStart, ns, waitS: opts.waitS, simd, hostIsa, ortIsa, heldWhy: held && !held.dir ? held.why : null,
+    rows, failures, roof, peak, T, runs, noisy, degraded: budget.degraded(), stdMaxN, genS, loadAtStart, ns, waitS: opts.waitS, simd, hostIsa, ortIsa, heldWhy: held && !held.dir ? held.why : null,
     cpu: `${cpus()[0]?.model ?? 'unknown CPU'}, ${cpus().length} logical cores${T !== cpus().length ? `, every engine on ${T} threads` : ''}`,
     minutes: (performance.now() - t0) / 60000,
     ortVersion: require('onnxruntime-node/package.json').version,

@@ -19,9 +19,9 @@ import { cpus, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { createRequire } from 'node:module';
-import { Engine, f0, f1, median, timeEngines } from './ort-peer.mjs';
+import { Engine, f0, f1, median, timeEngines, waitBudget } from './ort-peer.mjs';
 import { Q25, Q25_TOWER, STACK, blockFlops25, makeQwen25Stack } from './ort/model-qwen25.mjs';
-import { REJECT, foreignNow, waitQuiet } from './ort/quiet.mjs';
+import { REJECT, foreignNow } from './ort/quiet.mjs';
 import { fmaPeak } from './ort/fma-peak.mjs';
 import { addon } from '../../dist/native.js';
 
@@ -96,14 +96,8 @@ export async function measureQwen25Peer(opts = flags()) {
   const bf16Isa = addon().bf16Level === 'none' ? null : addon().bf16Level;
   const files = makeQwen25Stack();
   const genS = (performance.now() - t0) / 1000;
-  let waitBudgetMs = noisy ? 0 : opts.waitS * 1000;
-  let degraded = false;
-  const quiet = async () => {
-    if (waitBudgetMs <= 0) { degraded = degraded || !noisy; return; }
-    const t = performance.now();
-    await waitQuiet(Math.min(waitBudgetMs, 120000));
-    waitBudgetMs -= performance.now() - t;
-  };
+  const budget = waitBudget(noisy, opts.waitS);
+  const quiet = budget.quiet;
   const loadAtStart = await foreignNow();
   await quiet();
   const peak = {}; // peak[isa] = { threads, isa, gflops } at T threads
@@ -134,7 +128,7 @@ export async function measureQwen25Peer(opts = flags()) {
         e.row = { N, grid, engine, threads: T, isa, kept: [], rejected: [], walls: [] };
         try { e.row.loadMs = (await e.ready).loadMs; } catch (err) { fail(e, err); }
       }
-      await timeEngines(engines, { runs, noisy, quiet, isDegraded: () => degraded, fail });
+      await timeEngines(engines, { runs, noisy, quiet, isDegraded: budget.degraded, fail });
       for (const e of engines.filter((x) => !x.failed)) {
         const r = e.row;
         try { r.maxRssMiB = (await e.send('done')).maxRssMiB; } catch (err) { fail(e, err); continue; }
@@ -149,7 +143,7 @@ export async function measureQwen25Peer(opts = flags()) {
     }
   }
   return {
-    rows, failures, peak, T, runs, noisy, degraded, stdMaxN, genS, loadAtStart, ns, waitS: opts.waitS, hostIsa, bf16Isa,
+    rows, failures, peak, T, runs, noisy, degraded: budget.degraded(), stdMaxN, genS, loadAtStart, ns, waitS: opts.waitS, hostIsa, bf16Isa,
     cpu: `${hostName(cpuinfo(), cpus().length, [hostIsa, bf16Isa])}${T !== cpus().length ? `, every engine on ${T} threads` : ''}`,
     minutes: (performance.now() - t0) / 60000,
     ortVersion: require('onnxruntime-node/package.json').version,
