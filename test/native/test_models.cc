@@ -309,6 +309,16 @@ std::vector<float> random_pixels(int64_t rows, int64_t cols, uint32_t seed) {
   return v;
 }
 
+// A Qwen encode's input: the rows of `px` (`cols` values each) as the frames of `grids` (t, h, w).
+PixelInput grid_input(const std::vector<float>& px, int64_t cols, std::vector<std::array<int64_t, 3>> grids) {
+  PixelInput in;
+  in.pixels = px.data();
+  in.rows = int64_t(px.size()) / cols;
+  in.cols = cols;
+  in.grids = std::move(grids);
+  return in;
+}
+
 }  // namespace
 
 namespace tessera::modeltest {
@@ -351,11 +361,7 @@ TEST("models: a Qwen encode in many row chunks equals one chunk bit for bit; scr
     int64_t rows = 0;
     for (auto g : grids) rows += g[0] * g[1] * g[2];
     std::vector<float> px = random_pixels(rows, cols, 7);
-    PixelInput in;
-    in.pixels = px.data();
-    in.rows = rows;
-    in.cols = cols;
-    in.grids = grids;
+    const PixelInput in = grid_input(px, cols, grids);
     for (auto [dt, packed] : kVariants) {
       TowerFile f = qwen_tower(dt);
       Run whole = encode(f, make_model, kRowChunk, in, packed);
@@ -382,11 +388,7 @@ TEST("models: a Qwen2 encode in many row chunks equals one chunk bit for bit; sc
   const std::vector<std::array<int64_t, 3>> grids{{1, 10, 14}, {1, 4, 6}};
   const int64_t rows = 10 * 14 + 4 * 6;
   std::vector<float> px = random_pixels(rows, cols, 5);
-  PixelInput in;
-  in.pixels = px.data();
-  in.rows = rows;
-  in.cols = cols;
-  in.grids = grids;
+  const PixelInput in = grid_input(px, cols, grids);
   for (bool v25 : {false, true})
     for (auto [dt, packed] : kVariants) {
       TowerFile f = qwen2_tower(dt, v25);
@@ -416,11 +418,7 @@ TEST("models: Qwen2.5-VL's windows: edge windows cut short, rows contiguous per 
   // over whole frames in both, so only block 0's windows tell them apart.
   const int64_t cols = 3 * 2 * 2 * 2, rows = 10 * 14;
   std::vector<float> px = random_pixels(rows, cols, 9);
-  PixelInput one;
-  one.pixels = px.data();
-  one.rows = rows;
-  one.cols = cols;
-  one.grids = {{1, 10, 14}};
+  const PixelInput one = grid_input(px, cols, {{1, 10, 14}});
   TowerFile windowed = qwen2_tower(DType::F32, true), full = qwen2_tower(DType::F32, true, {0, 1});
   Run a = encode(windowed, make_model, kRowChunk, one, false), b = encode(full, make_model, kRowChunk, one, false);
   EXPECT(same_bits(a.out.stages[0].data, b.out.stages[0].data));     // embed
@@ -510,13 +508,8 @@ TEST("models: Qwen, Qwen2 and Gemma 4 towers in precision bf16 stay within HF's 
     if (!cpu::has_bf16(level)) continue;
     const std::string name = cpu::simd_name(level);
     {
-      std::vector<std::array<int64_t, 3>> grids = {{1, 8, 12}, {1, 4, 6}};
       std::vector<float> px = random_pixels(120, 3 * 2 * 2 * 2, 7);
-      PixelInput in;
-      in.pixels = px.data();
-      in.rows = 120;
-      in.cols = 3 * 2 * 2 * 2;
-      in.grids = grids;
+      const PixelInput in = grid_input(px, 3 * 2 * 2 * 2, {{1, 8, 12}, {1, 4, 6}});
       for (bool packed : {false, true}) {
         TowerFile f = qwen_tower(DType::BF16);
         Run ref = encode(f, make_model, kRowChunk, in, packed, cpu::make_cpu_backend(2, level, cpu::Precision::F32));
@@ -526,13 +519,8 @@ TEST("models: Qwen, Qwen2 and Gemma 4 towers in precision bf16 stay within HF's 
     }
     {
       // Qwen2-VL and Qwen2.5-VL (windows, a full-attention block), held to the Qwen bound.
-      std::vector<std::array<int64_t, 3>> grids = {{1, 10, 14}, {1, 4, 6}};
       std::vector<float> px = random_pixels(164, 3 * 2 * 2 * 2, 13);
-      PixelInput in;
-      in.pixels = px.data();
-      in.rows = 164;
-      in.cols = 3 * 2 * 2 * 2;
-      in.grids = grids;
+      const PixelInput in = grid_input(px, 3 * 2 * 2 * 2, {{1, 10, 14}, {1, 4, 6}});
       for (bool v25 : {false, true}) {
         TowerFile f = qwen2_tower(DType::BF16, v25);
         Run ref = encode(f, make_model, kRowChunk, in, true, cpu::make_cpu_backend(2, level, cpu::Precision::F32));
