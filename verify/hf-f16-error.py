@@ -40,6 +40,18 @@ def attn_scores(model):
         return r
     return best, mm, orig
 
+def measured_fp32(model, run, e):
+    """run(model, torch.float32, e) with every module's largest |output| and the largest raw attention matmul recorded."""
+    seen, hooks = ranges(model)
+    best, mm, orig = attn_scores(model)
+    torch.matmul = mm
+    try:
+        out = run(model, torch.float32, e)
+    finally:
+        torch.matmul = orig
+        for h in hooks: h.remove()
+    return out, seen, best
+
 def main(argv):
     root, names, write = hf.args(argv)
     dev = 'cuda'
@@ -52,14 +64,7 @@ def main(argv):
         doc = {'cases': {}, 'fp32_vs_expected': {}, 'fp32_max_abs': {}, 'fp32_max_attention_matmul': {}, 'f16_nonfinite': {}}
         for c in json.load(open(os.path.join(d, 'cases.json')))['cases']:
             e = load_file(os.path.join(d, 'expected', c['name'] + '.safetensors'))
-            seen, hooks = ranges(m32)
-            best, mm, orig = attn_scores(m32)
-            torch.matmul = mm
-            try:
-                f32 = run(m32, torch.float32, e)
-            finally:
-                torch.matmul = orig
-                for h in hooks: h.remove()
+            f32, seen, best = measured_fp32(m32, run, e)
             h16 = run(m16, torch.float16, e)
             line = {'fixture': fx, 'case': c['name'],
                     'fp32_vs_expected': {k: hf.rel(f32[k].reshape(e[k].shape), e[k]) for k in f32 if k in e},

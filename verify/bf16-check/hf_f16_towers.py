@@ -50,14 +50,7 @@ def run_tower(a, tower):
     for name in (a.images or towers.IMAGES[tower]).split(','):
         path = towers.image_file(a.fixtures, out, name)
         e = towers.inputs(tower, proc, path)
-        seen, hooks = f16.ranges(m32)
-        best, mm, orig = f16.attn_scores(m32)
-        torch.matmul = mm
-        try:
-            f32 = run(m32, torch.float32, e)
-        finally:
-            torch.matmul = orig
-            for h in hooks: h.remove()
+        f32, seen, best = f16.measured_fp32(m32, run, e)
         h16 = run(m16, torch.float16, e) if cuda else None
         stem = os.path.splitext(os.path.basename(path))[0]
         entry = {'image': name, 'patches': e['pixel_values'].shape[0],
