@@ -6,12 +6,14 @@
 #   OUTDIR/node/node.tar.xz         this machine's node binary, stripped (xz -9e: ~21 MB); made once
 #                                   per node version
 #   OUTDIR/tessera/tessera.tar.xz   the built addon (build/Release/tessera.node: runtime dispatch, so it
-#                                   has the AMX and AVX512-BF16 kernels), dist/ (ES modules), the runtime
+#                                   has the AMX and AVX512-BF16 kernels), the MSL emulator library
+#                                   (build/mslemu/libtessera_mslemu.so, ~540 KB: the metal-f16 step's
+#                                   metal-emulated backend; libc, libm, libstdc++ and libgcc_s only), dist/ (ES modules), the runtime
 #                                   dependencies (zod, picomatch, node-gyp-build, sharp with its linux-x64
 #                                   libvips) and the side-by-side bench (bench/pieces/ort-peer.mjs, its helpers,
 #                                   onnxruntime-node's linux-x64 library and onnx-proto)
 #   OUTDIR/solo/                    both in one transfer, for the accuracy checks alone: node.tar.xz and
-#                                   core.tar.xz (the addon, dist/, zod, picomatch, node-gyp-build; no
+#                                   core.tar.xz (the addon, the emulator library, dist/, zod, picomatch, node-gyp-build; no
 #                                   bench; no sharp unless --sharp: without it run.sh loads no-sharp.mjs,
 #                                   and tessera is fed HF's pixel values instead of decoding the image
 #                                   files), ~23 MB (~30 MB with sharp and its linux-x64 libvips)
@@ -40,6 +42,7 @@ tracked=$(git ls-files -z | xargs -0 stat -c %s | awk '{ s += $1 } END { print s
 limit=$(( limit_mib > 0 ? limit_mib * 1048576 : 64 * 1048576 - tracked ))
 [ -f build/Release/tessera.node ] || { echo "bundle.sh: build/Release/tessera.node missing: run npm run build" >&2; exit 1; }
 [ -f dist/index.js ] || { echo "bundle.sh: dist/ missing: run npm run build:ts" >&2; exit 1; }
+[ -f build/mslemu/libtessera_mslemu.so ] || { echo "bundle.sh: build/mslemu/libtessera_mslemu.so missing: run node tools/mslemu/build.mjs (clang >= 15)" >&2; exit 1; }
 bench=1
 [ -d bench/pieces/node_modules/onnxruntime-node ] || { echo "bundle.sh: bench/pieces/node_modules missing (npm install in bench): no tessera/ part" >&2; bench=0; }
 parts="node solo"; [ $bench = 1 ] && parts="node tessera solo" && mkdir -p "$out/tessera"
@@ -58,8 +61,9 @@ if [ "$(cat "$out/node/VERSION" 2>/dev/null)" != "$nodev" ] || [ ! -f "$out/node
 fi
 
 t="$stage/t/tessera"
-mkdir -p "$t/build/Release" "$t/bench/pieces/ort" "$t/node_modules/@img" "$t/bench/pieces/node_modules"
+mkdir -p "$t/build/Release" "$t/build/mslemu" "$t/bench/pieces/ort" "$t/node_modules/@img" "$t/bench/pieces/node_modules"
 cp build/Release/tessera.node "$t/build/Release/"
+cp build/mslemu/libtessera_mslemu.so "$t/build/mslemu/"
 cp package.json "$t/"
 # dist/ as ES modules: no CommonJS build, types, maps or the doctor's fixture copies
 (tar cf - --exclude=dist/cjs --exclude=dist/doctor-fixtures --exclude='*.d.ts' --exclude='*.map' dist) | tar xf - -C "$t"
@@ -83,7 +87,7 @@ fi
 # the one-transfer core: what the accuracy checks load, nothing else (sharp with --sharp)
 c="$stage/c/tessera"
 mkdir -p "$c/node_modules/@img" "$c/build"
-cp -r "$t/build/Release" "$t/package.json" "$t/dist" "$c/" && mv "$c/Release" "$c/build/"
+cp -r "$t/build/Release" "$t/build/mslemu" "$t/package.json" "$t/dist" "$c/" && mv "$c/Release" "$c/mslemu" "$c/build/"
 cp -r "$t/node_modules/zod" "$t/node_modules/picomatch" "$t/node_modules/node-gyp-build" "$c/node_modules/"
 if [ $solo_sharp = 1 ]; then for d in $SHARP; do cp -r "$t/node_modules/$d" "$c/node_modules/$d"; done; fi
 tar -C "$stage/c" -cf - tessera | xz -T2 -9e > "$out/solo/core.tar.xz"

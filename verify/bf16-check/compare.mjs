@@ -13,7 +13,7 @@ import { fileURLToPath } from 'node:url';
 import { VisionTower } from '../../dist/index.js';
 import { addon } from '../../dist/native.js';
 import { maxRelErr } from '../../dist/doctor.js';
-import { INPUT_TENSORS, readTensors, stageOf, towerInput } from './tensors.mjs';
+import { INPUT_TENSORS, e, readTensors, stageOf, stageOrder, towerInput } from './tensors.mjs';
 
 // With sharp at hand (bundle.sh's node/ + tessera/ parts, or solo/ with sharp) tessera runs end to end from the
 // image file HF's processor read (decode, EXIF, resize and normalise its own); without it (no-sharp.mjs), from HF's
@@ -48,13 +48,6 @@ async function child({ dir, precision }) {
   }
   return out;
 }
-
-const stageOrder = (a, b) => {
-  const key = (s) => (s.startsWith('block.') ? [0, Number(s.slice(6))] : s.startsWith('deepstack.') ? [2, Number(s.slice(10))] : [1, 0]);
-  const [x, y] = [key(a), key(b)];
-  return x[0] - y[0] || x[1] - y[1];
-};
-const e = (v) => (v === undefined ? '–' : v.toExponential(2));
 
 // tessera f32 against HF fp32: the CPU suite's tolerance
 const F32_TOL = 1e-4;

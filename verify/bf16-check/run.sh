@@ -18,6 +18,10 @@
 #               full-size towers (TESSERA_BF16_F16_TOWERS, default qwen3_vl,gemma4)
 #   precision   precision.mjs (test/api-precision.test.ts's bf16 check) at TESSERA_SIMD=amx, avx512-bf16
 #   compare     compare.mjs: tessera f32 and bf16 per level on hf's towers and inputs (fullsize.md)
+#   metal-f16   metal-f16.mjs: tessera's precision 'f16' on metal-emulated (the MSL emulator library the
+#               parts carry, TESSERA_MSLEMU_LIB; TESSERA_MSLEMU_WORKERS, default every core) on the towers
+#               and images both hf and f16 measured, against HF fp32 beside HF's fp16 error (metal-f16.md);
+#               minutes per image at full size: pick the images with TESSERA_BF16_IMAGES
 #   bench       the side-by-side bench (bench/pieces/ort-peer.mjs) at 2 and at 16 threads
 # e.g.  bash OUTDIR/solo/run.sh smoke hf compare precision        (one copy: solo/)
 #   or  bash OUTDIR/node/run.sh smoke          (first copy: node/, unpacked into the work folder)
@@ -53,6 +57,9 @@ export PATH="$work/tessera/bin:$PATH"
 # the one-transfer part carries no sharp (bundle.sh): tessera loads without it, decoding no image
 [ -d node_modules/sharp ] || export NODE_OPTIONS="--import=$work/tessera/verify/bf16-check/no-sharp.mjs"
 levels=${TESSERA_BF16_LEVELS-amx avx512-bf16}
+# the emulator library where bundle.sh puts it (the addon's own default, named here so that smoke and the
+# error of a missing library say which file)
+export TESSERA_MSLEMU_LIB=${TESSERA_MSLEMU_LIB:-$work/tessera/build/mslemu/libtessera_mslemu.so}
 
 smoke() {
   { ldd --version | head -1; echo "cores $(nproc)"; grep -m1 'model name' /proc/cpuinfo
@@ -65,6 +72,7 @@ smoke() {
     fi
     python3 -c 'import torch, transformers, numpy; print("torch", torch.__version__, "transformers", transformers.__version__, "numpy", numpy.__version__, "cuda", torch.cuda.is_available() and torch.cuda.get_device_name(0))'
     command -v c++ g++ || echo "no c++ compiler"
+    [ -f "$TESSERA_MSLEMU_LIB" ] && ldd "$TESSERA_MSLEMU_LIB"
   } 2>&1 | tee -a "$OUT/smoke.txt"
 }
 
@@ -104,6 +112,12 @@ compare() {
   echo "exit $?" >> "$OUT/compare.log"; cat "$OUT/fullsize.md" "$OUT/compare.log"
 }
 
+metal_f16() {
+  TESSERA_MSLEMU_WORKERS=${TESSERA_MSLEMU_WORKERS:-$(nproc)} timeout "$(limit metal_f16 540)" node verify/bf16-check/metal-f16.mjs "$work/fullsize" \
+    --towers "${TESSERA_BF16_F16_TOWERS:-qwen3_vl,gemma4}" --json "$OUT/metal-f16.json" > "$OUT/metal-f16.md" 2> "$OUT/metal-f16.log"
+  echo "exit $?" >> "$OUT/metal-f16.log"; cat "$OUT/metal-f16.md" "$OUT/metal-f16.log"
+}
+
 bench() {
   # 2 threads: N up to 4,096 (8,192 at 2 threads takes minutes per engine); 16 threads: all four
   for t in 2 16; do
@@ -119,7 +133,8 @@ bench() {
 for step in "$@"; do
   case $step in
     smoke|fixtures|hf|f16|precision|compare|bench) log "$step"; $step; pack ;;
-    *) log "unknown step $step (smoke, fixtures, hf, f16, precision, compare, bench)"; exit 2 ;;
+    metal-f16) log "$step"; metal_f16; pack ;;
+    *) log "unknown step $step (smoke, fixtures, hf, f16, precision, compare, metal-f16, bench)"; exit 2 ;;
   esac
 done
 log "done: $*"; pack

@@ -36,3 +36,13 @@ export function towerInput(ref) {
 export function stageOf(result, name) {
   return name.startsWith('deepstack.') ? result.deepstack?.[Number(name.split('.')[1])] : result.stages?.[name];
 }
+
+/** HF's stages in tower order: the blocks, then the outputs, then the deepstack outputs. */
+export function stageOrder(a, b) {
+  const key = (s) => (s.startsWith('block.') ? [0, Number(s.slice(6))] : s.startsWith('deepstack.') ? [2, Number(s.slice(10))] : [1, 0]);
+  const [x, y] = [key(a), key(b)];
+  return x[0] - y[0] || x[1] - y[1];
+}
+
+/** An error figure as the tables print it ('–' where there is none). */
+export const e = (v) => (v === undefined ? '–' : v.toExponential(2));
