@@ -7,7 +7,7 @@
 //   node verify/bf16-check/refill.mjs MODEL_DIR --from FILE        write MODEL_DIR/model.safetensors from that list
 // (config.json and preprocessor_config.json are copied beside it by hand). Prints the file's sha256.
 import { createHash } from 'node:crypto';
-import { closeSync, openSync, readFileSync, readSync, writeFileSync } from 'node:fs';
+import { closeSync, openSync, readFileSync, readSync, writeFileSync, writeSync } from 'node:fs';
 import { join } from 'node:path';
 import { writeRandomBf16 } from '../../dist/synthetic.js';
 
@@ -47,4 +47,18 @@ if (mode === '--list') {
   throw new Error('usage: refill.mjs MODEL_DIR --list FILE | --from FILE');
 }
 writeRandomBf16(weights, list);
+// Gemma 4's clamp bounds (0-d <linear>.{input,output}_{min,max}): a fill of 1 would clamp every activation to [1, 1];
+// ±32,768 (exact in bf16) leaves them idle, as HF's init does
+const bounds = list.map((t, i) => [t, i]).filter(([t]) => t.shape.length === 0 && /_(min|max)$/.test(t.name));
+if (bounds.length) {
+  const fd = openSync(weights, 'r+');
+  try {
+    const len = Buffer.alloc(8);
+    readSync(fd, len, 0, 8, 0);
+    const h = header(weights);
+    for (const [t] of bounds) writeSync(fd, Buffer.from(t.name.endsWith('_min') ? [0x00, 0xc7] : [0x00, 0x47]), 0, 2, 8 + Number(len.readBigUInt64LE(0)) + h[t.name].data_offsets[0]);
+  } finally {
+    closeSync(fd);
+  }
+}
 console.log(`refill: ${weights}: ${list.length} tensors, sha256 ${createHash('sha256').update(readFileSync(weights)).digest('hex')}`);
