@@ -9,6 +9,7 @@
 # fp32 stages) and OUT/<tower>/hf-bf16.json (HF bf16 against HF fp32 per image, stage and device);
 # verify/bf16-check/compare.mjs then runs tessera on the same folders and inputs.
 #   python3 verify/bf16-check/hf_towers.py --out DIR [--towers qwen3_vl,gemma4,qwen2_5_vl] [--images a.png,b.jpg]
+#     [--gemma-soft-tokens N] [--build-only]      (Gemma 4's image budget; only make the model folders)
 import argparse, importlib.util, json, os, time, traceback
 import torch, transformers
 from PIL import Image, ImageOps
@@ -49,8 +50,9 @@ GEMMA_PRE = dict(patch_size=16, max_soft_tokens=280, pooling_kernel_size=3, do_r
                  rescale_factor=1 / 255, do_normalize=False, image_mean=[0.0] * 3, image_std=[1.0] * 3, do_convert_rgb=True,
                  image_processor_type='Gemma4ImageProcessor', processor_class='Gemma4Processor')
 
-def build(fixtures, tower, out):
-    """The model folder: the fixture tower's config (made by transformers 5.17) at full size, random weights."""
+def build(fixtures, tower, out, soft_tokens=None):
+    """The model folder: the fixture tower's config (made by transformers 5.17) at full size, random weights;
+    soft_tokens: Gemma 4's image budget in place of the processor's default (fewer patches per image)."""
     model = os.path.join(out, 'model')
     if os.path.exists(os.path.join(model, 'model.safetensors')): return model
     os.makedirs(model, exist_ok=True)
@@ -66,7 +68,7 @@ def build(fixtures, tower, out):
     else:
         cfg['vision_config'].update(GEMMA)
         cfg['text_config']['hidden_size'] = GEMMA_TEXT_HIDDEN
-        pre = GEMMA_PRE
+        pre = {**GEMMA_PRE, 'max_soft_tokens': soft_tokens} if soft_tokens else GEMMA_PRE
     cfg.pop('torch_dtype', None)
     json.dump(cfg, open(os.path.join(model, 'config.json'), 'w'), indent=1)
     torch.manual_seed(0)
@@ -123,7 +125,12 @@ def main():
     ap.add_argument('--fixtures', default='test/fixtures')
     ap.add_argument('--towers', default='qwen3_vl,gemma4')
     ap.add_argument('--images', default=None, help='comma-separated; default: IMAGES of each tower')
+    ap.add_argument('--build-only', action='store_true', help='make the model folders, run nothing')
+    ap.add_argument('--gemma-soft-tokens', type=int, default=None, help="Gemma 4's image budget (default: the processor's, 280)")
     a = ap.parse_args()
+    if a.build_only:
+        for tower in a.towers.split(','): build(a.fixtures, tower, os.path.join(a.out, tower), a.gemma_soft_tokens)
+        return
     torch.set_num_threads(os.cpu_count())
     cuda = torch.cuda.is_available()
     for tower in a.towers.split(','):
@@ -133,7 +140,7 @@ def main():
 def run_tower(a, tower, cuda):
     out = os.path.join(a.out, tower)
     t0 = time.time()
-    model = build(a.fixtures, tower, out)
+    model = build(a.fixtures, tower, out, a.gemma_soft_tokens)
     print(f'{tower}: model folder in {time.time() - t0:.0f} s', flush=True)
     proc = processor(model)
     run = hf.gemma if tower == 'gemma4' else hf.qwen

@@ -18,6 +18,13 @@
 #               full-size towers (TESSERA_BF16_F16_TOWERS, default qwen3_vl,gemma4)
 #   precision   precision.mjs (test/api-precision.test.ts's bf16 check) at TESSERA_SIMD=amx, avx512-bf16
 #   compare     compare.mjs: tessera f32 and bf16 per level on hf's towers and inputs (fullsize.md)
+#   refill      before hf: makes the model folders (TESSERA_BF16_TOWERS, default qwen3_vl,gemma4;
+#               TESSERA_BF16_GEMMA_TOKENS: Gemma 4's image budget, default the processor's 280) and refills their
+#               weights with tessera's deterministic fill (refill.mjs), writing each tower's config, processor
+#               config and tensor list to the results: another host remakes the same folder from them
+#   refs        after hf and f16: HF fp32's stages per image, split into 15 MiB chunks beside results.tgz
+#               (<tower>-<image>.st.aa, …), and their checksums; unpack-refs.sh rebuilds the folders from them
+#               on the host that runs metal-f16 (the emulator is slow, and any host with clang runs it)
 #   metal-f16   metal-f16.mjs: tessera's precision 'f16' on metal-emulated (the MSL emulator library the
 #               parts carry, TESSERA_MSLEMU_LIB; TESSERA_MSLEMU_WORKERS, default every core) on the towers
 #               and images both hf and f16 measured, against HF fp32 beside HF's fp16 error (metal-f16.md);
@@ -112,6 +119,26 @@ compare() {
   echo "exit $?" >> "$OUT/compare.log"; cat "$OUT/fullsize.md" "$OUT/compare.log"
 }
 
+refill() {
+  local towers=${TESSERA_BF16_TOWERS:-qwen3_vl,gemma4}
+  python3 verify/bf16-check/hf_towers.py --out "$work/fullsize" --towers "$towers" --build-only \
+    ${TESSERA_BF16_GEMMA_TOKENS:+--gemma-soft-tokens "$TESSERA_BF16_GEMMA_TOKENS"} > "$OUT/refill.log" 2>&1
+  for t in ${towers//,/ }; do
+    m="$work/fullsize/$t/model"
+    node verify/bf16-check/refill.mjs "$m" --list "$OUT/$t-tensors.json" >> "$OUT/refill.log" 2>&1
+    cp "$m/config.json" "$OUT/$t-config.json"; cp "$m/preprocessor_config.json" "$OUT/$t-preprocessor_config.json"
+  done
+  grep -E '^refill|Error' "$OUT/refill.log"
+}
+
+refs() {
+  for f in "$work"/fullsize/*/*.safetensors; do
+    t=$(basename "$(dirname "$f")")
+    split -b 15M "$f" "$DEST/$t-$(basename "$f" .safetensors).st."
+  done
+  (cd "$work/fullsize" && sha256sum */*.safetensors */model/model.safetensors) | tee "$OUT/refs.sha256"
+}
+
 metal_f16() {
   TESSERA_MSLEMU_WORKERS=${TESSERA_MSLEMU_WORKERS:-$(nproc)} timeout "$(limit metal_f16 540)" node verify/bf16-check/metal-f16.mjs "$work/fullsize" \
     --towers "${TESSERA_BF16_F16_TOWERS:-qwen3_vl,gemma4}" --json "$OUT/metal-f16.json" > "$OUT/metal-f16.md" 2> "$OUT/metal-f16.log"
@@ -132,9 +159,9 @@ bench() {
 [ $# -gt 0 ] || set -- smoke
 for step in "$@"; do
   case $step in
-    smoke|fixtures|hf|f16|precision|compare|bench) log "$step"; $step; pack ;;
+    smoke|fixtures|hf|f16|precision|compare|refill|refs|bench) log "$step"; $step; pack ;;
     metal-f16) log "$step"; metal_f16; pack ;;
-    *) log "unknown step $step (smoke, fixtures, hf, f16, precision, compare, metal-f16, bench)"; exit 2 ;;
+    *) log "unknown step $step (smoke, fixtures, hf, f16, precision, compare, refill, refs, metal-f16, bench)"; exit 2 ;;
   esac
 done
 log "done: $*"; pack
