@@ -6,7 +6,9 @@
 // that verify/bf16-check/hf_f16_towers.py wrote (DIR/<tower>/hf-f16.json, on CUDA). Only the images both
 // wrote run. Prints a Markdown table per tower (the outputs and the last block; the verdict line covers every
 // block) and, with --json, every figure, written after each image: the emulator takes minutes per image at
-// full size, and a run cut short keeps what it finished.
+// full size, and a run cut short keeps what it finished. DIR is run.sh's work folder's fullsize/, or the folder
+// unpack-refs.sh remade from another host's `run.sh refill hf f16 refs` (the emulator needs hours where HF needs
+// seconds, so the two sides usually run apart).
 //   node verify/bf16-check/metal-f16.mjs DIR [--towers qwen3_vl,gemma4] [--json FILE]
 import { existsSync, readFileSync, readdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
