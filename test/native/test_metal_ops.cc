@@ -708,3 +708,19 @@ TEST("metal: a Gemma 4 encode in precision f16 and bf16 allocates what scratch_b
     EXPECT_MSG(bf16.predicted == f16.predicted, "chunk " << chunk << ": bf16 scratch " << bf16.predicted << " is not f16's " << f16.predicted);
   }
 }
+
+TEST("metal: a Qwen encode in precision f16 and bf16 allocates what scratch_bytes predicts (bf16: the residual stream f32)") {
+  if (!enabled() || on_gpu()) return;
+  for (int64_t chunk : {int64_t(1) << 20, int64_t(36)}) {
+    auto backend = [](mtl::Precision p) { return mtl::make_metal_backend(mtl::make_emu_executor(emu(0, 0, 0xFF)), "metal-emulated", p); };
+    const tessera::modeltest::ScratchUse f32 = tessera::modeltest::qwen_scratch(backend(mtl::Precision::F32), chunk);
+    const tessera::modeltest::ScratchUse f16 = tessera::modeltest::qwen_scratch(backend(mtl::Precision::F16), chunk);
+    const tessera::modeltest::ScratchUse bf16 = tessera::modeltest::qwen_scratch(backend(mtl::Precision::Bf16), chunk);
+    for (const auto* u : {&f32, &f16, &bf16})
+      EXPECT_MSG(u->predicted == u->allocated, "chunk " << chunk << (u == &f16 ? " f16" : u == &bf16 ? " bf16" : " f32") << ": predicted "
+                                                        << u->predicted << ", allocated " << u->allocated);
+    // bf16 keeps x f32: between f16's (x half) and f32's
+    EXPECT_MSG(f16.predicted < bf16.predicted && bf16.predicted < f32.predicted,
+               "chunk " << chunk << ": scratch f16 " << f16.predicted << ", bf16 " << bf16.predicted << ", f32 " << f32.predicted);
+  }
+}
