@@ -31,9 +31,10 @@ export function lintFile(file, cxx) {
   for (const [extra, tag] of [[[], ''], [['-DMSLEMU_NO_BFLOAT'], ' [as Metal 3.0, without bfloat]']]) {
     const r = spawnSync(cxx, [...LINT_FLAGS, ...extra, gen], { encoding: 'utf8', cwd: ROOT });
     const out = (r.stdout || '') + (r.stderr || '');
-    const before = errors.length;
-    for (const l of out.split('\n')) if (/ error: /.test(l) || / note: candidate function not viable: (cannot pass pointer|no known conversion)/.test(l)) errors.push(l.trim() + tag);
-    if (r.status !== 0 && errors.length === before) errors.push((out.trim() || `${cxx} exited with ${r.status}`) + tag);
+    const before = errors.length, seen = new Set(errors);
+    for (const l of out.split('\n'))
+      if ((/ error: /.test(l) || / note: candidate function not viable: (cannot pass pointer|no known conversion)/.test(l)) && !seen.has(l.trim())) errors.push(l.trim() + tag);
+    if (r.status !== 0 && errors.length === before && !seen.size) errors.push((out.trim() || `${cxx} exited with ${r.status}`) + tag);
     output += out;
   }
   fs.rmSync(dir, { recursive: true, force: true });
