@@ -287,3 +287,78 @@ kernel void attention_segment_h(device const half* q [[buffer(0)]], device const
 {
     segment<half>(q, k, v, o, p, tg, gp, tid, sg, lane);
 }
+// Precision 'bf16' (MSL 3.1): q, k, v and out bfloat; _b stages K and V as bfloat, _bs as float (AttnProducts::F32).
+#if defined(__HAVE_BFLOAT__)
+kernel void attention_flash_64_b(device const bfloat* q [[buffer(0)]], device const bfloat* k [[buffer(1)]],
+                               device const bfloat* v [[buffer(2)]], device bfloat* o [[buffer(3)]],
+                               constant kargs::Attention& p [[buffer(4)]], threadgroup float* tg [[threadgroup(0)]],
+                               uint2 gp [[threadgroup_position_in_grid]], uint tid [[thread_index_in_threadgroup]],
+                               uint sg [[simdgroup_index_in_threadgroup]], uint lane [[thread_index_in_simdgroup]])
+{
+    flash<64, bfloat, bfloat>(q, k, v, o, p, tg, gp, tid, sg, lane);
+}
+kernel void attention_flash_72_b(device const bfloat* q [[buffer(0)]], device const bfloat* k [[buffer(1)]],
+                               device const bfloat* v [[buffer(2)]], device bfloat* o [[buffer(3)]],
+                               constant kargs::Attention& p [[buffer(4)]], threadgroup float* tg [[threadgroup(0)]],
+                               uint2 gp [[threadgroup_position_in_grid]], uint tid [[thread_index_in_threadgroup]],
+                               uint sg [[simdgroup_index_in_threadgroup]], uint lane [[thread_index_in_simdgroup]])
+{
+    flash<72, bfloat, bfloat>(q, k, v, o, p, tg, gp, tid, sg, lane);
+}
+kernel void attention_flash_80_b(device const bfloat* q [[buffer(0)]], device const bfloat* k [[buffer(1)]],
+                               device const bfloat* v [[buffer(2)]], device bfloat* o [[buffer(3)]],
+                               constant kargs::Attention& p [[buffer(4)]], threadgroup float* tg [[threadgroup(0)]],
+                               uint2 gp [[threadgroup_position_in_grid]], uint tid [[thread_index_in_threadgroup]],
+                               uint sg [[simdgroup_index_in_threadgroup]], uint lane [[thread_index_in_simdgroup]])
+{
+    flash<80, bfloat, bfloat>(q, k, v, o, p, tg, gp, tid, sg, lane);
+}
+kernel void attention_flash_b(device const bfloat* q [[buffer(0)]], device const bfloat* k [[buffer(1)]],
+                               device const bfloat* v [[buffer(2)]], device bfloat* o [[buffer(3)]],
+                               constant kargs::Attention& p [[buffer(4)]], threadgroup float* tg [[threadgroup(0)]],
+                               uint2 gp [[threadgroup_position_in_grid]], uint tid [[thread_index_in_threadgroup]],
+                               uint sg [[simdgroup_index_in_threadgroup]], uint lane [[thread_index_in_simdgroup]])
+{
+    flash<0, bfloat, bfloat>(q, k, v, o, p, tg, gp, tid, sg, lane);
+}
+kernel void attention_flash_64_bs(device const bfloat* q [[buffer(0)]], device const bfloat* k [[buffer(1)]],
+                               device const bfloat* v [[buffer(2)]], device bfloat* o [[buffer(3)]],
+                               constant kargs::Attention& p [[buffer(4)]], threadgroup float* tg [[threadgroup(0)]],
+                               uint2 gp [[threadgroup_position_in_grid]], uint tid [[thread_index_in_threadgroup]],
+                               uint sg [[simdgroup_index_in_threadgroup]], uint lane [[thread_index_in_simdgroup]])
+{
+    flash<64, bfloat, float>(q, k, v, o, p, tg, gp, tid, sg, lane);
+}
+kernel void attention_flash_72_bs(device const bfloat* q [[buffer(0)]], device const bfloat* k [[buffer(1)]],
+                               device const bfloat* v [[buffer(2)]], device bfloat* o [[buffer(3)]],
+                               constant kargs::Attention& p [[buffer(4)]], threadgroup float* tg [[threadgroup(0)]],
+                               uint2 gp [[threadgroup_position_in_grid]], uint tid [[thread_index_in_threadgroup]],
+                               uint sg [[simdgroup_index_in_threadgroup]], uint lane [[thread_index_in_simdgroup]])
+{
+    flash<72, bfloat, float>(q, k, v, o, p, tg, gp, tid, sg, lane);
+}
+kernel void attention_flash_80_bs(device const bfloat* q [[buffer(0)]], device const bfloat* k [[buffer(1)]],
+                               device const bfloat* v [[buffer(2)]], device bfloat* o [[buffer(3)]],
+                               constant kargs::Attention& p [[buffer(4)]], threadgroup float* tg [[threadgroup(0)]],
+                               uint2 gp [[threadgroup_position_in_grid]], uint tid [[thread_index_in_threadgroup]],
+                               uint sg [[simdgroup_index_in_threadgroup]], uint lane [[thread_index_in_simdgroup]])
+{
+    flash<80, bfloat, float>(q, k, v, o, p, tg, gp, tid, sg, lane);
+}
+kernel void attention_flash_bs(device const bfloat* q [[buffer(0)]], device const bfloat* k [[buffer(1)]],
+                               device const bfloat* v [[buffer(2)]], device bfloat* o [[buffer(3)]],
+                               constant kargs::Attention& p [[buffer(4)]], threadgroup float* tg [[threadgroup(0)]],
+                               uint2 gp [[threadgroup_position_in_grid]], uint tid [[thread_index_in_threadgroup]],
+                               uint sg [[simdgroup_index_in_threadgroup]], uint lane [[thread_index_in_simdgroup]])
+{
+    flash<0, bfloat, float>(q, k, v, o, p, tg, gp, tid, sg, lane);
+}
+kernel void attention_segment_b(device const bfloat* q [[buffer(0)]], device const bfloat* k [[buffer(1)]],
+                               device const bfloat* v [[buffer(2)]], device bfloat* o [[buffer(3)]],
+                               constant kargs::Attention& p [[buffer(4)]], threadgroup float* tg [[threadgroup(0)]],
+                               uint2 gp [[threadgroup_position_in_grid]], uint tid [[thread_index_in_threadgroup]],
+                               uint sg [[simdgroup_index_in_threadgroup]], uint lane [[thread_index_in_simdgroup]])
+{
+    segment<bfloat>(q, k, v, o, p, tg, gp, tid, sg, lane);
+}
+#endif  // __HAVE_BFLOAT__

@@ -43,3 +43,17 @@ kernel void ew_affine_h(device const half* x [[buffer(0)]], device half* y [[buf
 {
     ew_affine_body<half>(x, y, sub, mul, p, gid);
 }
+// Precision 'bf16' (MSL 3.1): operands and result bfloat, each step in float.
+#if defined(__HAVE_BFLOAT__)
+kernel void ew_binary_b(device const bfloat* a [[buffer(0)]], device const bfloat* b [[buffer(1)]], device bfloat* y [[buffer(2)]],
+                      constant kargs::Binary& p [[buffer(3)]], uint2 gid [[thread_position_in_grid]])
+{
+    ew_binary_body<bfloat>(a, b, y, p, gid);
+}
+kernel void ew_affine_b(device const bfloat* x [[buffer(0)]], device bfloat* y [[buffer(1)]],
+                      device const uchar* sub [[buffer(2)]], device const uchar* mul [[buffer(3)]],
+                      constant kargs::Affine& p [[buffer(4)]], uint2 gid [[thread_position_in_grid]])
+{
+    ew_affine_body<bfloat>(x, y, sub, mul, p, gid);
+}
+#endif  // __HAVE_BFLOAT__

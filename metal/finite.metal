@@ -38,3 +38,20 @@ kernel void count_nonfinite_h(device const half* x [[buffer(0)]], device atomic_
         atomic_fetch_min_explicit(&counts[1], first, memory_order_relaxed);
     }
 }
+// Precision 'bf16': bfloat is the top half of an f32, so its exponent bits all set (0x7f80) is an infinity or a NaN.
+#if defined(__HAVE_BFLOAT__)
+kernel void count_nonfinite_b(device const bfloat* x [[buffer(0)]], device atomic_uint* counts [[buffer(1)]],
+                              constant kargs::Finite& p [[buffer(2)]], uint2 gid [[thread_position_in_grid]],
+                              uint lane [[thread_index_in_simdgroup]])
+{
+    const bool inside = gid.x < p.cols && gid.y < p.rows;
+    const ushort bits = inside ? as_type<ushort>(x[gid.y * p.ldx + gid.x]) : ushort(0);
+    const bool bad = (bits & ushort(0x7f80)) == ushort(0x7f80);
+    const uint n = simd_sum(bad ? 1u : 0u);
+    const uint first = simd_min(bad ? gid.y * p.cols + gid.x : 0xFFFFFFFFu);
+    if (lane == 0 && n != 0) {
+        atomic_fetch_add_explicit(&counts[0], n, memory_order_relaxed);
+        atomic_fetch_min_explicit(&counts[1], first, memory_order_relaxed);
+    }
+}
+#endif  // __HAVE_BFLOAT__

@@ -29,3 +29,12 @@ kernel void gather_sum_h(device half* y [[buffer(0)]], device const uchar* table
 {
     gather_sum_body<half>(y, table, idx, wt, p, gid);
 }
+// Precision 'bf16' (MSL 3.1): y bfloat, the sum in float.
+#if defined(__HAVE_BFLOAT__)
+kernel void gather_sum_b(device bfloat* y [[buffer(0)]], device const uchar* table [[buffer(1)]],
+                       device const int* idx [[buffer(2)]], device const float* wt [[buffer(3)]],
+                       constant kargs::Gather& p [[buffer(4)]], uint2 gid [[thread_position_in_grid]])
+{
+    gather_sum_body<bfloat>(y, table, idx, wt, p, gid);
+}
+#endif  // __HAVE_BFLOAT__

@@ -351,3 +351,160 @@ kernel void matvec_bf16_hf(device const half* x [[buffer(0)]], device const usho
 {
     matvec_cols(x, w, Tail<float>{bias, mul, res}, y, p, tg * nsg + sg, lane);
 }
+// Precision 'bf16' (MSL 3.1): the half kernels' design with bfloat storage: _b, _fb and _bf as _h, _fh and _hf,
+// x and W staged as bfloat (W rounded to bfloat, as HF's bf16 holds its weights) on simdgroup_bfloat8x8.
+#if defined(__HAVE_BFLOAT__)
+kernel void matmul_f32_b(device const bfloat* x [[buffer(0)]], device const float* w [[buffer(1)]], device const uchar* bias [[buffer(2)]],
+                       device const bfloat* res [[buffer(3)]], device bfloat* y [[buffer(4)]], constant kargs::Linear& p [[buffer(5)]],
+                       device const bfloat* mul [[buffer(6)]],
+                       uint2 tg [[threadgroup_position_in_grid]], uint tid [[thread_index_in_threadgroup]],
+                       uint sg [[simdgroup_index_in_threadgroup]])
+{
+    threadgroup float smem[2 * STAGE];
+    matmul_group<bfloat>(x, w, Tail<bfloat>{bias, mul, res}, y, p, tg, tid, sg, smem);
+}
+kernel void matmul_f16_b(device const bfloat* x [[buffer(0)]], device const half* w [[buffer(1)]], device const uchar* bias [[buffer(2)]],
+                       device const bfloat* res [[buffer(3)]], device bfloat* y [[buffer(4)]], constant kargs::Linear& p [[buffer(5)]],
+                       device const bfloat* mul [[buffer(6)]],
+                       uint2 tg [[threadgroup_position_in_grid]], uint tid [[thread_index_in_threadgroup]],
+                       uint sg [[simdgroup_index_in_threadgroup]])
+{
+    threadgroup float smem[2 * STAGE];
+    matmul_group<bfloat>(x, w, Tail<bfloat>{bias, mul, res}, y, p, tg, tid, sg, smem);
+}
+kernel void matmul_bf16_b(device const bfloat* x [[buffer(0)]], device const ushort* w [[buffer(1)]], device const uchar* bias [[buffer(2)]],
+                       device const bfloat* res [[buffer(3)]], device bfloat* y [[buffer(4)]], constant kargs::Linear& p [[buffer(5)]],
+                       device const bfloat* mul [[buffer(6)]],
+                       uint2 tg [[threadgroup_position_in_grid]], uint tid [[thread_index_in_threadgroup]],
+                       uint sg [[simdgroup_index_in_threadgroup]])
+{
+    threadgroup float smem[2 * STAGE];
+    matmul_group<bfloat>(x, w, Tail<bfloat>{bias, mul, res}, y, p, tg, tid, sg, smem);
+}
+kernel void matmul_f32_fb(device const float* x [[buffer(0)]], device const float* w [[buffer(1)]], device const uchar* bias [[buffer(2)]],
+                       device const bfloat* res [[buffer(3)]], device bfloat* y [[buffer(4)]], constant kargs::Linear& p [[buffer(5)]],
+                       device const bfloat* mul [[buffer(6)]],
+                       uint2 tg [[threadgroup_position_in_grid]], uint tid [[thread_index_in_threadgroup]],
+                       uint sg [[simdgroup_index_in_threadgroup]])
+{
+    threadgroup float smem[2 * STAGE];
+    matmul_group<bfloat>(x, w, Tail<bfloat>{bias, mul, res}, y, p, tg, tid, sg, smem);
+}
+kernel void matmul_f16_fb(device const float* x [[buffer(0)]], device const half* w [[buffer(1)]], device const uchar* bias [[buffer(2)]],
+                       device const bfloat* res [[buffer(3)]], device bfloat* y [[buffer(4)]], constant kargs::Linear& p [[buffer(5)]],
+                       device const bfloat* mul [[buffer(6)]],
+                       uint2 tg [[threadgroup_position_in_grid]], uint tid [[thread_index_in_threadgroup]],
+                       uint sg [[simdgroup_index_in_threadgroup]])
+{
+    threadgroup float smem[2 * STAGE];
+    matmul_group<bfloat>(x, w, Tail<bfloat>{bias, mul, res}, y, p, tg, tid, sg, smem);
+}
+kernel void matmul_bf16_fb(device const float* x [[buffer(0)]], device const ushort* w [[buffer(1)]], device const uchar* bias [[buffer(2)]],
+                       device const bfloat* res [[buffer(3)]], device bfloat* y [[buffer(4)]], constant kargs::Linear& p [[buffer(5)]],
+                       device const bfloat* mul [[buffer(6)]],
+                       uint2 tg [[threadgroup_position_in_grid]], uint tid [[thread_index_in_threadgroup]],
+                       uint sg [[simdgroup_index_in_threadgroup]])
+{
+    threadgroup float smem[2 * STAGE];
+    matmul_group<bfloat>(x, w, Tail<bfloat>{bias, mul, res}, y, p, tg, tid, sg, smem);
+}
+kernel void matvec_f32_b(device const bfloat* x [[buffer(0)]], device const float* w [[buffer(1)]], device const uchar* bias [[buffer(2)]],
+                       device const bfloat* res [[buffer(3)]], device bfloat* y [[buffer(4)]], constant kargs::Linear& p [[buffer(5)]],
+                       device const bfloat* mul [[buffer(6)]],
+                       uint tg [[threadgroup_position_in_grid]], uint sg [[simdgroup_index_in_threadgroup]],
+                       uint lane [[thread_index_in_simdgroup]], uint nsg [[simdgroups_per_threadgroup]])
+{
+    matvec_cols(x, w, Tail<bfloat>{bias, mul, res}, y, p, tg * nsg + sg, lane);
+}
+kernel void matvec_f16_b(device const bfloat* x [[buffer(0)]], device const half* w [[buffer(1)]], device const uchar* bias [[buffer(2)]],
+                       device const bfloat* res [[buffer(3)]], device bfloat* y [[buffer(4)]], constant kargs::Linear& p [[buffer(5)]],
+                       device const bfloat* mul [[buffer(6)]],
+                       uint tg [[threadgroup_position_in_grid]], uint sg [[simdgroup_index_in_threadgroup]],
+                       uint lane [[thread_index_in_simdgroup]], uint nsg [[simdgroups_per_threadgroup]])
+{
+    matvec_cols(x, w, Tail<bfloat>{bias, mul, res}, y, p, tg * nsg + sg, lane);
+}
+kernel void matvec_bf16_b(device const bfloat* x [[buffer(0)]], device const ushort* w [[buffer(1)]], device const uchar* bias [[buffer(2)]],
+                       device const bfloat* res [[buffer(3)]], device bfloat* y [[buffer(4)]], constant kargs::Linear& p [[buffer(5)]],
+                       device const bfloat* mul [[buffer(6)]],
+                       uint tg [[threadgroup_position_in_grid]], uint sg [[simdgroup_index_in_threadgroup]],
+                       uint lane [[thread_index_in_simdgroup]], uint nsg [[simdgroups_per_threadgroup]])
+{
+    matvec_cols(x, w, Tail<bfloat>{bias, mul, res}, y, p, tg * nsg + sg, lane);
+}
+kernel void matvec_f32_fb(device const float* x [[buffer(0)]], device const float* w [[buffer(1)]], device const uchar* bias [[buffer(2)]],
+                       device const bfloat* res [[buffer(3)]], device bfloat* y [[buffer(4)]], constant kargs::Linear& p [[buffer(5)]],
+                       device const bfloat* mul [[buffer(6)]],
+                       uint tg [[threadgroup_position_in_grid]], uint sg [[simdgroup_index_in_threadgroup]],
+                       uint lane [[thread_index_in_simdgroup]], uint nsg [[simdgroups_per_threadgroup]])
+{
+    matvec_cols(x, w, Tail<bfloat>{bias, mul, res}, y, p, tg * nsg + sg, lane);
+}
+kernel void matvec_f16_fb(device const float* x [[buffer(0)]], device const half* w [[buffer(1)]], device const uchar* bias [[buffer(2)]],
+                       device const bfloat* res [[buffer(3)]], device bfloat* y [[buffer(4)]], constant kargs::Linear& p [[buffer(5)]],
+                       device const bfloat* mul [[buffer(6)]],
+                       uint tg [[threadgroup_position_in_grid]], uint sg [[simdgroup_index_in_threadgroup]],
+                       uint lane [[thread_index_in_simdgroup]], uint nsg [[simdgroups_per_threadgroup]])
+{
+    matvec_cols(x, w, Tail<bfloat>{bias, mul, res}, y, p, tg * nsg + sg, lane);
+}
+kernel void matvec_bf16_fb(device const float* x [[buffer(0)]], device const ushort* w [[buffer(1)]], device const uchar* bias [[buffer(2)]],
+                       device const bfloat* res [[buffer(3)]], device bfloat* y [[buffer(4)]], constant kargs::Linear& p [[buffer(5)]],
+                       device const bfloat* mul [[buffer(6)]],
+                       uint tg [[threadgroup_position_in_grid]], uint sg [[simdgroup_index_in_threadgroup]],
+                       uint lane [[thread_index_in_simdgroup]], uint nsg [[simdgroups_per_threadgroup]])
+{
+    matvec_cols(x, w, Tail<bfloat>{bias, mul, res}, y, p, tg * nsg + sg, lane);
+}
+kernel void matmul_f32_bf(device const bfloat* x [[buffer(0)]], device const float* w [[buffer(1)]], device const uchar* bias [[buffer(2)]],
+                       device const float* res [[buffer(3)]], device float* y [[buffer(4)]], constant kargs::Linear& p [[buffer(5)]],
+                       device const float* mul [[buffer(6)]],
+                       uint2 tg [[threadgroup_position_in_grid]], uint tid [[thread_index_in_threadgroup]],
+                       uint sg [[simdgroup_index_in_threadgroup]])
+{
+    threadgroup float smem[2 * STAGE];
+    matmul_group<bfloat>(x, w, Tail<float>{bias, mul, res}, y, p, tg, tid, sg, smem);
+}
+kernel void matmul_f16_bf(device const bfloat* x [[buffer(0)]], device const half* w [[buffer(1)]], device const uchar* bias [[buffer(2)]],
+                       device const float* res [[buffer(3)]], device float* y [[buffer(4)]], constant kargs::Linear& p [[buffer(5)]],
+                       device const float* mul [[buffer(6)]],
+                       uint2 tg [[threadgroup_position_in_grid]], uint tid [[thread_index_in_threadgroup]],
+                       uint sg [[simdgroup_index_in_threadgroup]])
+{
+    threadgroup float smem[2 * STAGE];
+    matmul_group<bfloat>(x, w, Tail<float>{bias, mul, res}, y, p, tg, tid, sg, smem);
+}
+kernel void matmul_bf16_bf(device const bfloat* x [[buffer(0)]], device const ushort* w [[buffer(1)]], device const uchar* bias [[buffer(2)]],
+                       device const float* res [[buffer(3)]], device float* y [[buffer(4)]], constant kargs::Linear& p [[buffer(5)]],
+                       device const float* mul [[buffer(6)]],
+                       uint2 tg [[threadgroup_position_in_grid]], uint tid [[thread_index_in_threadgroup]],
+                       uint sg [[simdgroup_index_in_threadgroup]])
+{
+    threadgroup float smem[2 * STAGE];
+    matmul_group<bfloat>(x, w, Tail<float>{bias, mul, res}, y, p, tg, tid, sg, smem);
+}
+kernel void matvec_f32_bf(device const bfloat* x [[buffer(0)]], device const float* w [[buffer(1)]], device const uchar* bias [[buffer(2)]],
+                       device const float* res [[buffer(3)]], device float* y [[buffer(4)]], constant kargs::Linear& p [[buffer(5)]],
+                       device const float* mul [[buffer(6)]],
+                       uint tg [[threadgroup_position_in_grid]], uint sg [[simdgroup_index_in_threadgroup]],
+                       uint lane [[thread_index_in_simdgroup]], uint nsg [[simdgroups_per_threadgroup]])
+{
+    matvec_cols(x, w, Tail<float>{bias, mul, res}, y, p, tg * nsg + sg, lane);
+}
+kernel void matvec_f16_bf(device const bfloat* x [[buffer(0)]], device const half* w [[buffer(1)]], device const uchar* bias [[buffer(2)]],
+                       device const float* res [[buffer(3)]], device float* y [[buffer(4)]], constant kargs::Linear& p [[buffer(5)]],
+                       device const float* mul [[buffer(6)]],
+                       uint tg [[threadgroup_position_in_grid]], uint sg [[simdgroup_index_in_threadgroup]],
+                       uint lane [[thread_index_in_simdgroup]], uint nsg [[simdgroups_per_threadgroup]])
+{
+    matvec_cols(x, w, Tail<float>{bias, mul, res}, y, p, tg * nsg + sg, lane);
+}
+kernel void matvec_bf16_bf(device const bfloat* x [[buffer(0)]], device const ushort* w [[buffer(1)]], device const uchar* bias [[buffer(2)]],
+                       device const float* res [[buffer(3)]], device float* y [[buffer(4)]], constant kargs::Linear& p [[buffer(5)]],
+                       device const float* mul [[buffer(6)]],
+                       uint tg [[threadgroup_position_in_grid]], uint sg [[simdgroup_index_in_threadgroup]],
+                       uint lane [[thread_index_in_simdgroup]], uint nsg [[simdgroups_per_threadgroup]])
+{
+    matvec_cols(x, w, Tail<float>{bias, mul, res}, y, p, tg * nsg + sg, lane);
+}
+#endif  // __HAVE_BFLOAT__

@@ -21,22 +21,24 @@ inline float tg_sum(float v, threadgroup float* partial, uint sg, uint lane, uin
     return t;
 }
 
-template <typename A>
-inline void norm_layer_body(device const A* x, device A* y, device const uchar* w, device const uchar* b, constant kargs::Norm& p, uint row, uint tid, uint nt, uint sg, uint lane, uint nsg, threadgroup float* partial)
+// X: x's stored type, Y: y's (and the residual's); they differ only for an f32 residual stream normed into a
+// bfloat y (the _fb kernels, precision 'bf16': backend::ActRange::Stream).
+template <typename X, typename Y>
+inline void norm_layer_body(device const X* x, device Y* y, device const uchar* w, device const uchar* b, constant kargs::Norm& p, uint row, uint tid, uint nt, uint sg, uint lane, uint nsg, threadgroup float* partial)
 {
-    device const A* xr = x + row * p.ldx;
+    device const X* xr = x + row * p.ldx;
     float s = 0.0f;
     for (uint i = tid; i < p.cols; i += nt) s += float(xr[i]);
     const float mean = tg_sum(s, partial, sg, lane, nsg) / float(p.cols);
     float q = 0.0f;
     for (uint i = tid; i < p.cols; i += nt) { const float d = float(xr[i]) - mean; q += d * d; }
     const float rstd = rsqrt(tg_sum(q, partial, sg, lane, nsg) / float(p.cols) + p.eps);
-    device A* yr = y + row * p.ldy;
+    device Y* yr = y + row * p.ldy;
     for (uint i = tid; i < p.cols; i += nt) {
         float v = (float(xr[i]) - mean) * rstd;
         if (p.has_weight != 0) v = v * load_any(w, p.weight_type, i);
         if (p.has_bias != 0) v = v + load_any(b, p.bias_type, i);
-        yr[i] = A(v);
+        yr[i] = Y(v);
     }
 }
 kernel void norm_layer(device const float* x [[buffer(0)]], device float* y [[buffer(1)]],
@@ -47,7 +49,7 @@ kernel void norm_layer(device const float* x [[buffer(0)]], device float* y [[bu
                        uint lane [[thread_index_in_simdgroup]], uint nsg [[simdgroups_per_threadgroup]])
 {
     threadgroup float partial[32];
-    norm_layer_body<float>(x, y, w, b, p, row, tid, nt, sg, lane, nsg, partial);
+    norm_layer_body<float, float>(x, y, w, b, p, row, tid, nt, sg, lane, nsg, partial);
 }
 kernel void norm_layer_h(device const half* x [[buffer(0)]], device half* y [[buffer(1)]],
                        device const uchar* w [[buffer(2)]], device const uchar* b [[buffer(3)]],
@@ -57,23 +59,23 @@ kernel void norm_layer_h(device const half* x [[buffer(0)]], device half* y [[bu
                        uint lane [[thread_index_in_simdgroup]], uint nsg [[simdgroups_per_threadgroup]])
 {
     threadgroup float partial[32];
-    norm_layer_body<half>(x, y, w, b, p, row, tid, nt, sg, lane, nsg, partial);
+    norm_layer_body<half, half>(x, y, w, b, p, row, tid, nt, sg, lane, nsg, partial);
 }
 
-template <typename A>
-inline void norm_rms_row_body(device const A* x, device A* y, device const uchar* w, constant kargs::Norm& p, device const A* res, uint row, uint tid, uint nt, uint sg, uint lane, uint nsg, threadgroup float* partial)
+template <typename X, typename Y>
+inline void norm_rms_row_body(device const X* x, device Y* y, device const uchar* w, constant kargs::Norm& p, device const Y* res, uint row, uint tid, uint nt, uint sg, uint lane, uint nsg, threadgroup float* partial)
 {
-    device const A* xr = x + row * p.ldx;
+    device const X* xr = x + row * p.ldx;
     float q = 0.0f;
     for (uint i = tid; i < p.cols; i += nt) q += float(xr[i]) * float(xr[i]);
     const float rstd = rsqrt(tg_sum(q, partial, sg, lane, nsg) / float(p.cols) + p.eps);
-    device A* yr = y + row * p.ldy;
-    device const A* rr = res + row * p.ldr;
+    device Y* yr = y + row * p.ldy;
+    device const Y* rr = res + row * p.ldr;
     for (uint i = tid; i < p.cols; i += nt) {
         float v = float(xr[i]) * rstd;
         if (p.has_weight != 0) v = v * load_any(w, p.weight_type, i);
         if (p.has_residual != 0) v = float(rr[i]) + v;
-        yr[i] = A(v);
+        yr[i] = Y(v);
     }
 }
 kernel void norm_rms_row(device const float* x [[buffer(0)]], device float* y [[buffer(1)]],
@@ -84,7 +86,7 @@ kernel void norm_rms_row(device const float* x [[buffer(0)]], device float* y [[
                          uint lane [[thread_index_in_simdgroup]], uint nsg [[simdgroups_per_threadgroup]])
 {
     threadgroup float partial[32];
-    norm_rms_row_body<float>(x, y, w, p, res, row, tid, nt, sg, lane, nsg, partial);
+    norm_rms_row_body<float, float>(x, y, w, p, res, row, tid, nt, sg, lane, nsg, partial);
 }
 kernel void norm_rms_row_h(device const half* x [[buffer(0)]], device half* y [[buffer(1)]],
                          device const uchar* w [[buffer(2)]], constant kargs::Norm& p [[buffer(3)]],
@@ -94,7 +96,7 @@ kernel void norm_rms_row_h(device const half* x [[buffer(0)]], device half* y [[
                          uint lane [[thread_index_in_simdgroup]], uint nsg [[simdgroups_per_threadgroup]])
 {
     threadgroup float partial[32];
-    norm_rms_row_body<half>(x, y, w, p, res, row, tid, nt, sg, lane, nsg, partial);
+    norm_rms_row_body<half, half>(x, y, w, p, res, row, tid, nt, sg, lane, nsg, partial);
 }
 
 template <typename A>
@@ -133,3 +135,55 @@ kernel void norm_rms_group_h(device const half* x [[buffer(0)]], device half* y 
 {
     norm_rms_group_body<half>(x, y, w, p, res, row, sg, lane, nsg);
 }
+// Precision 'bf16' (MSL 3.1): x, y and the residual bfloat, every step in float; _fb: an f32 x (the residual
+// stream, which stays f32 in bf16) into a bfloat y.
+#if defined(__HAVE_BFLOAT__)
+kernel void norm_layer_b(device const bfloat* x [[buffer(0)]], device bfloat* y [[buffer(1)]],
+                       device const uchar* w [[buffer(2)]], device const uchar* b [[buffer(3)]],
+                       constant kargs::Norm& p [[buffer(4)]],
+                       uint row [[threadgroup_position_in_grid]], uint tid [[thread_index_in_threadgroup]],
+                       uint nt [[threads_per_threadgroup]], uint sg [[simdgroup_index_in_threadgroup]],
+                       uint lane [[thread_index_in_simdgroup]], uint nsg [[simdgroups_per_threadgroup]])
+{
+    threadgroup float partial[32];
+    norm_layer_body<bfloat, bfloat>(x, y, w, b, p, row, tid, nt, sg, lane, nsg, partial);
+}
+kernel void norm_rms_row_b(device const bfloat* x [[buffer(0)]], device bfloat* y [[buffer(1)]],
+                         device const uchar* w [[buffer(2)]], constant kargs::Norm& p [[buffer(3)]],
+                         device const bfloat* res [[buffer(4)]],
+                         uint row [[threadgroup_position_in_grid]], uint tid [[thread_index_in_threadgroup]],
+                         uint nt [[threads_per_threadgroup]], uint sg [[simdgroup_index_in_threadgroup]],
+                         uint lane [[thread_index_in_simdgroup]], uint nsg [[simdgroups_per_threadgroup]])
+{
+    threadgroup float partial[32];
+    norm_rms_row_body<bfloat, bfloat>(x, y, w, p, res, row, tid, nt, sg, lane, nsg, partial);
+}
+kernel void norm_rms_group_b(device const bfloat* x [[buffer(0)]], device bfloat* y [[buffer(1)]],
+                           device const uchar* w [[buffer(2)]], constant kargs::Norm& p [[buffer(3)]],
+                           device const bfloat* res [[buffer(4)]],
+                           uint row [[threadgroup_position_in_grid]], uint sg [[simdgroup_index_in_threadgroup]],
+                           uint lane [[thread_index_in_simdgroup]], uint nsg [[simdgroups_per_threadgroup]])
+{
+    norm_rms_group_body<bfloat>(x, y, w, p, res, row, sg, lane, nsg);
+}
+kernel void norm_layer_fb(device const float* x [[buffer(0)]], device bfloat* y [[buffer(1)]],
+                       device const uchar* w [[buffer(2)]], device const uchar* b [[buffer(3)]],
+                       constant kargs::Norm& p [[buffer(4)]],
+                       uint row [[threadgroup_position_in_grid]], uint tid [[thread_index_in_threadgroup]],
+                       uint nt [[threads_per_threadgroup]], uint sg [[simdgroup_index_in_threadgroup]],
+                       uint lane [[thread_index_in_simdgroup]], uint nsg [[simdgroups_per_threadgroup]])
+{
+    threadgroup float partial[32];
+    norm_layer_body<float, bfloat>(x, y, w, b, p, row, tid, nt, sg, lane, nsg, partial);
+}
+kernel void norm_rms_row_fb(device const float* x [[buffer(0)]], device bfloat* y [[buffer(1)]],
+                         device const uchar* w [[buffer(2)]], constant kargs::Norm& p [[buffer(3)]],
+                         device const bfloat* res [[buffer(4)]],
+                         uint row [[threadgroup_position_in_grid]], uint tid [[thread_index_in_threadgroup]],
+                         uint nt [[threads_per_threadgroup]], uint sg [[simdgroup_index_in_threadgroup]],
+                         uint lane [[thread_index_in_simdgroup]], uint nsg [[simdgroups_per_threadgroup]])
+{
+    threadgroup float partial[32];
+    norm_rms_row_body<float, bfloat>(x, y, w, p, res, row, tid, nt, sg, lane, nsg, partial);
+}
+#endif  // __HAVE_BFLOAT__

@@ -82,3 +82,18 @@ kernel void rope_norm_h(device half* x [[buffer(0)]], device const float* cs [[b
 {
     rope_norm_body<half>(x, cs, sn, p, w, row, sg, lane, nsg);
 }
+// Precision 'bf16' (MSL 3.1): x bfloat, the angles and every step in float.
+#if defined(__HAVE_BFLOAT__)
+kernel void rope_apply_b(device bfloat* x [[buffer(0)]], device const float* cs [[buffer(1)]], device const float* sn [[buffer(2)]],
+                       constant kargs::Rope& p [[buffer(3)]], uint2 gid [[thread_position_in_grid]])
+{
+    rope_apply_body<bfloat>(x, cs, sn, p, gid);
+}
+kernel void rope_norm_b(device bfloat* x [[buffer(0)]], device const float* cs [[buffer(1)]], device const float* sn [[buffer(2)]],
+                      constant kargs::Rope& p [[buffer(3)]], device const uchar* w [[buffer(4)]],
+                      uint row [[threadgroup_position_in_grid]], uint sg [[simdgroup_index_in_threadgroup]],
+                      uint lane [[thread_index_in_simdgroup]], uint nsg [[simdgroups_per_threadgroup]])
+{
+    rope_norm_body<bfloat>(x, cs, sn, p, w, row, sg, lane, nsg);
+}
+#endif  // __HAVE_BFLOAT__

@@ -167,6 +167,9 @@ export function parse(src, file) {
 }
 
 export const cstr = (s) => JSON.stringify(s);
+// A kernel that takes bfloat needs MSL 3.1 (`bfloat`): it sits inside `#if defined(__HAVE_BFLOAT__)`, so the
+// Metal 3.0 metallib lacks it and device.mm compiles its source at 3.1 (KernelInfo::bfloat).
+export const usesBfloat = (kern) => kern.params.some((p) => /\bbfloat\b/.test(p.type));
 export const bare = (type) => type.replace(/&\s*$/, '').trim();
 
 // A file's text with its local #include "..." inlined (each once): newLibraryWithSource: cannot resolve includes.
@@ -212,7 +215,7 @@ export function writeHeaders(outdir) {
   for (const kern of all) {
     const ps = kern.params.filter((p) => p.kind !== 'builtin');
     for (const p of ps) k += `  {${p.kind === 'buffer' ? 'ParamKind::Buffer' : 'ParamKind::TgMem'}, ${p.index}, ${!!p.readonly}, ${p.kind === 'buffer' && p.ref ? `uint16_t(sizeof(${hostType(p.type)}))` : 0}},\n`;
-    rows.push(`  {${cstr(kern.name)}, ${cstr(kern.file)}, ${kern.line}, ${kern.maxThreads}, ${first}, ${ps.length}}`);
+    rows.push(`  {${cstr(kern.name)}, ${cstr(kern.file)}, ${kern.line}, ${kern.maxThreads}, ${first}, ${ps.length}, ${usesBfloat(kern)}}`);
     first += ps.length;
   }
   if (!first) k += '  {ParamKind::Buffer, 0, false, 0},\n';

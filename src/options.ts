@@ -22,8 +22,9 @@ export type Backend = (typeof BACKENDS)[number];
 export const RESIDENCIES = ['auto', 'stream', 'mapped', 'resident'] as const;
 export type Residency = (typeof RESIDENCIES)[number];
 /**
- * What a tower computes in (OpenOptions.precision): 'bf16' is the CPU's bf16 linears (docs/bf16.md), 'f16' Metal's
- * half activations and tiles (docs/metal.md#half-precision). A backend without the path runs f32 and
+ * What a tower computes in (OpenOptions.precision): 'bf16' is the CPU's bf16 linears (docs/bf16.md) and Metal's
+ * bfloat activations and tiles (macOS 14 and later), 'f16' Metal's half activations and tiles
+ * (docs/metal.md#half-precision). A backend without the path runs f32 and
  * `info.precision` says so. The addon's own list (`precisions`, native/addon/tower_core.h) is the same, checked by
  * test/api-precision.test.ts.
  */
@@ -57,9 +58,10 @@ export interface OpenOptions {
   /** CPU threads, 0 to 1024. Default 0: all physical cores. */
   threads?: number;
   /**
-   * What the CPU backend's linears compute in: 'f32' (exact, the default) or 'bf16' (bf16 operands,
-   * f32 sums) where the CPU has bf16 units (AMX, AVX512-BF16, arm64 FEAT_BF16); elsewhere f32 runs.
-   * `tower.info.precision` says which ran (docs/bf16.md).
+   * What the tower computes in: 'f32' (exact, the default); 'bf16': on the CPU bf16 operands and f32 sums
+   * where the CPU has bf16 units (AMX, AVX512-BF16, arm64 FEAT_BF16; docs/bf16.md), on Metal bfloat
+   * activations and tiles with f32 sums (macOS 14 and later); 'f16': on Metal half activations and tiles
+   * (docs/metal.md#half-precision). Elsewhere f32 runs; `tower.info.precision` says which ran.
    */
   precision?: Precision;
   /** Packed folders: check every stage's recorded SHA-256 before opening (README, "Memory"). Default false. */

@@ -41,11 +41,13 @@ describe.skipIf(!tc.cxx)(tc.cxx ? 'device.mm on Linux' : `device.mm on Linux (sk
     const r = spawnSync(smoke.bin, [], { encoding: 'utf8', env: { ...process.env, TESSERA_MSLEMU_LIB: path.join(ROOT, 'build/mslemu/libtessera_mslemu.so') } });
     const out = r.stdout + r.stderr;
     expect(r.status, out).toBe(0);
-    expect(out).toMatch(/^30 passed, 0 failed$/m);
+    expect(out).toMatch(/^41 passed, 0 failed$/m);
     expect(out).toContain('[PASS] linear bf16 (matmul): bit-identical through device.mm');
-    // precision 'f16': the half kernels through device.mm
+    // precisions 'f16' and 'bf16': the half and bfloat kernels through device.mm
     expect(out).toContain('[PASS] linear bf16 (matmul) [f16]: bit-identical through device.mm');
     expect(out).toContain('[PASS] rope (2 sections; k with a head norm) + attention (2 segments) [f16]: bit-identical through device.mm');
+    expect(out).toContain('[PASS] linear bf16 (matmul) [bf16]: bit-identical through device.mm');
+    expect(out).toContain('[PASS] rope (2 sections; k with a head norm) + attention (2 segments) [bf16]: bit-identical through device.mm');
     expect(out).toContain('[PASS] command-buffer failure -> ERR_GPU');
     expect(out).toContain("[PASS] Apple5 paravirtual device -> ERR_BACKEND_UNAVAILABLE naming it and what it lacks: ERR_BACKEND_UNAVAILABLE: backend 'metal': the GPU 'Apple Paravirtual device' (family Apple5)");
     expect(out).toContain('[PASS] Apple7 with 16 KiB of threadgroup memory -> ERR_BACKEND_UNAVAILABLE');

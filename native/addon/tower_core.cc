@@ -20,9 +20,10 @@ std::unique_ptr<backend::Backend> make_backend(const std::string& name, int thre
   if (std::find(std::begin(kPrecisions), std::end(kPrecisions), precision) == std::end(kPrecisions))
     fail(Code::InvalidArgument, "precision '" + precision + "' is not one of " + precision_list());
   // Each backend runs what it has and its precision() says what ran: the CPU has no half path (f16 runs
-  // f32); Metal has no bfloat kernels (its libraries are Metal 3.0, bfloat needs 3.1: bf16 runs f32).
+  // f32); Metal runs bf16 in bfloat where MSL 3.1 is there (macOS 14), else f32.
   if (name == "cpu") return cpu::make_cpu_backend(threads, precision == "bf16" ? cpu::Precision::Bf16 : cpu::Precision::F32);
-  if (name == "metal" || name == "metal-emulated") return mtl::make_metal_backend(name, precision == "f16");
+  if (name == "metal" || name == "metal-emulated")
+    return mtl::make_metal_backend(name, precision == "f16" ? mtl::Precision::F16 : precision == "bf16" ? mtl::Precision::Bf16 : mtl::Precision::F32);
   fail(Code::BackendUnavailable, "backend '" + name + "' is not available in this build");
 }
 

@@ -118,6 +118,7 @@ class MetalExecutor final : public Executor {
       // aligned to 16 KiB is page-aligned on every Mac.
       lim_.page = std::max<uint64_t>(uint64_t(sysconf(_SC_PAGESIZE)), 16384);
       libs_.resize(size_t(gen::kSourceCount));
+      libs31_.resize(size_t(gen::kSourceCount));
       load_metallib();
     }
   }
@@ -296,14 +297,26 @@ class MetalExecutor final : public Executor {
 #endif
   }
 
-  // The library holding kernel k: the metallib, else its source file compiled at first use.
+  // MSL 3.1 (bfloat, precision 'bf16'): the macOS 14 SDK to build against and macOS 14 to run on. Every Apple
+  // GPU tessera runs on (Apple 7 and later) has bfloat then.
+  bool supports_bfloat() const override {
+#if defined(__MAC_OS_X_VERSION_MAX_ALLOWED) && __MAC_OS_X_VERSION_MAX_ALLOWED >= 140000
+    if (@available(macOS 14.0, *)) return true;
+#endif
+    return false;
+  }
+
+  // The library holding kernel k: the metallib (Metal 3.0: every kernel but the bfloat ones), else k's source
+  // file compiled at first use, at 3.0, or at 3.1 for a kernel that takes bfloat (its own library: the file's
+  // bfloat kernels exist only at 3.1, `#if defined(__HAVE_BFLOAT__)`).
   id<MTLLibrary> library(const KernelInfo& k) {
-    if (metallib_) return metallib_;
+    if (metallib_ && !k.bfloat) return metallib_;
     int src = -1;
     for (int i = 0; i < gen::kSourceCount; i++)
       if (std::string(gen::kSources[i].file) == k.file) src = i;
     if (src < 0) fail(Code::Internal, std::string("internal: no embedded source ") + k.file);
-    if (!libs_[size_t(src)]) {
+    std::vector<id<MTLLibrary>>& libs = k.bfloat ? libs31_ : libs_;
+    if (!libs[size_t(src)]) {
       MTLCompileOptions* opts = [MTLCompileOptions new];
       // Fast math, as the offline compiler's default for the metallib: the kernels are written for it
       // (no infinities or NaNs as values: metal/kernel_common.h).
@@ -314,15 +327,20 @@ class MetalExecutor final : public Executor {
       opts.fastMathEnabled = YES;
 #endif
       opts.languageVersion = MTLLanguageVersion3_0;
+#if defined(__MAC_OS_X_VERSION_MAX_ALLOWED) && __MAC_OS_X_VERSION_MAX_ALLOWED >= 140000
+      if (k.bfloat) {
+        if (@available(macOS 14.0, *)) opts.languageVersion = MTLLanguageVersion3_1;
+      }
+#endif
       NSError* err = nil;
       id<MTLLibrary> lib = [dev_ newLibraryWithSource:[NSString stringWithUTF8String:gen::kSources[src].text] options:opts error:&err];
 #ifdef TESSERA_FAKE_METAL_MRC
       [opts release];
 #endif
       if (!lib) fail(Code::Gpu, std::string("metal: compiling ") + k.file + " failed: " + describe(err));
-      libs_[size_t(src)] = lib;
+      libs[size_t(src)] = lib;
     }
-    return libs_[size_t(src)];
+    return libs[size_t(src)];
   }
 
   // The kernel's cached pipeline.
@@ -348,7 +366,7 @@ class MetalExecutor final : public Executor {
   id<MTLDevice> dev_ = nil;
   id<MTLCommandQueue> queue_ = nil;
   id<MTLLibrary> metallib_ = nil;
-  std::vector<id<MTLLibrary>> libs_;
+  std::vector<id<MTLLibrary>> libs_, libs31_;  // per source file, compiled at 3.0 and at 3.1
   std::unordered_map<std::string, id<MTLComputePipelineState>> pipes_;
   id<MTLCommandBuffer> cb_ = nil;
   id<MTLComputeCommandEncoder> enc_ = nil;

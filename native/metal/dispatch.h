@@ -77,6 +77,9 @@ class Executor {
   // Ends the open batch and starts it; done(error) runs once it has finished ("" = success).
   virtual void commit(std::function<void(const std::string& error)> done) = 0;
   virtual void wait_all() = 0;                              // every committed batch has finished
+  // Whether the kernels that take bfloat (MSL 3.1, KernelInfo::bfloat) can run: precision 'bf16' falls back
+  // to f32 where not.
+  virtual bool supports_bfloat() const = 0;
 };
 
 // "" when `d` is a valid dispatch of its kernel on a device with `lim`, else what is wrong.

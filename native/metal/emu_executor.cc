@@ -83,6 +83,7 @@ class EmuExecutor final : public Executor {
     for (backend::Buffer* b : live_) delete b;
   }
   const char* name() const override { return "mslemu"; }
+  bool supports_bfloat() const override { return true; }  // the shim has MSL 3.1's bfloat
   const DeviceLimits& limits() const override { return lim_; }
 
   backend::Buffer* wrap(void* host, size_t bytes) override {

@@ -21,6 +21,7 @@ struct KernelInfo {
   int line;
   uint32_t max_threads;  // [[max_total_threads_per_threadgroup]] or 1024
   uint16_t first_param, nparams;
+  bool bfloat;  // takes bfloat (MSL 3.1): not in the Metal 3.0 metallib, compiled from source at 3.1
   const ParamInfo& param(int i) const;
 };
 

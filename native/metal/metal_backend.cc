@@ -15,7 +15,11 @@ namespace {
 
 class MetalBackend final : public backend::Backend {
  public:
-  MetalBackend(std::unique_ptr<Executor> ex, std::string name, bool f16) : ex_(std::move(ex)), name_(std::move(name)), f16_(f16) {}
+  MetalBackend(std::unique_ptr<Executor> ex, std::string name, Precision precision)
+      : ex_(std::move(ex)), name_(std::move(name)),
+        act_(precision == Precision::F16                               ? DType::F16
+             : precision == Precision::Bf16 && ex_->supports_bfloat() ? DType::BF16
+                                                                       : DType::F32) {}
   ~MetalBackend() override {
     try {
       flush();
@@ -26,9 +30,11 @@ class MetalBackend final : public backend::Backend {
   }
 
   const char* name() const override { return name_.c_str(); }
-  const char* precision() const override { return f16_ ? "f16" : "f32"; }
+  const char* precision() const override { return act_ == DType::F16 ? "f16" : act_ == DType::BF16 ? "bf16" : "f32"; }
   DType activation_dtype(backend::ActRange range) const override {
-    return f16_ && range == backend::ActRange::Bounded ? DType::F16 : DType::F32;
+    if (range == backend::ActRange::Bounded) return act_;
+    if (range == backend::ActRange::Stream) return act_ == DType::F16 ? DType::F16 : DType::F32;
+    return DType::F32;
   }
 
   backend::Buffer* alloc(size_t bytes) override { return ex_->alloc(bytes); }
@@ -47,9 +53,9 @@ class MetalBackend final : public backend::Backend {
   void download(void* dst, const backend::Tensor& src) override {
     detail::require_tensor(src, "download", "src");
     finish();
-    if (src.dtype == DType::F16) {  // an activation of precision 'f16': widened, as the contract says
+    if (src.dtype == DType::F16 || src.dtype == DType::BF16) {  // a half or bfloat activation: widened, as the contract says
       float* out = static_cast<float*>(dst);
-      for (int64_t r = 0; r < src.rows; ++r) widen_to_f32(src.host_ptr<char>(r), DType::F16, out + size_t(r) * size_t(src.cols), size_t(src.cols));
+      for (int64_t r = 0; r < src.rows; ++r) widen_to_f32(src.host_ptr<char>(r), src.dtype, out + size_t(r) * size_t(src.cols), size_t(src.cols));
       return;
     }
     const size_t row = size_t(src.cols) * dtype_size(src.dtype);
@@ -164,7 +170,7 @@ class MetalBackend final : public backend::Backend {
 
   std::unique_ptr<Executor> ex_;
   std::string name_;
-  bool f16_;  // precision 'f16': activations stored as half (activation_dtype)
+  DType act_;  // what a Bounded activation is stored in: F32, F16 or BF16 (activation_dtype)
   bool dirty_ = false;
   std::mutex mu_;
   std::string error_;
@@ -172,13 +178,13 @@ class MetalBackend final : public backend::Backend {
 
 }  // namespace
 
-std::unique_ptr<backend::Backend> make_metal_backend(std::unique_ptr<Executor> ex, const std::string& name, bool f16) {
-  return std::make_unique<MetalBackend>(std::move(ex), name, f16);
+std::unique_ptr<backend::Backend> make_metal_backend(std::unique_ptr<Executor> ex, const std::string& name, Precision precision) {
+  return std::make_unique<MetalBackend>(std::move(ex), name, precision);
 }
 
-std::unique_ptr<backend::Backend> make_metal_backend(const std::string& name, bool f16) {
-  if (name == "metal-emulated") return make_metal_backend(make_emu_executor(EmuOptions::from_env()), name, f16);
-  if (name == "metal") return make_metal_backend(make_metal_executor(), name, f16);
+std::unique_ptr<backend::Backend> make_metal_backend(const std::string& name, Precision precision) {
+  if (name == "metal-emulated") return make_metal_backend(make_emu_executor(EmuOptions::from_env()), name, precision);
+  if (name == "metal") return make_metal_backend(make_metal_executor(), name, precision);
   fail(Code::BackendUnavailable, "unknown Metal backend '" + name + "'");
 }
 

@@ -11,10 +11,15 @@
 
 namespace tessera::mtl {
 
-// name: "metal" or "metal-emulated"; ERR_BACKEND_UNAVAILABLE (saying why) where it cannot run. f16: precision
-// 'f16' (activations stored as half between ops, half tiles; docs/metal.md#half-precision).
-std::unique_ptr<backend::Backend> make_metal_backend(const std::string& name, bool f16 = false);
+// What the activations are stored in between ops (docs/metal.md#half-precision): F32; F16, half activations
+// and tiles; Bf16, the same design in bfloat (MSL 3.1), or f32 where the executor has no bfloat
+// (Executor::supports_bfloat; precision() then says "f32").
+enum class Precision { F32, F16, Bf16 };
+
+// name: "metal" or "metal-emulated"; ERR_BACKEND_UNAVAILABLE (saying why) where it cannot run.
+std::unique_ptr<backend::Backend> make_metal_backend(const std::string& name, Precision precision = Precision::F32);
 // The backend over a given executor (tests: an EmuExecutor with chosen schedule and poison).
-std::unique_ptr<backend::Backend> make_metal_backend(std::unique_ptr<Executor> ex, const std::string& name, bool f16 = false);
+std::unique_ptr<backend::Backend> make_metal_backend(std::unique_ptr<Executor> ex, const std::string& name,
+                                                     Precision precision = Precision::F32);
 
 }  // namespace tessera::mtl

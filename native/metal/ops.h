@@ -34,12 +34,19 @@ namespace detail {
 void require(bool cond, const char* op, const std::string& what);
 void require_tensor(const backend::Tensor& t, const char* op, const char* name);            // bound, non-negative, ld >= cols
 void require_f32(const backend::Tensor& t, const char* op, const char* name);
-// An activation operand: f32, or f16 where the backend runs precision 'f16' (backend::Backend::activation_dtype).
+// An activation operand: f32, or f16 / bf16 where the backend runs precision 'f16' / 'bf16'
+// (backend::Backend::activation_dtype).
 void require_act(const backend::Tensor& t, const char* op, const char* name);
 // An activation operand that must have the same type as `like` (one kernel variant per type).
 void require_act_like(const backend::Tensor& t, const backend::Tensor& like, const char* op, const char* name);
-// The kernel of `base` for activations of t's type: base for f32, base + "_h" for f16 (metal/*.metal).
+// The letter of an activation type in kernel names (metal/*.metal): "" for f32, "h" for f16, "b" for bf16.
+const char* act_letter(DType t);
+// The kernel of `base` for activations of t's type: base for f32, base + "_h" for f16, base + "_b" for bf16.
 std::string act_kernel(const char* base, const backend::Tensor& t);
+// The kernel of `base` for an x and a y that may differ in type, one of them f32: base + "_" + letter when they
+// are alike, "_f" + y's letter for an f32 x, "_" + x's letter + "f" for an f32 y (metal/matmul.metal, norm.metal).
+// f16 and bf16 together are refused, naming both.
+std::string act_kernel(const char* base, const backend::Tensor& x, const backend::Tensor& y, const char* op);
 void require_shape(const backend::Tensor& t, int64_t rows, int64_t cols, const char* op, const char* name);
 std::string shape(const backend::Tensor& t);
 uint32_t u32(int64_t v, const char* op, const char* what);                              // range-checked

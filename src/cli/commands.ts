@@ -13,7 +13,7 @@ import type { Command, Flag } from './flags.js';
 const open = {
   backend: { type: 'string', choices: BACKENDS, group: 'open', default: 'auto', help: 'where the tower runs: auto takes Metal on a Mac that has it, else the CPU' },
   residency: { type: 'string', choices: RESIDENCIES, group: 'open', default: 'auto', help: 'how the weights are held: streamed block by block, mapped from the file, or all resident (docs/design.md)' },
-  precision: { type: 'string', choices: PRECISIONS, group: 'open', default: 'f32', help: 'what the tower computes in: bf16 = the CPU linears in bf16 where the CPU has bf16 units (docs/bf16.md); f16 = Metal with half activations and tiles (docs/metal.md); elsewhere f32 runs and info.precision says so' },
+  precision: { type: 'string', choices: PRECISIONS, group: 'open', default: 'f32', help: 'what the tower computes in: bf16 = the CPU linears in bf16 where the CPU has bf16 units (docs/bf16.md), Metal with bfloat activations and tiles on macOS 14+; f16 = Metal with half activations and tiles (docs/metal.md); elsewhere f32 runs and info.precision says so' },
 } satisfies Record<string, Flag>;
 
 /** The options that change an image's output (encode's, and a fleet job's): the sizing keys of both families and --stages. */

@@ -3,12 +3,13 @@
 import { join } from 'node:path';
 import { expect } from 'vitest';
 import { VisionTower } from '../../src/index.js';
+import type { Precision } from '../../src/options.js';
 import { FIXTURES, readTensors, relErr } from './fixtures.js';
 
 // Every stage of one fixture case through `backend`; returns the worst error per stage.
-// precision 'f16': the half path (docs/metal.md#half-precision), which info.precision must report.
+// precision 'f16' / 'bf16': the half and bfloat paths (docs/metal.md#half-precision), which info.precision must report.
 export async function towerCase(family: string, caseName: string, gemma: boolean, backend: 'metal' | 'metal-emulated',
-  precision: 'f32' | 'f16' = 'f32'): Promise<Record<string, number>> {
+  precision: Precision = 'f32'): Promise<Record<string, number>> {
   const dir = join(FIXTURES, family);
   const ref = readTensors(join(dir, 'expected', `${caseName}.safetensors`));
   const tower = await VisionTower.open(join(dir, 'model'), { backend, precision });

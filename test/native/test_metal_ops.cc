@@ -101,34 +101,39 @@ struct Case {
   std::function<void(Backend&, std::vector<Tensor>&)> op;
   int out;            // the tensor compared
   double tol = 2e-5;  // max |metal - cpu| / max |cpu|
-  // Precision 'f16' (docs/metal.md#half-precision): the inputs that are activations. When set, check() runs the
-  // case a second time on a Metal backend in f16 with these as half tensors, against the CPU given the same
-  // values (rounded to half) as f32, at kHalfTol.
+  // Precisions 'f16' and 'bf16' (docs/metal.md#half-precision): the inputs that are activations. When set,
+  // check() runs the case again on a Metal backend in f16 and in bf16 with these as half / bfloat tensors,
+  // against the CPU given the same values (rounded to that type) as f32, at reduced_tol().
   std::vector<int> acts;
+  std::vector<DType> reduced = {DType::F16, DType::BF16};  // the precisions acts runs in
 };
 
 // Half storage rounds each activation (2^-11 relative) and the GEMM's W to half: a case's output moves by a few
-// units of half's last place of its largest value.
-constexpr double kHalfTol = 2e-3;
+// units of half's last place of its largest value. bfloat keeps 8 significant bits to half's 11: 8 times that.
+double reduced_tol(DType act) { return act == DType::BF16 ? 1.6e-2 : 2e-3; }
 
-// m's values rounded to half: as f16 storage (`store`), or as f32 holding the rounded values.
-HostMat through_half(const HostMat& m, bool store) {
+// m's values rounded to `to` (f16 or bf16): stored as `to`, or as f32 holding the rounded values.
+HostMat through(const HostMat& m, DType to, bool store) {
   if (m.dtype != DType::F32) return m;
-  HostMat h{m.rows, m.cols, m.ld, store ? DType::F16 : DType::F32, {}};
+  HostMat h{m.rows, m.cols, m.ld, store ? to : DType::F32, {}};
   const size_t n = m.bytes.size() / 4;
   h.bytes.assign(n * (store ? 2 : 4), 0);
   for (size_t i = 0; i < n; i++) {
     float x;
     std::memcpy(&x, m.bytes.data() + i * 4, 4);
-    const uint16_t b = tessera::f32_to_f16(x);
+    const uint16_t b = to == DType::BF16 ? tessera::f32_to_bf16(x) : tessera::f32_to_f16(x);
     if (store) std::memcpy(h.bytes.data() + i * 2, &b, 2);
     else {
       float r;
-      tessera::widen_to_f32(&b, DType::F16, &r, 1);
+      tessera::widen_to_f32(&b, to, &r, 1);
       std::memcpy(h.bytes.data() + i * 4, &r, 4);
     }
   }
   return h;
+}
+
+mtl::Precision precision_of(DType act) {
+  return act == DType::F16 ? mtl::Precision::F16 : act == DType::BF16 ? mtl::Precision::Bf16 : mtl::Precision::F32;
 }
 
 std::vector<float> run_on(Backend& b, const Case& c) {
@@ -150,21 +155,23 @@ std::vector<float> run_on(Backend& b, const Case& c) {
   return out;
 }
 
-void check_one(const Case& c, bool half);
+void check_one(const Case& c, DType act);
 void check(const Case& c) {
-  check_one(c, false);
-  if (!c.acts.empty()) check_one(c, true);
+  check_one(c, DType::F32);
+  if (!c.acts.empty())
+    for (DType act : c.reduced) check_one(c, act);
 }
 
-void check_one(const Case& c0, bool half) {
+// act: what the case's activations are stored in (F32, or F16 / BF16 for the reduced-precision kernels).
+void check_one(const Case& c0, DType act) {
   Case c = c0, cref = c0;
-  if (half) {
-    c.name += " [f16]";
+  if (act != DType::F32) {
+    c.name += std::string(" [") + tessera::dtype_name(act) + "]";
     for (int i : c0.acts) {
-      c.in[size_t(i)] = through_half(c0.in[size_t(i)], true);
-      cref.in[size_t(i)] = through_half(c0.in[size_t(i)], false);
+      c.in[size_t(i)] = through(c0.in[size_t(i)], act, true);
+      cref.in[size_t(i)] = through(c0.in[size_t(i)], act, false);
     }
-    c.tol = std::max(c0.tol, kHalfTol);
+    c.tol = std::max(c0.tol, reduced_tol(act));
   }
   auto cpu = tessera::cpu::make_cpu_backend(1);
   const std::vector<float> ref = run_on(*cpu, cref);
@@ -174,8 +181,16 @@ void check_one(const Case& c0, bool half) {
   const bool gpu = on_gpu();
   if (gpu) std::copy(gpu_names, gpu_names + 4, names);
   std::vector<float> first;
-  for (int r = 0; r < (gpu ? 2 : 4); r++) {
-    auto mb = gpu ? mtl::make_metal_backend("metal", half) : mtl::make_metal_backend(mtl::make_emu_executor(runs[r]), "metal-emulated", half);
+  // The f16 and bf16 kernels instantiate the f32 kernels' templates: two schedules (in order, and shuffled with
+  // the other poison) check their staging; the four run for f32.
+  const std::vector<int> order = gpu ? std::vector<int>{0, 1} : act == DType::F32 ? std::vector<int>{0, 1, 2, 3} : std::vector<int>{0, 3};
+  for (int r : order) {
+    auto mb = gpu ? mtl::make_metal_backend("metal", precision_of(act))
+                  : mtl::make_metal_backend(mtl::make_emu_executor(runs[r]), "metal-emulated", precision_of(act));
+    if (act == DType::BF16 && std::string(mb->precision()) != "bf16") {  // a Mac before macOS 14: no MSL 3.1 bfloat
+      std::printf("     %-70s skipped: this GPU's backend has no bfloat (precision %s)\n", c.name.c_str(), mb->precision());
+      return;
+    }
     std::vector<float> got;
     try {
       got = run_on(*mb, c);
@@ -267,7 +282,7 @@ TEST("metal: linear's QuickGELU and SiLU vs cpu where e^-z overflows (x·W up to
     }
 }
 
-TEST("metal: layer_norm and rms_norm vs cpu (row and per-head groups, weight dtypes, weightless, in place)") {
+TEST("metal: layer_norm and rms_norm vs cpu (row and per-head groups, weight dtypes, weightless, in place, f32 x into a bf16 y)") {
   if (!enabled()) return;
   std::mt19937 g(12);
   for (int64_t cols : {31, 32, 33, 300})
@@ -286,6 +301,20 @@ TEST("metal: layer_norm and rms_norm vs cpu (row and per-head groups, weight dty
       r.op = [](Backend& b, std::vector<Tensor>& t) { b.rms_norm(t[0], t[0], &t[1], t[0].cols, 1e-6f, nullptr); };
       r.acts = {0};
       check(r);
+      // an f32 residual stream normed into a bfloat y (the _fb kernels: backend::ActRange::Stream in 'bf16')
+      for (int rms = 0; rms < 2; rms++) {
+        Case m;
+        m.name = std::string(rms ? "rms_norm" : "layer_norm") + " f32 x -> y cols=" + std::to_string(cols) + " w=" + dn(wd);
+        m.in = {make(g, 5, cols, DType::F32, 2, -2, 3), make(g, 1, cols, wd, 0, 0.5f, 1.5f), make(g, 1, cols, wd), make(g, 5, cols)};
+        m.out = 3;
+        m.op = [rms](Backend& b, std::vector<Tensor>& t) {
+          if (rms) b.rms_norm(t[3], t[0], &t[1], t[0].cols, 1e-6f, nullptr);
+          else b.layer_norm(t[3], t[0], t[1], t[2], 1e-6f);
+        };
+        m.acts = {3};
+        m.reduced = {DType::BF16};
+        check(m);
+      }
     }
   for (int64_t group : {16, 64, 72})
     for (int weighted = 0; weighted < 2; weighted++) {
@@ -481,6 +510,21 @@ TEST("metal: count_nonfinite and bad arguments are coded errors") {
     threw = e.code() == tessera::Code::InvalidArgument && std::string(e.what()).find("segment") != std::string::npos;
   }
   EXPECT(threw);
+  // half and bfloat never meet in one op: a linear from f16 into bf16, a norm from bf16 into f16 (or into f32)
+  const Tensor xh = make_tensor(buf, 0, DType::F16, 3, 4), yb = make_tensor(buf, 0, DType::BF16, 3, 2), xb = make_tensor(buf, 0, DType::BF16, 3, 4);
+  const Tensor g = make_tensor(buf, 0, DType::F32, 1, 4);
+  const std::function<void()> mixed[] = {[&] { b->linear(yb, xh, make_tensor(buf, 0, DType::F32, 2, 4), LinearArgs{}); },
+                                         [&] { b->layer_norm(xh, xb, g, g, 1e-6f); },
+                                         [&] { b->rms_norm(x, xb, &g, 4, 1e-6f, nullptr); }};
+  for (const auto& f : mixed) {
+    threw = false;
+    try {
+      f();
+    } catch (const tessera::Error& e) {
+      threw = e.code() == tessera::Code::InvalidArgument && std::string(e.what()).find("bf16") != std::string::npos;
+    }
+    EXPECT(threw);
+  }
   b->release(buf);
 }
 
@@ -650,15 +694,33 @@ TEST("metal: a pipeline allowing fewer threads: norms and rope's norm adapt, mat
   EXPECT(refused);
 }
 
-TEST("metal: a Gemma 4 encode in precision f16 allocates what scratch_bytes predicts (half activations, f32 q, k and v)") {
+TEST("metal: a Gemma 4 encode in precision f16 and bf16 allocates what scratch_bytes predicts (half / bfloat activations, f32 q, k and v)") {
   if (!enabled() || on_gpu()) return;
   for (int64_t chunk : {int64_t(1) << 20, int64_t(30)}) {
-    auto backend = [](bool f16) { return mtl::make_metal_backend(mtl::make_emu_executor(emu(0, 0, 0xFF)), "metal-emulated", f16); };
-    const tessera::modeltest::ScratchUse f32 = tessera::modeltest::gemma_scratch(backend(false), chunk);
-    const tessera::modeltest::ScratchUse f16 = tessera::modeltest::gemma_scratch(backend(true), chunk);
-    for (const auto* u : {&f32, &f16})
-      EXPECT_MSG(u->predicted == u->allocated, "chunk " << chunk << (u == &f16 ? " f16" : " f32") << ": predicted " << u->predicted
-                                                        << ", allocated " << u->allocated);
+    auto backend = [](mtl::Precision p) { return mtl::make_metal_backend(mtl::make_emu_executor(emu(0, 0, 0xFF)), "metal-emulated", p); };
+    const tessera::modeltest::ScratchUse f32 = tessera::modeltest::gemma_scratch(backend(mtl::Precision::F32), chunk);
+    const tessera::modeltest::ScratchUse f16 = tessera::modeltest::gemma_scratch(backend(mtl::Precision::F16), chunk);
+    const tessera::modeltest::ScratchUse bf16 = tessera::modeltest::gemma_scratch(backend(mtl::Precision::Bf16), chunk);
+    for (const auto* u : {&f32, &f16, &bf16})
+      EXPECT_MSG(u->predicted == u->allocated, "chunk " << chunk << (u == &f16 ? " f16" : u == &bf16 ? " bf16" : " f32") << ": predicted "
+                                                        << u->predicted << ", allocated " << u->allocated);
     EXPECT_MSG(f16.predicted < f32.predicted, "chunk " << chunk << ": f16 scratch " << f16.predicted << " is not below f32's " << f32.predicted);
+    EXPECT_MSG(bf16.predicted == f16.predicted, "chunk " << chunk << ": bf16 scratch " << bf16.predicted << " is not f16's " << f16.predicted);
+  }
+}
+
+TEST("metal: a Qwen encode in precision f16 and bf16 allocates what scratch_bytes predicts (bf16: the residual stream f32)") {
+  if (!enabled() || on_gpu()) return;
+  for (int64_t chunk : {int64_t(1) << 20, int64_t(36)}) {
+    auto backend = [](mtl::Precision p) { return mtl::make_metal_backend(mtl::make_emu_executor(emu(0, 0, 0xFF)), "metal-emulated", p); };
+    const tessera::modeltest::ScratchUse f32 = tessera::modeltest::qwen_scratch(backend(mtl::Precision::F32), chunk);
+    const tessera::modeltest::ScratchUse f16 = tessera::modeltest::qwen_scratch(backend(mtl::Precision::F16), chunk);
+    const tessera::modeltest::ScratchUse bf16 = tessera::modeltest::qwen_scratch(backend(mtl::Precision::Bf16), chunk);
+    for (const auto* u : {&f32, &f16, &bf16})
+      EXPECT_MSG(u->predicted == u->allocated, "chunk " << chunk << (u == &f16 ? " f16" : u == &bf16 ? " bf16" : " f32") << ": predicted "
+                                                        << u->predicted << ", allocated " << u->allocated);
+    // bf16 keeps x f32: between f16's (x half) and f32's
+    EXPECT_MSG(f16.predicted < bf16.predicted && bf16.predicted < f32.predicted,
+               "chunk " << chunk << ": scratch f16 " << f16.predicted << ", bf16 " << bf16.predicted << ", f32 " << f32.predicted);
   }
 }

@@ -350,6 +350,25 @@ ScratchUse gemma_scratch(std::unique_ptr<backend::Backend> inner, int64_t row_ch
   return {model->scratch_bytes(rows), backend.peak};
 }
 
+ScratchUse qwen_scratch(std::unique_ptr<backend::Backend> inner, int64_t row_chunk) {
+  const int64_t cols = 3 * 2 * 2 * 2, rows = 8 * 12;
+  std::vector<float> px = random_pixels(rows, cols, 7);
+  const PixelInput in = grid_input(px, cols, {{1, 8, 12}});
+  TowerFile f = qwen_tower(DType::F32);
+  iotest::TempFile file(f.bytes);
+  f.spec.files = {file.path};
+  for (auto& st : f.spec.stages)
+    for (auto& t : st.tensors) t.file = 0;
+  CountingBackend backend(std::move(inner));
+  auto store = make_resident_store(f.spec, backend);
+  auto model = make_model(f.spec, backend, *store, row_chunk);
+  EncodeOutput out;
+  EncodeControl ctl;
+  backend.live = backend.peak = 0;
+  model->encode(in, ctl, out);
+  return {model->scratch_bytes(rows), backend.peak};
+}
+
 }  // namespace tessera::modeltest
 
 TEST("models: a Qwen encode in many row chunks equals one chunk bit for bit; scratch_bytes is what it allocates") {

@@ -69,12 +69,13 @@ struct Case {
 };
 
 // An f32 input as half (precision 'f16' activations).
-static In as_half(const In& m) {
-  In h{m.rows, m.cols, DType::F16, std::vector<char>(size_t(m.rows * m.cols) * 2)};
+// m's values stored as `to` (f16 or bf16): the activations of precision 'f16' / 'bf16'.
+static In as_reduced(const In& m, DType to) {
+  In h{m.rows, m.cols, to, std::vector<char>(size_t(m.rows * m.cols) * 2)};
   for (int64_t i = 0; i < m.rows * m.cols; i++) {
     float x;
     std::memcpy(&x, m.bytes.data() + i * 4, 4);
-    const uint16_t b = f32_to_f16(x);
+    const uint16_t b = to == DType::BF16 ? f32_to_bf16(x) : f32_to_f16(x);
     std::memcpy(h.bytes.data() + i * 2, &b, 2);
   }
   return h;
@@ -100,14 +101,16 @@ static std::vector<float> run(Backend& b, const Case& c) {
 }
 
 int main() {
-  std::unique_ptr<Backend> gpu, emu, gpu16, emu16;
+  std::unique_ptr<Backend> gpu, emu, gpu16, emu16, gpub, emub;
   try {
     gpu = mtl::make_metal_backend(mtl::make_metal_executor(), "metal");
     mtl::EmuOptions o;
     o.schedule = 0, o.poison = 0xFF, o.workers = 1;
     emu = mtl::make_metal_backend(mtl::make_emu_executor(o), "metal-emulated");
-    gpu16 = mtl::make_metal_backend(mtl::make_metal_executor(), "metal", true);  // precision 'f16': the half kernels
-    emu16 = mtl::make_metal_backend(mtl::make_emu_executor(o), "metal-emulated", true);
+    gpu16 = mtl::make_metal_backend(mtl::make_metal_executor(), "metal", mtl::Precision::F16);  // precision 'f16': the half kernels
+    emu16 = mtl::make_metal_backend(mtl::make_emu_executor(o), "metal-emulated", mtl::Precision::F16);
+    gpub = mtl::make_metal_backend(mtl::make_metal_executor(), "metal", mtl::Precision::Bf16);  // the bfloat kernels (MSL 3.1)
+    emub = mtl::make_metal_backend(mtl::make_emu_executor(o), "metal-emulated", mtl::Precision::Bf16);
   } catch (const std::exception& e) {
     std::printf("[FAIL] setup: %s\n0 passed, 1 failed\n", e.what());
     return 1;
@@ -146,7 +149,7 @@ int main() {
                      b.rope(q, t[1], t[2], 2, 32, 2, nullptr);
                      b.rope(k, t[1], t[2], 2, 32, 2, &k_norm);
                      b.attention(t[3], q, k, v, 2, 32, 0.2f, {{0, 7}, {7, 13}});
-                     b.attention(t[3], q, k, v, 2, 32, 0.2f, {{0, 7}, {7, 13}}, AttnProducts::F32);  // f16: float tiles
+                     b.attention(t[3], q, k, v, 2, 32, 0.2f, {{0, 7}, {7, 13}}, AttnProducts::F32);  // f16 / bf16: float tiles
                    }, 3, {0, 3}});
   {
     std::vector<int32_t> idx(12 * 4);
@@ -169,17 +172,22 @@ int main() {
       verdict(false, c.name, ex.what());
     }
     if (c.acts.empty()) continue;
-    Case h = c;  // precision 'f16': the activations half, the same op through device.mm and the emulator
-    h.name += " [f16]";
-    for (int i : c.acts) h.in[size_t(i)] = as_half(c.in[size_t(i)]);
-    try {
-      const std::vector<float> a = run(*gpu16, h), e = run(*emu16, h);
-      bool finite = true;
-      for (float v : a) finite &= std::isfinite(v);
-      const bool same = a.size() == e.size() && std::memcmp(a.data(), e.data(), a.size() * 4) == 0;
-      verdict(same && finite, h.name, same ? (finite ? "bit-identical through device.mm" : "non-finite output") : "device.mm path differs from metal-emulated");
-    } catch (const std::exception& ex) {
-      verdict(false, h.name, ex.what());
+    // precisions 'f16' and 'bf16': the activations half / bfloat, the same op through device.mm and the emulator
+    for (DType to : {DType::F16, DType::BF16}) {
+      Case h = c;
+      h.name += std::string(" [") + dtype_name(to) + "]";
+      for (int i : c.acts) h.in[size_t(i)] = as_reduced(c.in[size_t(i)], to);
+      try {
+        const bool bf = to == DType::BF16;
+        if (bf && std::string(gpub->precision()) != "bf16") throw std::runtime_error(std::string("device.mm ran bf16 as ") + gpub->precision());
+        const std::vector<float> a = run(bf ? *gpub : *gpu16, h), e = run(bf ? *emub : *emu16, h);
+        bool finite = true;
+        for (float v : a) finite &= std::isfinite(v);
+        const bool same = a.size() == e.size() && std::memcmp(a.data(), e.data(), a.size() * 4) == 0;
+        verdict(same && finite, h.name, same ? (finite ? "bit-identical through device.mm" : "non-finite output") : "device.mm path differs from metal-emulated");
+      } catch (const std::exception& ex) {
+        verdict(false, h.name, ex.what());
+      }
     }
   }
   {  // wrapped host memory that is not page aligned: device.mm wraps the whole pages around it

@@ -47,11 +47,11 @@ const ASAN = ['-O1', '-g', '-fno-omit-frame-pointer', '-fsanitize=address,undefi
 // The fast-math kernels: after RUN_FLAGS, so that it also turns contraction back on (as Metal does).
 const FAST_MATH = ['-ffast-math'];
 export const FAST_MATH_LIB = path.join(OUT, 'fastmath', 'libtessera_mslemu.so');
-export const LINT_FLAGS = ['-std=c++17', '-fsyntax-only', '-DMSLEMU_LINT', '-Werror', '-Wall', '-Werror=double-promotion',
+export const LINT_FLAGS = ['-std=c++17', '-fsyntax-only', '-DMSLEMU_LINT', '-Werror', '-Wall', '-Werror=double-promotion', '-Werror=implicit-float-conversion',
   '-Wno-unknown-attributes', '-Wno-undefined-inline', '-Wno-unused-function', '-Wno-unused-variable', ...HALF, ...INC];
 
 const INSTRUMENT = path.join(ROOT, 'tools/mslemu/instrument.mjs');
-const RUNTIME = ['fiber.cpp', 'scheduler.cpp', 'run.cpp', 'counts.cpp'].map((f) => path.join(ROOT, 'tools/mslemu/src', f));
+const RUNTIME = ['fiber.cpp', 'scheduler.cpp', 'run.cpp', 'counts.cpp', 'bfloat.cpp'].map((f) => path.join(ROOT, 'tools/mslemu/src', f));
 const HEADERS = [
   ...fs.readdirSync(path.join(ROOT, 'tools/mslemu/include')).filter((f) => !fs.statSync(path.join(ROOT, 'tools/mslemu/include', f)).isDirectory()).map((f) => path.join(ROOT, 'tools/mslemu/include', f)),
   ...fs.readdirSync(path.join(ROOT, 'tools/mslemu/include/mslemu')).map((f) => path.join(ROOT, 'tools/mslemu/include/mslemu', f)),

@@ -25,12 +25,20 @@ export function lintFile(file, cxx) {
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'mslemu-lint-'));
   const gen = path.join(dir, path.basename(rel).replace(/\.metal$/, '.cpp'));
   fs.writeFileSync(gen, generate(src, rel).code);
-  const r = spawnSync(cxx, [...LINT_FLAGS, gen], { encoding: 'utf8', cwd: ROOT });
+  // Twice: as Metal 3.1 (bfloat) and as the Metal 3.0 metallib sees the file (-DMSLEMU_NO_BFLOAT), where every
+  // use of bfloat must sit inside `#if defined(__HAVE_BFLOAT__)`.
+  let output = '';
+  for (const [extra, tag] of [[[], ''], [['-DMSLEMU_NO_BFLOAT'], ' [as Metal 3.0, without bfloat]']]) {
+    const r = spawnSync(cxx, [...LINT_FLAGS, ...extra, gen], { encoding: 'utf8', cwd: ROOT });
+    const out = (r.stdout || '') + (r.stderr || '');
+    const before = errors.length, seen = new Set(errors);
+    for (const l of out.split('\n'))
+      if ((/ error: /.test(l) || / note: candidate function not viable: (cannot pass pointer|no known conversion)/.test(l)) && !seen.has(l.trim())) errors.push(l.trim() + tag);
+    if (r.status !== 0 && errors.length === before && !seen.size) errors.push((out.trim() || `${cxx} exited with ${r.status}`) + tag);
+    output += out;
+  }
   fs.rmSync(dir, { recursive: true, force: true });
-  const out = (r.stdout || '') + (r.stderr || '');
-  for (const l of out.split('\n')) if (/ error: /.test(l) || / note: candidate function not viable: (cannot pass pointer|no known conversion)/.test(l)) errors.push(l.trim());
-  if (r.status !== 0 && !errors.length) errors.push(out.trim() || `${cxx} exited with ${r.status}`);
-  return { ok: errors.length === 0, errors, output: out };
+  return { ok: errors.length === 0, errors, output };
 }
 
 // The headers the kernels include (metal/**/*.h): only the fast-math rule (they hold no kernels).

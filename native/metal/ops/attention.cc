@@ -33,14 +33,16 @@ void encode_attention(Executor& ex, const backend::Tensor& out, const backend::T
   require(heads > 0 && head_dim > 0 && head_dim <= max_hd, op, "head_dim " + std::to_string(head_dim) + " outside 1.." + std::to_string(max_hd));
   const uint32_t hd = uint32_t(head_dim);
   const bool flash = hd % 8 == 0;
-  // f16 storage (precision 'f16'): half K and V tiles, unless the tower keeps attention's products f32
-  const bool half = q.dtype == DType::F16, half_tiles = half && products != backend::AttnProducts::F32;
+  // f16 / bf16 storage (precision 'f16' / 'bf16'): K and V tiles in that type, unless the tower keeps attention's
+  // products f32 (the _hs / _bs kernels: float tiles)
+  const std::string letter = act_letter(q.dtype);
+  const bool half = !letter.empty(), half_tiles = half && products != backend::AttnProducts::F32;
   auto bytes = [&](uint32_t kb) { return flash ? flash_tg_bytes(kb, hd, half_tiles ? 2 : 4) : rows_tg_bytes(kb, hd); };
   uint32_t kblock = kargs::kAttnBK;
   if (bytes(kblock) > ex.limits().max_tg_memory) kblock = kargs::kAttnBKSmall;
   const uint32_t tg = bytes(kblock);
   const std::string kernel = std::string(!flash ? "attention_segment" : hd == 64 ? "attention_flash_64" : hd == 72 ? "attention_flash_72" : hd == 80 ? "attention_flash_80" : "attention_flash") +
-                             (!half ? "" : !flash ? "_h" : half_tiles ? "_h" : "_hs");
+                             (!half ? "" : "_" + letter + (flash && !half_tiles ? "s" : ""));
   const uint32_t rows_per_group = flash ? kargs::kAttnBQ : kargs::kAttnRowsPerGroup;
   int64_t covered = 0;
   for (const backend::Segment& s : segments) {

@@ -23,13 +23,23 @@ void require_f32(const backend::Tensor& t, const char* op, const char* name) {
 }
 void require_act(const backend::Tensor& t, const char* op, const char* name) {
   require_tensor(t, op, name);
-  require(t.dtype == DType::F32 || t.dtype == DType::F16, op, std::string(name) + " must be f32 or f16, is " + dtype_name(t.dtype));
+  require(t.dtype == DType::F32 || t.dtype == DType::F16 || t.dtype == DType::BF16, op,
+          std::string(name) + " must be f32, f16 or bf16, is " + dtype_name(t.dtype));
 }
 void require_act_like(const backend::Tensor& t, const backend::Tensor& like, const char* op, const char* name) {
   require_act(t, op, name);
   require(t.dtype == like.dtype, op, std::string(name) + " is " + dtype_name(t.dtype) + " but the op's other activations are " + dtype_name(like.dtype));
 }
-std::string act_kernel(const char* base, const backend::Tensor& t) { return std::string(base) + (t.dtype == DType::F16 ? "_h" : ""); }
+const char* act_letter(DType t) { return t == DType::F16 ? "h" : t == DType::BF16 ? "b" : ""; }
+std::string act_kernel(const char* base, const backend::Tensor& t) {
+  const char* l = act_letter(t.dtype);
+  return std::string(base) + (*l ? "_" : "") + l;
+}
+std::string act_kernel(const char* base, const backend::Tensor& x, const backend::Tensor& y, const char* op) {
+  const std::string lx = act_letter(x.dtype), ly = act_letter(y.dtype);
+  require(lx.empty() || ly.empty() || lx == ly, op, std::string("x is ") + dtype_name(x.dtype) + " but y is " + dtype_name(y.dtype));
+  return std::string(base) + (lx.empty() && ly.empty() ? "" : lx.empty() ? "_f" + ly : ly.empty() ? "_" + lx + "f" : "_" + lx);
+}
 void require_shape(const backend::Tensor& t, int64_t rows, int64_t cols, const char* op, const char* name) {
   require(t.rows == rows && t.cols == cols, op,
           std::string(name) + " is " + shape(t) + ", expected [" + std::to_string(rows) + ", " + std::to_string(cols) + "]");

@@ -75,10 +75,9 @@ void encode_linear(Executor& ex, const backend::Tensor& y, const backend::Tensor
   const bool vec = x.rows <= int64_t(kargs::kMatvecMaxRows);
   const char* suffix = w.dtype == DType::F16 ? "f16" : w.dtype == DType::BF16 ? "bf16" : "f32";
   // precision 'f16' (metal/matmul.metal): _h half x into half y, _fh float x (the patch embedding's pixels) into
-  // half y, _hf half x into float y (an output a tower keeps f32: backend::ActRange::Precise)
-  const bool hx = x.dtype == DType::F16, hy = y.dtype == DType::F16;
-  const char* act = hy ? (hx ? "_h" : "_fh") : (hx ? "_hf" : "");
-  Dispatch d(std::string(vec ? "matvec_" : "matmul_") + suffix + act);
+  // half y, _hf half x into float y (an output a tower keeps f32: backend::ActRange::Precise, Stream in 'bf16');
+  // 'bf16' the same with b for h.
+  Dispatch d(act_kernel((std::string(vec ? "matvec_" : "matmul_") + suffix).c_str(), x, y, op));
   d.bind(0, x, Access::Read);
   d.bind(1, w, Access::Read);
   d.bind(2, a.bias ? *a.bias : x, Access::Read);          // placeholder when absent: never read

@@ -21,6 +21,13 @@ static uint32_t row_threads(Executor& ex, const Dispatch& d, int64_t cols) {
   return std::max(32u, std::min(want, ex.max_threads(*d.kernel) / 32 * 32));
 }
 
+// y: x's type, or bf16 from an f32 x (the residual stream of precision 'bf16', backend::ActRange::Stream).
+static void require_norm_out(const backend::Tensor& y, const backend::Tensor& x, const char* op) {
+  require_act(y, op, "y");
+  require(y.dtype == x.dtype || (x.dtype == DType::F32 && y.dtype == DType::BF16), op,
+          std::string("y is ") + dtype_name(y.dtype) + " but x is " + dtype_name(x.dtype) + " (y must be x's type, or bf16 from an f32 x)");
+}
+
 static void require_vector(const backend::Tensor& t, int64_t n, const char* op, const char* name) {
   require_tensor(t, op, name);
   require(t.rows * t.cols == n && t.contiguous(), op, std::string(name) + " is " + shape(t) + ", expected [1, " + std::to_string(n) + "]");
@@ -29,7 +36,7 @@ static void require_vector(const backend::Tensor& t, int64_t n, const char* op, 
 void encode_layer_norm(Executor& ex, const backend::Tensor& y, const backend::Tensor& x, const backend::Tensor& gamma, const backend::Tensor& beta, float eps) {
   const char* op = "layer_norm";
   require_act(x, op, "x");
-  require_act_like(y, x, op, "y");
+  require_norm_out(y, x, op);
   require_shape(y, x.rows, x.cols, op, "y");
   require_vector(gamma, x.cols, op, "gamma");
   require_vector(beta, x.cols, op, "beta");
@@ -44,7 +51,7 @@ void encode_layer_norm(Executor& ex, const backend::Tensor& y, const backend::Te
   p.has_bias = 1;
   p.bias_type = uint32_t(beta.dtype);
   p.eps = eps;
-  Dispatch d(act_kernel("norm_layer", x));
+  Dispatch d(act_kernel("norm_layer", x, y, op));
   d.bind(0, x, Access::Read);
   d.bind(1, y, Access::Write);
   d.bind(2, gamma, Access::Read);
@@ -59,12 +66,12 @@ void encode_rms_norm(Executor& ex, const backend::Tensor& y, const backend::Tens
                      const backend::Tensor* residual) {
   const char* op = "rms_norm";
   require_act(x, op, "x");
-  require_act_like(y, x, op, "y");
+  require_norm_out(y, x, op);
   require_shape(y, x.rows, x.cols, op, "y");
   require(group > 0 && x.cols % group == 0, op, "group " + std::to_string(group) + " does not divide the " + std::to_string(x.cols) + " columns");
   if (weight) require_vector(*weight, group, op, "weight");
   if (residual) {
-    require_act_like(*residual, x, op, "residual");
+    require_act_like(*residual, y, op, "residual");
     require_shape(*residual, x.rows, x.cols, op, "residual");
   }
   if (x.rows == 0 || x.cols == 0) return;
@@ -80,7 +87,8 @@ void encode_rms_norm(Executor& ex, const backend::Tensor& y, const backend::Tens
   p.has_residual = residual != nullptr;
   p.ldr = residual ? u32(residual->ld, op, "residual.ld") : 0;
   const bool row = group == x.cols;
-  Dispatch d(act_kernel(row ? "norm_rms_row" : "norm_rms_group", x));
+  require(row || y.dtype == x.dtype, op, std::string("a per-group norm's y must have x's type (") + dtype_name(x.dtype) + "), is " + dtype_name(y.dtype));
+  Dispatch d(act_kernel(row ? "norm_rms_row" : "norm_rms_group", x, y, op));
   d.bind(0, x, Access::Read);
   d.bind(1, y, Access::Write);
   d.bind(2, weight ? *weight : x, Access::Read);  // placeholder when weightless: never read

@@ -64,7 +64,7 @@ class Tower final : public VisionModel {
  private:
   using Scratch = vit::Scratch;
   Scratch layout(Arena& a, int64_t n) const {
-    return vit::layout_scratch(a, block_, merger_, n, max_chunk_, patch_dim_, backend_.activation_dtype());
+    return vit::layout_scratch(a, block_, merger_, n, max_chunk_, patch_dim_, backend_);
   }
   backend::Workload workload(int64_t n) const { return vit::scratch_workload(block_, merger_, n, max_chunk_, patch_dim_); }
 

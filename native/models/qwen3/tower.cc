@@ -65,7 +65,7 @@ class Tower final : public VisionModel {
     backend::Buffer* lookup;
   };
   Scratch layout(Arena& a, int64_t n) const {
-    Scratch s{vit::layout_scratch(a, block_, merger_, n, max_chunk_, patch_dim_, backend_.activation_dtype()), nullptr};
+    Scratch s{vit::layout_scratch(a, block_, merger_, n, max_chunk_, patch_dim_, backend_), nullptr};
     s.lookup = a.buffer(position_lookup_bytes(n));
     return s;
   }

@@ -28,13 +28,18 @@ inline int64_t scratch_chunk(const MergerConfig& m, int64_t n, int64_t max_chunk
   return std::min(n, chunk_rows(n, max_chunk, m.merge * m.merge));
 }
 
-// `act` is the backend's activation dtype; the rope tables and the uploaded pixels stay f32.
+// The residual stream's range: backend::ActRange::Stream (half in precision 'f16', f32 in 'bf16').
+constexpr backend::ActRange kStreamRange = backend::ActRange::Stream;
+
+// The activations' types from the backend (activation_dtype): x (the residual stream) kStreamRange's, the
+// others Bounded; the rope tables and the uploaded pixels stay f32.
 inline Scratch layout_scratch(Arena& a, const BlockConfig& b, const MergerConfig& m, int64_t n, int64_t max_chunk,
-                              int64_t patch_dim, DType act) {
+                              int64_t patch_dim, const backend::Backend& backend) {
   const int64_t D = b.hidden, I = b.inter, m2 = m.merge * m.merge;
+  const DType act = backend.activation_dtype();
   Scratch s;
   s.chunk = scratch_chunk(m, n, max_chunk);
-  s.block.x = a.tensor(n, D, act);
+  s.block.x = a.tensor(n, D, backend.activation_dtype(kStreamRange));
   s.block.cos = a.tensor(n, b.head_dim);
   s.block.sin = a.tensor(n, b.head_dim);
   s.block.h = a.tensor(s.chunk, D, act);

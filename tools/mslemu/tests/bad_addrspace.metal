@@ -1,5 +1,5 @@
 // Planted lint errors: `node tools/mslemu/lint.mjs` must reject this file with exactly the errors listed
-// in test/metal-emulator.test.ts (one per BUG line), each at its line.
+// in test/metal-emulator.test.ts (one per BUG line; the bfloat kernel at the end only as the Metal 3.0 library sees it), each at its line.
 #include <metal_stdlib>
 using namespace metal;
 inline float tg_sum4(threadgroup const float* p) { return p[0] + p[1] + p[2] + p[3]; }
@@ -20,4 +20,8 @@ kernel void addr_space_bad(device const float* x [[buffer(0)]], device float* y 
 kernel void no_space(float* x [[buffer(0)]], device float* y [[buffer(0)]])   // BUG x2: no address space; index 0 twice
 {
     y[0] = x[0];
+}
+kernel void bfloat_bad(device const bfloat* x [[buffer(0)]], device bfloat* y [[buffer(1)]])  // BUG: bfloat outside #if defined(__HAVE_BFLOAT__)
+{
+    y[0] = float(x[0]) * 2.0f;              // BUG: float into bfloat without a conversion
 }
