@@ -22,7 +22,7 @@ inline float tg_sum(float v, threadgroup float* partial, uint sg, uint lane, uin
 }
 
 // X: x's stored type, Y: y's (and the residual's); they differ only for an f32 residual stream normed into a
-// bfloat y (the _fb kernels, precision 'bf16': backend::ActRange::Stream).
+// half or bfloat y (the _fh and _fb kernels: backend::ActRange::Stream).
 template <typename X, typename Y>
 inline void norm_layer_body(device const X* x, device Y* y, device const uchar* w, device const uchar* b, constant kargs::Norm& p, uint row, uint tid, uint nt, uint sg, uint lane, uint nsg, threadgroup float* partial)
 {
@@ -135,8 +135,29 @@ kernel void norm_rms_group_h(device const half* x [[buffer(0)]], device half* y 
 {
     norm_rms_group_body<half>(x, y, w, p, res, row, sg, lane, nsg);
 }
+// Precision 'f16' with the residual stream f32 (backend::ActRange::Stream): an f32 x normed into a half y.
+kernel void norm_layer_fh(device const float* x [[buffer(0)]], device half* y [[buffer(1)]],
+                       device const uchar* w [[buffer(2)]], device const uchar* b [[buffer(3)]],
+                       constant kargs::Norm& p [[buffer(4)]],
+                       uint row [[threadgroup_position_in_grid]], uint tid [[thread_index_in_threadgroup]],
+                       uint nt [[threads_per_threadgroup]], uint sg [[simdgroup_index_in_threadgroup]],
+                       uint lane [[thread_index_in_simdgroup]], uint nsg [[simdgroups_per_threadgroup]])
+{
+    threadgroup float partial[32];
+    norm_layer_body<float, half>(x, y, w, b, p, row, tid, nt, sg, lane, nsg, partial);
+}
+kernel void norm_rms_row_fh(device const float* x [[buffer(0)]], device half* y [[buffer(1)]],
+                         device const uchar* w [[buffer(2)]], constant kargs::Norm& p [[buffer(3)]],
+                         device const half* res [[buffer(4)]],
+                         uint row [[threadgroup_position_in_grid]], uint tid [[thread_index_in_threadgroup]],
+                         uint nt [[threads_per_threadgroup]], uint sg [[simdgroup_index_in_threadgroup]],
+                         uint lane [[thread_index_in_simdgroup]], uint nsg [[simdgroups_per_threadgroup]])
+{
+    threadgroup float partial[32];
+    norm_rms_row_body<float, half>(x, y, w, p, res, row, tid, nt, sg, lane, nsg, partial);
+}
 // Precision 'bf16' (MSL 3.1): x, y and the residual bfloat, every step in float; _fb: an f32 x (the residual
-// stream, which stays f32 in bf16) into a bfloat y.
+// stream) into a bfloat y.
 #if defined(__HAVE_BFLOAT__)
 kernel void norm_layer_b(device const bfloat* x [[buffer(0)]], device bfloat* y [[buffer(1)]],
                        device const uchar* w [[buffer(2)]], device const uchar* b [[buffer(3)]],

@@ -102,10 +102,10 @@ enum class AttnProducts { Bf16, F32 };
 // stream, an unclipped path) and stays f32 whatever the precision. Precise fits half's range but not its
 // resolution: an op downstream amplifies half's rounding of it past the tower's budget (Gemma 4's q, k and
 // v: RMS-normed and scaled by 1, their scores reach the tens and a sharp softmax turns a score's rounding
-// into a probability's), so it stays f32 too. Stream is a residual stream, which every block adds its rounding
-// to: inside half's range, and half's 11 significant bits there keep a tower within HF's own fp16 error, but
-// bfloat's 8 put it at HF's own bf16 error rather than within it (docs/metal.md#accuracy), so it is half in
-// precision 'f16' and f32 in 'bf16'.
+// into a probability's), so it stays f32 too. Stream is the residual stream of a deep tower, which every block
+// adds its rounding to and every later stage inherits: inside half's range, but stored in half or bfloat it puts
+// a tower at HF's own reduced-precision error rather than within it (a 27-block Qwen3-VL-8B-shaped tower in half,
+// the fixture towers in bfloat: docs/metal.md#accuracy), so it stays f32 too.
 enum class ActRange { Bounded, Wide, Precise, Stream };
 
 // A description of the work a model will issue, for backends that keep scratch of their own
@@ -127,8 +127,7 @@ class Backend {
   // Never a reduced precision where f32 runs.
   virtual const char* precision() const { return "f32"; }
   // The type a tower stores an activation of `range` in between ops (the scratch tensors it makes):
-  // F32, or F16 / BF16 on a backend that runs precision 'f16' / 'bf16' and a Bounded range (a Stream: F16 in
-  // 'f16', F32 in 'bf16'). Rope tables, uploaded
+  // F32, or F16 / BF16 on a backend that runs precision 'f16' / 'bf16' and a Bounded range. Rope tables, uploaded
   // pixels and gather weights stay f32 whatever this says; every op accepts F16 and BF16 activations where
   // this can return them, and download() widens them to f32.
   virtual DType activation_dtype(ActRange /*range*/ = ActRange::Bounded) const { return DType::F32; }
@@ -154,7 +153,7 @@ class Backend {
   // where a tower keeps an output f32, an f32 x into a half y for the uploaded pixels); mul and residual have
   // y's type. Every other op takes its activations all of one type (gather_sum's table may be any type).
   virtual void linear(const Tensor& y, const Tensor& x, const Tensor& w, const LinearArgs& args) = 0;
-  // The norms' y may be f16 / bf16 where x is f32 (an f32 residual stream into a block's norm output); their
+  // The norms' y may be f16 / bf16 where x is f32 (the f32 residual stream into a block's norm output); their
   // residual has y's type.
   virtual void layer_norm(const Tensor& y, const Tensor& x, const Tensor& gamma, const Tensor& beta,
                           float eps) = 0;

@@ -32,9 +32,7 @@ class MetalBackend final : public backend::Backend {
   const char* name() const override { return name_.c_str(); }
   const char* precision() const override { return act_ == DType::F16 ? "f16" : act_ == DType::BF16 ? "bf16" : "f32"; }
   DType activation_dtype(backend::ActRange range) const override {
-    if (range == backend::ActRange::Bounded) return act_;
-    if (range == backend::ActRange::Stream) return act_ == DType::F16 ? DType::F16 : DType::F32;
-    return DType::F32;
+    return range == backend::ActRange::Bounded ? act_ : DType::F32;
   }
 
   backend::Buffer* alloc(size_t bytes) override { return ex_->alloc(bytes); }

@@ -21,11 +21,11 @@ static uint32_t row_threads(Executor& ex, const Dispatch& d, int64_t cols) {
   return std::max(32u, std::min(want, ex.max_threads(*d.kernel) / 32 * 32));
 }
 
-// y: x's type, or bf16 from an f32 x (the residual stream of precision 'bf16', backend::ActRange::Stream).
+// y: x's type, or f16 / bf16 from an f32 x (the residual stream, backend::ActRange::Stream, into a block's norm).
 static void require_norm_out(const backend::Tensor& y, const backend::Tensor& x, const char* op) {
   require_act(y, op, "y");
-  require(y.dtype == x.dtype || (x.dtype == DType::F32 && y.dtype == DType::BF16), op,
-          std::string("y is ") + dtype_name(y.dtype) + " but x is " + dtype_name(x.dtype) + " (y must be x's type, or bf16 from an f32 x)");
+  require(y.dtype == x.dtype || x.dtype == DType::F32, op,
+          std::string("y is ") + dtype_name(y.dtype) + " but x is " + dtype_name(x.dtype) + " (y must be x's type, or reduced from an f32 x)");
 }
 
 static void require_vector(const backend::Tensor& t, int64_t n, const char* op, const char* name) {

@@ -28,7 +28,7 @@ inline int64_t scratch_chunk(const MergerConfig& m, int64_t n, int64_t max_chunk
   return std::min(n, chunk_rows(n, max_chunk, m.merge * m.merge));
 }
 
-// The residual stream's range: backend::ActRange::Stream (half in precision 'f16', f32 in 'bf16').
+// The residual stream's range: backend::ActRange::Stream (f32 whatever the precision).
 constexpr backend::ActRange kStreamRange = backend::ActRange::Stream;
 
 // The activations' types from the backend (activation_dtype): x (the residual stream) kStreamRange's, the
