@@ -137,7 +137,7 @@ describe.skipIf(!status.available)(title, () => {
     if (process.arch === 'x64' && fs.existsSync(rt)) {
       const ops = spawnSync(tests, ['metal:'], {
         encoding: 'utf8',
-        timeout: 600_000,  // every case in f32 and, where it has activations, again in f16
+        timeout: 600_000,  // every case in f32 and, where it has activations, again in f16 and bf16 ('metal scratch:' left out)
         env: { ...env, LD_PRELOAD: rt, TESSERA_METAL_OPS: '1', TESSERA_MSLEMU_LIB: path.join(ROOT, 'build/mslemu/asan/libtessera_mslemu.so') },
       });
       expect(ops.stderr, ops.stderr.slice(0, 4000)).not.toMatch(/runtime error|AddressSanitizer/);

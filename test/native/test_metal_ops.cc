@@ -692,7 +692,7 @@ TEST("metal: a pipeline allowing fewer threads: norms and rope's norm adapt, mat
   EXPECT(refused);
 }
 
-TEST("metal: a Gemma 4 encode in precision f16 and bf16 allocates what scratch_bytes predicts (half / bfloat activations, f32 q, k and v)") {
+TEST("metal scratch: a Gemma 4 encode in precision f16 and bf16 allocates what scratch_bytes predicts (half / bfloat activations, f32 q, k and v)") {
   if (!enabled() || on_gpu()) return;
   for (int64_t chunk : {int64_t(1) << 20, int64_t(30)}) {
     auto backend = [](mtl::Precision p) { return mtl::make_metal_backend(mtl::make_emu_executor(emu(0, 0, 0xFF)), "metal-emulated", p); };
@@ -707,7 +707,7 @@ TEST("metal: a Gemma 4 encode in precision f16 and bf16 allocates what scratch_b
   }
 }
 
-TEST("metal: a Qwen encode in precision f16 and bf16 allocates what scratch_bytes predicts (the residual stream f32)") {
+TEST("metal scratch: a Qwen encode in precision f16 and bf16 allocates what scratch_bytes predicts (the residual stream f32)") {
   if (!enabled() || on_gpu()) return;
   for (int64_t chunk : {int64_t(1) << 20, int64_t(36)}) {
     auto backend = [](mtl::Precision p) { return mtl::make_metal_backend(mtl::make_emu_executor(emu(0, 0, 0xFF)), "metal-emulated", p); };
