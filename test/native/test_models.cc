@@ -323,6 +323,23 @@ PixelInput grid_input(const std::vector<float>& px, int64_t cols, std::vector<st
 
 namespace tessera::modeltest {
 
+// One resident encode of tower file f on `inner` (counted), in row_chunk-row chunks: the memory plan's prediction
+// beside the peak of what the encode allocated.
+static ScratchUse scratch_use(TowerFile f, const PixelInput& in, std::unique_ptr<backend::Backend> inner, int64_t row_chunk) {
+  iotest::TempFile file(f.bytes);
+  f.spec.files = {file.path};
+  for (auto& st : f.spec.stages)
+    for (auto& t : st.tensors) t.file = 0;
+  CountingBackend backend(std::move(inner));
+  auto store = make_resident_store(f.spec, backend);
+  auto model = make_model(f.spec, backend, *store, row_chunk);
+  EncodeOutput out;
+  EncodeControl ctl;
+  backend.live = backend.peak = 0;
+  model->encode(in, ctl, out);
+  return {model->scratch_bytes(in.rows), backend.peak};
+}
+
 ScratchUse gemma_scratch(std::unique_ptr<backend::Backend> inner, int64_t row_chunk) {
   std::vector<int32_t> pos;
   for (int y = 0; y < 9; ++y)
@@ -335,38 +352,13 @@ ScratchUse gemma_scratch(std::unique_ptr<backend::Backend> inner, int64_t row_ch
   in.cols = cols;
   in.positions = pos.data();
   in.image_rows = {rows};
-  TowerFile f = gemma_tower(DType::F32);
-  iotest::TempFile file(f.bytes);
-  f.spec.files = {file.path};
-  for (auto& st : f.spec.stages)
-    for (auto& t : st.tensors) t.file = 0;
-  CountingBackend backend(std::move(inner));
-  auto store = make_resident_store(f.spec, backend);
-  auto model = make_model(f.spec, backend, *store, row_chunk);
-  EncodeOutput out;
-  EncodeControl ctl;
-  backend.live = backend.peak = 0;
-  model->encode(in, ctl, out);
-  return {model->scratch_bytes(rows), backend.peak};
+  return scratch_use(gemma_tower(DType::F32), in, std::move(inner), row_chunk);
 }
 
 ScratchUse qwen_scratch(std::unique_ptr<backend::Backend> inner, int64_t row_chunk) {
-  const int64_t cols = 3 * 2 * 2 * 2, rows = 8 * 12;
-  std::vector<float> px = random_pixels(rows, cols, 7);
-  const PixelInput in = grid_input(px, cols, {{1, 8, 12}});
-  TowerFile f = qwen_tower(DType::F32);
-  iotest::TempFile file(f.bytes);
-  f.spec.files = {file.path};
-  for (auto& st : f.spec.stages)
-    for (auto& t : st.tensors) t.file = 0;
-  CountingBackend backend(std::move(inner));
-  auto store = make_resident_store(f.spec, backend);
-  auto model = make_model(f.spec, backend, *store, row_chunk);
-  EncodeOutput out;
-  EncodeControl ctl;
-  backend.live = backend.peak = 0;
-  model->encode(in, ctl, out);
-  return {model->scratch_bytes(rows), backend.peak};
+  const int64_t cols = 3 * 2 * 2 * 2;
+  std::vector<float> px = random_pixels(8 * 12, cols, 7);
+  return scratch_use(qwen_tower(DType::F32), grid_input(px, cols, {{1, 8, 12}}), std::move(inner), row_chunk);
 }
 
 }  // namespace tessera::modeltest
