@@ -278,7 +278,7 @@ Run encode(TowerFile& f, Factory make, int64_t row_chunk, const PixelInput& in, 
   backend.live = backend.peak = 0;
   model->encode(in, ctl, r.out);
   r.allocated = backend.peak;
-  r.workspace = cpu::held_workspace_bytes(*backend.in);
+  if (std::string(backend.in->name()) == "cpu") r.workspace = cpu::held_workspace_bytes(*backend.in);  // another backend's is its own
   r.predicted = model->scratch_bytes(in.rows);
   return r;
 }
@@ -323,23 +323,6 @@ PixelInput grid_input(const std::vector<float>& px, int64_t cols, std::vector<st
 
 namespace tessera::modeltest {
 
-// One resident encode of tower file f on `inner` (counted), in row_chunk-row chunks: the memory plan's prediction
-// beside the peak of what the encode allocated.
-static ScratchUse scratch_use(TowerFile f, const PixelInput& in, std::unique_ptr<backend::Backend> inner, int64_t row_chunk) {
-  iotest::TempFile file(f.bytes);
-  f.spec.files = {file.path};
-  for (auto& st : f.spec.stages)
-    for (auto& t : st.tensors) t.file = 0;
-  CountingBackend backend(std::move(inner));
-  auto store = make_resident_store(f.spec, backend);
-  auto model = make_model(f.spec, backend, *store, row_chunk);
-  EncodeOutput out;
-  EncodeControl ctl;
-  backend.live = backend.peak = 0;
-  model->encode(in, ctl, out);
-  return {model->scratch_bytes(in.rows), backend.peak};
-}
-
 ScratchUse gemma_scratch(std::unique_ptr<backend::Backend> inner, int64_t row_chunk) {
   std::vector<int32_t> pos;
   for (int y = 0; y < 9; ++y)
@@ -352,13 +335,17 @@ ScratchUse gemma_scratch(std::unique_ptr<backend::Backend> inner, int64_t row_ch
   in.cols = cols;
   in.positions = pos.data();
   in.image_rows = {rows};
-  return scratch_use(gemma_tower(DType::F32), in, std::move(inner), row_chunk);
+  TowerFile f = gemma_tower(DType::F32);
+  const Run r = encode(f, make_model, row_chunk, in, false, std::move(inner));
+  return {r.predicted, r.allocated};
 }
 
 ScratchUse qwen_scratch(std::unique_ptr<backend::Backend> inner, int64_t row_chunk) {
   const int64_t cols = 3 * 2 * 2 * 2;
   std::vector<float> px = random_pixels(8 * 12, cols, 7);
-  return scratch_use(qwen_tower(DType::F32), grid_input(px, cols, {{1, 8, 12}}), std::move(inner), row_chunk);
+  TowerFile f = qwen_tower(DType::F32);
+  const Run r = encode(f, make_model, row_chunk, grid_input(px, cols, {{1, 8, 12}}), false, std::move(inner));
+  return {r.predicted, r.allocated};
 }
 
 }  // namespace tessera::modeltest
